@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * npv_bar: a mapped BAR (or any region) of a device.
+ *
+ * The region's address range is reserved in our address space; the areas
+ * the transport lets us mmap (the whole BAR, or the sparse areas around an
+ * MSI-X table, or a vfio-user server's shared pages) are mapped there, and
+ * every other page is reached through the transport (pread/pwrite or
+ * REGION_READ/WRITE messages). The accessors below pick the way per page.
+ *
+ * Ordering the accessors give:
+ * - npv_bar_readN / npv_bar_writeN: one access of exactly N bits (a 64-bit
+ *   access is a single instruction on a mapped page and a single 8-byte
+ *   message on a trapped one). Accesses to the same BAR are seen by the
+ *   device in program order (uncached device memory: x86 UC, arm64 Device-nGnRE).
+ *   They do NOT order earlier stores to DMA memory.
+ * - npv_bar_write32_release / npv_bar_write64_release: first make every
+ *   earlier store to DMA memory visible to the device, then write. This is
+ *   the doorbell write: on x86 a compiler barrier suffices (stores are not
+ *   reordered with other stores, UC writes drain the write buffer); on arm64
+ *   it is `dmb oshst` before the store.
+ *
+ * A read of a trapped page that fails returns all ones, as a PCI read of a
+ * dead device does; npv_bar_read() reports the error instead.
+ *
+ * Thread-safety: accessors are lock-free; map/unmap are not concurrent with them.
+ */
+#ifndef NPUVFIO_BAR_H
+#define NPUVFIO_BAR_H
+
+#include <npuvfio/common.h>
+#include <npuvfio/dev.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NPV_BAR_PAGE_SHIFT 12
+
+/* Read-only for users; the fields exist so the accessors can be inline. */
+struct npv_bar {
+    volatile uint8_t *base;  /* start of the reserved range */
+    uint64_t size;           /* region size */
+    const uint8_t *direct;   /* per 4 KiB page: nonzero when mapped */
+    struct npv_dev *dev;
+    uint32_t index;
+};
+
+/* -EINVAL for a region that is not readable, -ENOMEM. */
+NPV_API int npv_bar_map(struct npv_dev *dev, uint32_t index, struct npv_bar **out);
+/* NULL is a no-op. */
+NPV_API void npv_bar_unmap(struct npv_bar *bar);
+
+/* Checked access of width 1, 2, 4 or 8 bytes. -ERANGE outside the BAR, -EINVAL bad width. */
+NPV_API int npv_bar_read(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t *val);
+NPV_API int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t val);
+/* Whether [off, off+len) is reached by plain loads and stores (mmapped). */
+NPV_API int npv_bar_is_direct(const struct npv_bar *bar, uint64_t off, uint64_t len);
+
+static inline void npv_dma_wmb(void)
+{
+#if defined(__aarch64__)
+    __asm__ __volatile__("dmb oshst" ::: "memory");
+#else
+    __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+static inline int npv_bar__direct(const struct npv_bar *bar, uint64_t off, unsigned width)
+{
+    return off <= bar->size && width <= bar->size - off && (off & (width - 1)) == 0 &&
+           bar->direct[off >> NPV_BAR_PAGE_SHIFT];
+}
+
+#define NPV_BAR_ACCESSORS(bits)                                                                    \
+    static inline uint##bits##_t npv_bar_read##bits(const struct npv_bar *bar, uint64_t off)       \
+    {                                                                                              \
+        if (npv_bar__direct(bar, off, (bits) / 8))                                                 \
+            return *(volatile uint##bits##_t *)(bar->base + off);                                 \
+        uint64_t v;                                                                                \
+        if (npv_bar_read(bar, off, (bits) / 8, &v) < 0)                                            \
+            return (uint##bits##_t) ~(uint##bits##_t)0;                                            \
+        return (uint##bits##_t)v;                                                                  \
+    }                                                                                              \
+    static inline void npv_bar_write##bits(const struct npv_bar *bar, uint64_t off,                \
+                                           uint##bits##_t val)                                     \
+    {                                                                                              \
+        if (npv_bar__direct(bar, off, (bits) / 8))                                                 \
+            *(volatile uint##bits##_t *)(bar->base + off) = val;                                   \
+        else                                                                                       \
+            (void)npv_bar_write(bar, off, (bits) / 8, val);                                        \
+    }
+
+NPV_BAR_ACCESSORS(8)
+NPV_BAR_ACCESSORS(16)
+NPV_BAR_ACCESSORS(32)
+NPV_BAR_ACCESSORS(64)
+#undef NPV_BAR_ACCESSORS
+
+static inline void npv_bar_write32_release(const struct npv_bar *bar, uint64_t off, uint32_t val)
+{
+    npv_dma_wmb();
+    npv_bar_write32(bar, off, val);
+}
+
+static inline void npv_bar_write64_release(const struct npv_bar *bar, uint64_t off, uint64_t val)
+{
+    npv_dma_wmb();
+    npv_bar_write64(bar, off, val);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The library context: logging, backend preferences and the sysfs root.
+ * The library keeps no global state; everything hangs off a context.
+ *
+ * Thread-safety: a context may be used by many threads at once once set up;
+ * the setters are meant for set-up time and take the context's lock.
+ */
+#ifndef NPUVFIO_CTX_H
+#define NPUVFIO_CTX_H
+
+#include <npuvfio/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct npv_ctx;
+
+enum npv_log_level {
+    NPV_LOG_ERROR = 0,
+    NPV_LOG_WARN = 1,
+    NPV_LOG_INFO = 2,
+    NPV_LOG_DEBUG = 3,
+};
+
+/* A log sink. msg has no trailing newline. Called with no library lock held. */
+typedef void (*npv_log_fn)(void *user, enum npv_log_level level, const char *msg);
+
+/* Which kernel IOMMU interface to use for PCI devices. */
+enum npv_iommu_backend {
+    NPV_IOMMU_AUTO = 0, /* iommufd when /dev/iommu and the device's cdev exist, else legacy */
+    NPV_IOMMU_LEGACY,   /* type1v2 container + group */
+    NPV_IOMMU_IOMMUFD,  /* /dev/iommu + /dev/vfio/devices/vfioN */
+};
+
+/*
+ * Create a context. The log level starts at NPV_LOG_WARN, or at the level
+ * named by NPUVFIO_LOG=error|warn|info|debug; the backend at NPV_IOMMU_AUTO or
+ * NPUVFIO_IOMMU=legacy|iommufd; the sysfs root at "/sys" or NPUVFIO_SYSFS_ROOT.
+ * Returns 0 or -ENOMEM / -EINVAL (an environment value we cannot parse).
+ */
+NPV_API int npv_ctx_new(struct npv_ctx **out);
+/* Free a context. Every object made from it must be released first. NULL is a no-op. */
+NPV_API void npv_ctx_free(struct npv_ctx *ctx);
+
+NPV_API void npv_ctx_set_log_level(struct npv_ctx *ctx, enum npv_log_level level);
+NPV_API enum npv_log_level npv_ctx_log_level(const struct npv_ctx *ctx);
+/* fn NULL restores the stderr sink. */
+NPV_API void npv_ctx_set_log_sink(struct npv_ctx *ctx, npv_log_fn fn, void *user);
+/* Parse "error|warn|info|debug". Returns the level or -EINVAL. */
+NPV_API int npv_log_level_parse(const char *name);
+
+NPV_API void npv_ctx_set_iommu_backend(struct npv_ctx *ctx, enum npv_iommu_backend backend);
+NPV_API enum npv_iommu_backend npv_ctx_iommu_backend(const struct npv_ctx *ctx);
+/* Parse "auto|legacy|iommufd". Returns the backend or -EINVAL. */
+NPV_API int npv_iommu_backend_parse(const char *name);
+
+/* The root under which "bus/pci", "kernel/iommu_groups" ... are read. -ENAMETOOLONG / -ENOMEM. */
+NPV_API int npv_ctx_set_sysfs_root(struct npv_ctx *ctx, const char *root);
+NPV_API const char *npv_ctx_sysfs_root(const struct npv_ctx *ctx);
+
+/* Whether this build has iommufd support (uapi headers had it at configure time). */
+NPV_API int npv_build_has_iommufd(void);
+/* The library version, "MAJOR.MINOR.PATCH". */
+NPV_API const char *npv_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * npv_dev: one opened device function, over any transport.
+ *
+ * A driver written against this header (and bar.h, irq.h, dma.h, ring.h)
+ * never knows whether the device is behind kernel VFIO (legacy or iommufd)
+ * or behind a vfio-user socket.
+ *
+ * A device is attached to exactly one domain at a time.
+ *
+ * Thread-safety: control calls on one device are serialised by the device's
+ * lock; region reads/writes through mmap are lock-free.
+ */
+#ifndef NPUVFIO_DEV_H
+#define NPUVFIO_DEV_H
+
+#include <stdbool.h>
+#include <npuvfio/common.h>
+#include <npuvfio/ctx.h>
+#include <npuvfio/domain.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct npv_dev;
+
+/* Region indexes of a PCI function, as VFIO numbers them. */
+enum {
+    NPV_PCI_BAR0_REGION = 0,
+    NPV_PCI_BAR5_REGION = 5,
+    NPV_PCI_ROM_REGION = 6,
+    NPV_PCI_CONFIG_REGION = 7,
+    NPV_PCI_VGA_REGION = 8,
+};
+
+enum npv_transport {
+    NPV_TRANSPORT_LEGACY = 1,
+    NPV_TRANSPORT_IOMMUFD,
+    NPV_TRANSPORT_VFIO_USER,
+};
+
+enum {
+    NPV_DEV_FLAG_RESET = 1u << 0, /* the device supports VFIO_DEVICE_RESET */
+    NPV_DEV_FLAG_PCI = 1u << 1,
+};
+
+struct npv_dev_info {
+    uint32_t flags;
+    uint32_t num_regions;
+    uint32_t num_irqs;
+    uint16_t vendor_id, device_id; /* from config space; 0 if unreadable */
+    uint32_t class_code;           /* 24 bits */
+};
+
+enum {
+    NPV_REGION_READ = 1u << 0,
+    NPV_REGION_WRITE = 1u << 1,
+    NPV_REGION_MMAP = 1u << 2,
+};
+
+#define NPV_REGION_MAX_SPARSE 16
+
+struct npv_region_area {
+    uint64_t offset;
+    uint64_t size;
+};
+
+struct npv_region_info {
+    uint32_t index;
+    uint32_t flags;
+    uint64_t size;
+    /*
+     * Areas that may be mmapped. When the region has MMAP and no sparse
+     * capability this is one area covering the whole region.
+     */
+    uint32_t nr_mmap_areas;
+    struct npv_region_area mmap_areas[NPV_REGION_MAX_SPARSE];
+    bool msix_mappable; /* VFIO_REGION_INFO_CAP_MSIX_MAPPABLE */
+};
+
+enum {
+    NPV_IRQ_INFO_EVENTFD = 1u << 0,
+    NPV_IRQ_INFO_MASKABLE = 1u << 1,
+    NPV_IRQ_INFO_AUTOMASKED = 1u << 2,
+    NPV_IRQ_INFO_NORESIZE = 1u << 3,
+};
+
+struct npv_irq_info {
+    uint32_t index;
+    uint32_t flags;
+    uint32_t count;
+};
+
+struct npv_dev_opts {
+    /* Deadline for one control request (vfio-user round trip); 0 = 5 s. */
+    uint64_t request_timeout_ns;
+};
+
+/*
+ * Open a PCI function bound to vfio-pci, by address ("0000:01:00.0"), and
+ * attach it to dom. The backend is the context's choice (auto, legacy,
+ * iommufd). Enables bus mastering; clears Enable No Snoop when the IOMMU
+ * does not enforce coherency. Errors: -EINVAL malformed address, -ENODEV no
+ * such device, -ENOTVIABLE (negated NPV_ENOTVIABLE) when another function of
+ * the group is on a host driver (logged by name), -EACCES, -EBUSY.
+ */
+NPV_API int npv_dev_open_pci(struct npv_ctx *ctx, const char *bdf, struct npv_domain *dom,
+                             const struct npv_dev_opts *opts, struct npv_dev **out);
+
+/*
+ * Connect to a vfio-user device server at socket_path, negotiate the
+ * protocol, and attach to dom (its mappings are sent to the server).
+ */
+NPV_API int npv_dev_open_vfio_user(struct npv_ctx *ctx, const char *socket_path,
+                                   struct npv_domain *dom, const struct npv_dev_opts *opts,
+                                   struct npv_dev **out);
+
+/* Disable IRQs, detach, close. Every npv_bar/npv_irq of the device must be released first. */
+NPV_API void npv_dev_close(struct npv_dev *dev);
+
+/*
+ * Move the device to dom. iommufd: one ATTACH_IOMMUFD_PT (replace). Legacy and
+ * vfio-user: the old domain's mappings are removed from the device's IOMMU
+ * and dom's journal is replayed into it. A no-op when dom is already attached.
+ * On failure the device stays attached to its old domain.
+ */
+NPV_API int npv_dev_attach(struct npv_dev *dev, struct npv_domain *dom);
+NPV_API struct npv_domain *npv_dev_domain(const struct npv_dev *dev);
+
+NPV_API enum npv_transport npv_dev_transport(const struct npv_dev *dev);
+NPV_API const char *npv_transport_name(enum npv_transport t);
+NPV_API struct npv_ctx *npv_dev_ctx(const struct npv_dev *dev);
+/* "0000:01:00.0" for PCI, the socket path for vfio-user. */
+NPV_API const char *npv_dev_name(const struct npv_dev *dev);
+
+NPV_API int npv_dev_info(struct npv_dev *dev, struct npv_dev_info *info);
+NPV_API int npv_dev_region_info(struct npv_dev *dev, uint32_t index, struct npv_region_info *info);
+NPV_API int npv_dev_irq_info(struct npv_dev *dev, uint32_t index, struct npv_irq_info *info);
+
+/*
+ * Read or write len bytes of a region at off through the transport (pread /
+ * pwrite or a REGION_READ/WRITE message), as one access when len is 1, 2, 4
+ * or 8. Returns 0 or a negative errno; a short transfer is -EIO.
+ */
+NPV_API int npv_dev_region_read(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf,
+                                size_t len);
+NPV_API int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t off,
+                                 const void *buf, size_t len);
+
+/* Config space helpers (region NPV_PCI_CONFIG_REGION), little-endian values. */
+NPV_API int npv_dev_config_read(struct npv_dev *dev, uint32_t off, void *buf, size_t len);
+NPV_API int npv_dev_config_write(struct npv_dev *dev, uint32_t off, const void *buf, size_t len);
+
+/*
+ * A device-specific reset, used when the transport has no reset for the
+ * device, and by the ring engine after a missed deadline.
+ */
+typedef int (*npv_reset_hook)(struct npv_dev *dev, void *arg);
+NPV_API void npv_dev_set_reset_hook(struct npv_dev *dev, npv_reset_hook hook, void *arg);
+
+/*
+ * Reset: VFIO_DEVICE_RESET (or the vfio-user DEVICE_RESET) when the device
+ * advertises it, else the reset hook, else -ENOTSUP.
+ */
+NPV_API int npv_dev_reset(struct npv_dev *dev);
+
+/*
+ * Whether DMA of this device is cache coherent, and whether the library
+ * cleared Enable No Snoop at open (1 yes, 0 no).
+ */
+NPV_API bool npv_dev_coherent(const struct npv_dev *dev);
+NPV_API bool npv_dev_no_snoop_cleared(const struct npv_dev *dev);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * npv_domain: one IOVA address space.
+ *
+ * A domain owns an IOVA allocator and the journal of what is mapped in it.
+ * The IOMMU behind it depends on the devices attached: an iommufd IOAS shared
+ * by the domain's iommufd devices, the type1 container of each legacy
+ * device's group, or the mapping table of each vfio-user connection. Every
+ * mapping made in the domain is pushed to all of them; a device attached
+ * later gets the journal replayed.
+ *
+ * The usable IOVA space is the aperture given at creation (a device's DMA
+ * limit, e.g. 32 bits) intersected with the ranges every attached IOMMU
+ * allows, minus reserved ranges.
+ *
+ * Reference counted. Thread-safety: all calls are safe from many threads; the
+ * domain serialises them with its own lock.
+ */
+#ifndef NPUVFIO_DOMAIN_H
+#define NPUVFIO_DOMAIN_H
+
+#include <stdbool.h>
+#include <npuvfio/common.h>
+#include <npuvfio/ctx.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct npv_domain;
+
+struct npv_domain_opts {
+    /* The device-side DMA window, inclusive. aperture_last == 0 means all 64 bits. */
+    npv_iova_t aperture_start;
+    npv_iova_t aperture_last;
+};
+
+/* opts may be NULL (whole 64-bit space). Returns 0, -EINVAL or -ENOMEM. */
+NPV_API int npv_domain_new(struct npv_ctx *ctx, const struct npv_domain_opts *opts,
+                           struct npv_domain **out);
+NPV_API struct npv_domain *npv_domain_get(struct npv_domain *dom);
+/* Drop a reference; the last one frees the domain. NULL is a no-op. */
+NPV_API void npv_domain_put(struct npv_domain *dom);
+
+/* Keep [start, last] out of allocation. -EBUSY if something is allocated there. */
+NPV_API int npv_domain_reserve(struct npv_domain *dom, npv_iova_t start, npv_iova_t last);
+
+/*
+ * The ranges the allocator may use now. Writes up to max ranges and returns
+ * how many there are in all (which may exceed max).
+ */
+NPV_API int npv_domain_iova_ranges(struct npv_domain *dom, struct npv_iova_range *out,
+                                   size_t max);
+
+/* Host address of iova, if it lies in a mapping. -ENOENT otherwise. O(log n). */
+NPV_API int npv_domain_iova_to_vaddr(struct npv_domain *dom, npv_iova_t iova, void **vaddr);
+/* IOVA of a host address, if it lies in a mapping. -ENOENT otherwise. O(log n). */
+NPV_API int npv_domain_vaddr_to_iova(struct npv_domain *dom, const void *vaddr, npv_iova_t *iova);
+
+/* Number of mappings in the journal. */
+NPV_API size_t npv_domain_mapping_count(struct npv_domain *dom);
+
+/*
+ * Whether every IOMMU behind the domain enforces cache coherency
+ * (VFIO_DMA_CC_IOMMU). 1 coherent, 0 not, -ENODATA while no kernel device is
+ * attached (vfio-user connections share host memory, which is coherent).
+ */
+NPV_API int npv_domain_coherent(struct npv_domain *dom);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

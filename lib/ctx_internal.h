@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* The context's fields and the logging calls every module uses. */
+#ifndef NPV_CTX_INTERNAL_H
+#define NPV_CTX_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <npuvfio/ctx.h>
+
+struct npv_ctx {
+    pthread_mutex_t lock;
+    enum npv_log_level log_level;
+    npv_log_fn log_fn;
+    void *log_user;
+    enum npv_iommu_backend iommu_backend;
+    char *sysfs_root;
+    /* The 4 KiB fallback of DMA memory is worth one warning per context, not one per buffer. */
+    bool warned_small_pages;
+};
+
+void npv__log(struct npv_ctx *ctx, enum npv_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The level test is inline so a suppressed debug line costs one load and a branch. */
+#define npv_log(ctx, level, ...)                                                                   \
+    do {                                                                                           \
+        if ((ctx) == NULL || (level) <= (ctx)->log_level)                                          \
+            npv__log((ctx), (level), __VA_ARGS__);                                                 \
+    } while (0)
+
+#define npv_err(ctx, ...)   npv_log(ctx, NPV_LOG_ERROR, __VA_ARGS__)
+#define npv_warn(ctx, ...)  npv_log(ctx, NPV_LOG_WARN, __VA_ARGS__)
+#define npv_info(ctx, ...)  npv_log(ctx, NPV_LOG_INFO, __VA_ARGS__)
+#define npv_debug(ctx, ...) npv_log(ctx, NPV_LOG_DEBUG, __VA_ARGS__)
+
+/* Join the context's sysfs root and a relative path. -ENAMETOOLONG when it does not fit. */
+int npv_sysfs_path(const struct npv_ctx *ctx, char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

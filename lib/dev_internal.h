@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The transport seam: every backend (kernel legacy, kernel iommufd,
+ * vfio-user client) fills one npv_dev_ops. dev.c, bar.c and irq.c are written
+ * against it only.
+ */
+#ifndef NPV_DEV_INTERNAL_H
+#define NPV_DEV_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <npuvfio/dev.h>
+#include "domain_internal.h"
+
+/* VFIO_IRQ_SET_* values, repeated so this header does not need linux/vfio.h. */
+enum {
+    NPV_IRQ_SET_DATA_NONE = 1u << 0,
+    NPV_IRQ_SET_DATA_BOOL = 1u << 1,
+    NPV_IRQ_SET_DATA_EVENTFD = 1u << 2,
+    NPV_IRQ_SET_ACTION_MASK = 1u << 3,
+    NPV_IRQ_SET_ACTION_UNMASK = 1u << 4,
+    NPV_IRQ_SET_ACTION_TRIGGER = 1u << 5,
+};
+
+struct npv_dev_ops {
+    int (*get_info)(struct npv_dev *dev, struct npv_dev_info *info);
+    int (*region_info)(struct npv_dev *dev, uint32_t index, struct npv_region_info *info);
+    /*
+     * The fd and file offset to mmap for the area of region index starting
+     * at region offset area_off (one of region_info's mmap_areas). The fd
+     * stays owned by the backend.
+     */
+    int (*region_mmap_fd)(struct npv_dev *dev, uint32_t index, uint64_t area_off, int *fd,
+                          uint64_t *file_off);
+    int (*region_read)(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf, size_t len);
+    int (*region_write)(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
+                        size_t len);
+    int (*irq_info)(struct npv_dev *dev, uint32_t index, struct npv_irq_info *info);
+    /* VFIO_DEVICE_SET_IRQS semantics; fds holds count eventfds (-1 = unassign) for DATA_EVENTFD. */
+    int (*set_irqs)(struct npv_dev *dev, uint32_t index, uint32_t flags, uint32_t start,
+                    uint32_t count, const int32_t *fds);
+    int (*reset)(struct npv_dev *dev);
+    /*
+     * Move the device's IOMMU from dev->domain (may be NULL at open) to dom.
+     * On failure the old attachment is intact. dev.c updates dev->domain.
+     */
+    int (*attach)(struct npv_dev *dev, struct npv_domain *dom);
+    /* Detach from dev->domain and release the backend's state. */
+    void (*close)(struct npv_dev *dev);
+};
+
+struct npv_dev {
+    struct npv_ctx *ctx;
+    const struct npv_dev_ops *ops;
+    enum npv_transport transport;
+    char name[256];
+    struct npv_domain *domain; /* holds a reference */
+    pthread_mutex_t lock;      /* serialises control calls */
+    npv_reset_hook reset_hook;
+    void *reset_arg;
+    bool coherent;
+    bool no_snoop_cleared;
+    uint64_t request_timeout_ns;
+    void *priv; /* the backend's state */
+};
+
+/*
+ * Shared by the backends: allocate a device with ctx, ops and name set, the
+ * lock initialised, no domain. Then the backend fills priv and calls
+ * npv_dev_finish_open(), which attaches dom and enables bus mastering.
+ */
+struct npv_dev *npv_dev_alloc(struct npv_ctx *ctx, const struct npv_dev_ops *ops,
+                              enum npv_transport transport, const char *name,
+                              const struct npv_dev_opts *opts);
+int npv_dev_finish_open(struct npv_dev *dev, struct npv_domain *dom);
+/* Free what npv_dev_alloc took (not priv). */
+void npv_dev_free_shell(struct npv_dev *dev);
+
+/*
+ * Attach helper for backends with one IOMMU sink per device (legacy
+ * container, vfio-user connection): remove sink from the old domain with
+ * unmapping, add it to dom with replay; on failure put it back.
+ */
+int npv_dev_move_private_sink(struct npv_dev *dev, struct npv_iommu_sink *sink,
+                              struct npv_domain *dom);
+
+/*
+ * Transport constructors: open and return a device that is not yet attached
+ * to a domain (npv_dev_finish_open does that).
+ */
+int npv_vfio_legacy_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
+                         struct npv_dev **out);
+int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
+                          struct npv_dev **out);
+int npv_vfio_user_open(struct npv_ctx *ctx, const char *socket_path,
+                       const struct npv_dev_opts *opts, struct npv_dev **out);
+
+#endif
