@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install the built tree into a temporary prefix, then build and run a tiny
+# consumer twice: once with pkg-config, once with find_package(npuvfio).
+#   install_consumer.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+# Extra flags for the consumer (the sanitizer build needs -fsanitize=...).
+extra=${NPV_CONSUMER_CFLAGS:-}
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir=$(find "$prefix" -name 'libnpuvfio.so' -printf '%h\n' | head -n1)
+[ -n "$libdir" ] || { echo "FAIL: libnpuvfio.so not installed"; exit 1; }
+[ -f "$prefix/include/npuvfio/dev.h" ] || { echo "FAIL: headers not installed"; exit 1; }
+
+echo "== pkg-config"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+pkg-config --exists npuvfio || { echo "FAIL: pkg-config does not find npuvfio.pc"; exit 1; }
+# shellcheck disable=SC2046,SC2086
+cc -std=gnu17 -Wall -Werror $extra -o "$tmp/consumer_pc" "$src/tests/packaging/consumer/consumer.c" \
+    $(pkg-config --cflags --libs npuvfio)
+LD_LIBRARY_PATH=$libdir "$tmp/consumer_pc"
+# shellcheck disable=SC2046,SC2086
+cc -std=gnu17 -Wall -Werror $extra -o "$tmp/consumer_pc_static" "$src/tests/packaging/consumer/consumer.c" \
+    -static-libgcc $(pkg-config --cflags npuvfio) "$libdir/libnpuvfio.a" \
+    $(pkg-config --libs --static npuvfio | sed 's/-lnpuvfio//')
+"$tmp/consumer_pc_static"
+
+echo "== find_package"
+cmake -S "$src/tests/packaging/consumer" -B "$tmp/cbuild" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" >/dev/null
+cmake --build "$tmp/cbuild" >/dev/null
+LD_LIBRARY_PATH=$libdir "$tmp/cbuild/consumer"
+"$tmp/cbuild/consumer_static"
+echo "PASS: installed library consumed through pkg-config and find_package"
