@@ -77,6 +77,15 @@ int npv_dev_finish_open(struct npv_dev *dev, struct npv_domain *dom);
 void npv_dev_free_shell(struct npv_dev *dev);
 
 /*
+ * On failure of npv_dev_finish_open the device is still open and unattached:
+ * the caller releases it with npv_dev_close().
+ *
+ * Config-space offset of the first standard PCI capability with this id, 0
+ * when there is none (bounded walk: the chain is device-written input).
+ */
+int npv_dev_find_pci_cap(struct npv_dev *dev, uint8_t id, uint32_t *off);
+
+/*
  * Attach helper for backends with one IOMMU sink per device (legacy
  * container, vfio-user connection): remove sink from the old domain with
  * unmapping, add it to dom with replay; on failure put it back.
