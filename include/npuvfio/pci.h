@@ -23,7 +23,7 @@ struct npv_pci_addr {
     uint8_t bus, dev, fn;
 };
 
-#define NPV_PCI_ADDR_LEN 16 /* "0000:00:00.0" plus room for 32-bit domains */
+#define NPV_PCI_ADDR_LEN   16 /* "0000:00:00.0" plus room for 32-bit domains */
 #define NPV_PCI_DRIVER_LEN 64
 
 /* Parse "DDDD:BB:DD.F" (or "BB:DD.F", domain 0). -EINVAL when malformed. */
@@ -55,8 +55,8 @@ NPV_API int npv_pci_list(struct npv_ctx *ctx, struct npv_pci_func **out, size_t 
  * The functions of addr's IOMMU group (including addr), malloc'd. -ENOENT
  * when the function has no IOMMU group.
  */
-NPV_API int npv_pci_group_members(struct npv_ctx *ctx, const char *addr,
-                                  struct npv_pci_func **out, size_t *count);
+NPV_API int npv_pci_group_members(struct npv_ctx *ctx, const char *addr, struct npv_pci_func **out,
+                                  size_t *count);
 
 /*
  * Whether VFIO would let user space use addr's group: every other member is
@@ -77,6 +77,18 @@ NPV_API int npv_pci_group_viable(struct npv_ctx *ctx, const char *addr,
 NPV_API int npv_pci_bind_vfio(struct npv_ctx *ctx, const char *addr);
 /* Undo npv_pci_bind_vfio: clear driver_override and rebind the remembered driver. */
 NPV_API int npv_pci_unbind_vfio(struct npv_ctx *ctx, const char *addr);
+
+/*
+ * The same, with the previous driver remembered in state_dir: one file per
+ * function, named by its address, holding the driver's name (an empty line
+ * when the function was unbound). state_dir NULL means $NPUVFIO_STATE_DIR,
+ * else /run/npuvfio. npv_pci_bind_vfio/npv_pci_unbind_vfio use NULL. Unbind
+ * without a state file clears driver_override and lets drivers_probe pick the
+ * driver the kernel's id tables choose. Unbind of a function that is not on a
+ * VFIO driver (and has no vfio-pci override) is a no-op returning 0.
+ */
+NPV_API int npv_pci_bind_vfio_state(struct npv_ctx *ctx, const char *addr, const char *state_dir);
+NPV_API int npv_pci_unbind_vfio_state(struct npv_ctx *ctx, const char *addr, const char *state_dir);
 
 /* Known NPUs and our model ids: the device family name, or NULL. */
 NPV_API const char *npv_pci_known_npu(uint16_t vendor, uint16_t device);

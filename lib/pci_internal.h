@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* Small sysfs helpers shared by the PCI discovery, binding and hugepage modules. */
+#ifndef NPV_PCI_INTERNAL_H
+#define NPV_PCI_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <npuvfio/pci.h>
+
+#include "ctx_internal.h"
+
+#define NPV_SYSFS_PATH_MAX 4096
+
+/*
+ * Read a sysfs attribute into buf (NUL-terminated, trailing newline removed).
+ * Reads until EOF so a file that is not a real sysfs attribute still works.
+ * Returns the length or a negative errno.
+ */
+int npv_sysfs_read_str(const char *path, char *buf, size_t len);
+/* Read an unsigned number in any base strtoull accepts ("0x8086", "42"). */
+int npv_sysfs_read_u64(const char *path, uint64_t *out);
+/* Read a signed decimal ("-1" for numa_node). */
+int npv_sysfs_read_long(const char *path, long *out);
+/*
+ * Write text to an attribute as one write(), the way the kernel expects a
+ * sysfs store. The file must exist: sysfs never creates attributes.
+ */
+int npv_sysfs_write_str(const char *path, const char *text);
+/* The last path component of a symlink's target ("vfio-pci" of ".../drivers/vfio-pci"). */
+int npv_sysfs_link_name(const char *path, char *buf, size_t len);
+
+/* The function's driver name ("" when unbound) by canonical address. */
+int npv_pci_read_driver(struct npv_ctx *ctx, const char *addr, char *buf, size_t len);
+/* The function's IOMMU group number, -1 without one. */
+int npv_pci_read_group(struct npv_ctx *ctx, const char *addr);
+/* Parse and canonicalise, logging a malformed address. */
+int npv_pci_canon(struct npv_ctx *ctx, const char *text, char *canon, size_t len);
+/* Whether the function exists under bus/pci/devices. */
+bool npv_pci_exists(struct npv_ctx *ctx, const char *canon);
+
+/*
+ * Whether VFIO tolerates a group member bound to driver (see pci_group.c for
+ * the kernel rule this follows).
+ */
+bool npv_pci_driver_vfio_tolerated(const char *driver);
+bool npv_pci_driver_is_vfio(const char *driver);
+
+/*
+ * NUMA locality lookup. With the real "/sys" root it asks hwloc (one topology
+ * load per npv_pci_numa, on first use); under any other root it reads the
+ * function's numa_node file, since hwloc only ever looks at the real machine.
+ */
+struct npv_pci_numa {
+    void *topology; /* hwloc_topology_t, loaded lazily */
+    bool tried;
+};
+int npv_pci_numa_node(struct npv_ctx *ctx, struct npv_pci_numa *numa, const struct npv_pci_addr *a,
+                      const char *canon);
+void npv_pci_numa_fini(struct npv_pci_numa *numa);
+
+/* npv_pci_func_read with a shared NUMA lookup, for callers that read many functions. */
+int npv_pci_func_read_numa(struct npv_ctx *ctx, const char *addr, struct npv_pci_func *func,
+                           struct npv_pci_numa *numa);
+
+#endif
