@@ -1,0 +1,75 @@
+#!/bin/sh
+# /init of the test guest (busybox). Prepares the devices the tests use, runs
+# every program in /tests with the backend named on the kernel command line
+# (npvtest.backend=legacy|iommufd), and powers off. Everything the host
+# harness reads is a line on the serial console:
+#   VMTEST ...           set-up facts and each program's exit status
+#   ok N - ... / not ok N - ...   the programs' verdicts (TAP-like)
+#   VMTEST done          the run finished (absent: the guest crashed or hung)
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /tmp && mount -t tmpfs tmpfs /tmp
+echo "VMTEST guest-up uptime=$(cut -d' ' -f1 /proc/uptime)s kernel=$(uname -r)"
+
+arg() { # value of npvtest.<name>= on the kernel command line
+  for w in $(cat /proc/cmdline); do
+    case "$w" in "npvtest.$1="*) echo "${w#*=}"; return;; esac
+  done
+}
+
+# Modules (Debian kernel only), in dependency order; like modprobe, pass
+# "<module>.<param>=<value>" words from the command line on.
+if [ -f /lib/modules/load-order ]; then
+  for m in $(cat /lib/modules/load-order); do
+    mu=$(echo "$m" | tr - _); args=""
+    for w in $(cat /proc/cmdline); do
+      case "$(echo "${w%%.*}" | tr - _)" in "$mu") [ "$w" != "${w#*.}" ] && args="$args ${w#*.}";; esac
+    done
+    insmod "/lib/modules/$m.ko" $args || echo "VMTEST insmod $m FAILED"
+  done
+fi
+
+find_fn() { # first PCI function with vendor $1 device $2
+  for d in /sys/bus/pci/devices/*; do
+    [ "$(cat "$d/vendor")" = "$1" ] && [ "$(cat "$d/device")" = "$2" ] && { echo "${d##*/}"; return; }
+  done
+}
+driver_of() { basename "$(readlink "/sys/bus/pci/devices/$1/driver" 2>/dev/null)" 2>/dev/null; }
+bind_vfio() {
+  echo vfio-pci > "/sys/bus/pci/devices/$1/driver_override"
+  [ -e "/sys/bus/pci/devices/$1/driver" ] && echo "$1" > "/sys/bus/pci/devices/$1/driver/unbind"
+  echo "$1" > /sys/bus/pci/drivers_probe
+  echo "VMTEST bind $1 -> $(driver_of "$1")"
+}
+
+# edu (1234:11e8): alone in its IOMMU group, on vfio-pci for the DMA tests.
+EDU=$(find_fn 0x1234 0x11e8)
+[ -n "$EDU" ] && bind_vfio "$EDU"
+# ICH9 SATA (8086:2922) shares a group with the ICH9 SMBus (8086:2930), which
+# stays on i2c-i801: the group-viability test opens SATA and must be refused.
+SATA=$(find_fn 0x8086 0x2922)
+SMBUS=$(find_fn 0x8086 0x2930)
+[ -n "$SATA" ] && bind_vfio "$SATA"
+[ -n "$SMBUS" ] && echo "VMTEST smbus $SMBUS driver=$(driver_of "$SMBUS")"
+for g in /sys/kernel/iommu_groups/*; do
+  m=""; for f in "$g"/devices/*; do m="$m ${f##*/}($(driver_of "${f##*/}"))"; done
+  echo "VMTEST group ${g##*/}:$m"
+done
+echo "VMTEST nodes: $(ls /dev/vfio /dev/vfio/devices /dev/iommu 2>&1 | tr '\n' ' ')"
+echo "VMTEST hugepages: $(cat /proc/sys/vm/nr_hugepages 2>/dev/null) x $(sed -n 's/Hugepagesize: *//p' /proc/meminfo)"
+
+BACKEND=$(arg backend)
+export NPVTEST_BACKEND=$BACKEND NPVTEST_EDU=$EDU NPVTEST_SATA=$SATA NPVTEST_SMBUS=$SMBUS
+for t in /tests/*; do
+  [ -x "$t" ] || continue
+  echo "VMTEST run ${t##*/} backend=$BACKEND uptime=$(cut -d' ' -f1 /proc/uptime)s"
+  "$t"
+  echo "VMTEST exit ${t##*/} rc=$?"
+done
+# the kernel log stays off the console (loglevel) so it cannot split verdict lines
+echo "VMTEST kernel log (last 40 lines):"
+dmesg | tail -40 | sed 's/^/VMTEST kmsg /'
+echo "VMTEST done uptime=$(cut -d' ' -f1 /proc/uptime)s"
+poweroff -f

@@ -1,0 +1,130 @@
+#!/bin/bash
+# run-guest.sh: run guest test programs against the real kernel VFIO uAPI in a
+# QEMU guest: q35 under TCG (KVM on our CI machines cannot run a guest
+# kernel), an emulated Intel VT-d with interrupt remapping (without it VFIO
+# refuses to isolate MSI), QEMU's edu device (DMA engine + MSI) and
+# pci-testdev. The guest's /init binds edu to vfio-pci, runs every program
+# with the chosen backend and powers off; the verdicts come back on the
+# serial console.
+#
+# usage: run-guest.sh --kernel debian|custom --backend legacy|iommufd
+#                     --work DIR [--timeout SECONDS] PROGRAM...
+# Prints every verdict line, then "N passed, N failed". Exits 0 only when the
+# guest ran to the end and nothing failed; never passes without running: a
+# missing QEMU, kernel or busybox is a failure with its reason.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+kernel="" backend="" work="" timeout=240 progs=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --kernel) kernel=$2; shift 2 ;;
+    --backend) backend=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --timeout) timeout=$2; shift 2 ;;
+    -*) echo "run-guest: unknown option $1" >&2; exit 2 ;;
+    *) progs+=("$1"); shift ;;
+  esac
+done
+fail() { echo "run-guest: FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
+case $kernel in debian|custom) ;; *) fail "--kernel must be debian or custom" ;; esac
+case $backend in legacy|iommufd) ;; *) fail "--backend must be legacy or iommufd" ;; esac
+[ -n "$work" ] || fail "--work DIR is required"
+[ ${#progs[@]} -gt 0 ] || fail "no guest programs given"
+
+qemu=$(command -v qemu-system-x86_64) || fail "qemu-system-x86_64 not installed (apt-get install -t bookworm-backports qemu-system-x86)"
+busybox=/bin/busybox
+file -L "$busybox" 2>/dev/null | grep -q 'statically linked' ||
+  { [ -x /usr/bin/busybox ] && busybox=/usr/bin/busybox; }
+[ -x "$busybox" ] || fail "no static busybox (apt-get install busybox-static)"
+command -v cpio >/dev/null || fail "cpio not installed"
+
+# ---- kernel --------------------------------------------------------------------
+rm -rf "$work" && mkdir -p "$work/root"/{bin,sbin,proc,sys,dev,tmp,tests,lib/modules}
+modules=()
+if [ "$kernel" = custom ]; then
+  kimg=$("$here/build-kernel.sh" "$here/kernel.config") || fail "could not obtain the custom kernel (see above)"
+else
+  kdir=$("$here/fetch-debian-kernel.sh") || fail "could not obtain Debian's 6.12 kernel (see above)"
+  kimg=$kdir/vmlinuz
+  kver=$(cat "$kdir/version")
+  moddir=$kdir/modules/$kver
+  # modules.dep lists a module's dependencies deepest last; load them first
+  resolve() {
+    local pat=${1//[-_]/[-_]} path deps d rev=""
+    path=$(grep -E "(^|/)$pat\.ko(\.xz|\.zst)?:" "$moddir/modules.dep" | head -1 | cut -d: -f1)
+    [ -n "$path" ] || { echo "module $1 not in $moddir" >&2; return 1; }
+    deps=$(grep -E "^$path:" "$moddir/modules.dep" | cut -d: -f2)
+    for d in $deps; do rev="$d $rev"; done
+    for d in $rev; do echo "$d"; done
+    echo "$path"
+  }
+  list=$(for m in vfio vfio_iommu_type1 vfio-pci-core vfio-pci i2c-i801; do resolve "$m" || exit 1; done) ||
+    fail "kernel modules missing"
+  for p in $(echo "$list" | awk '!seen[$0]++'); do
+    n=$(basename "$p"); n=${n%.xz}; n=${n%.zst}; n=${n%.ko}
+    case $p in
+      *.xz) xz -dc "$moddir/$p" ;;
+      *.zst) zstd -dcq "$moddir/$p" ;;
+      *) cat "$moddir/$p" ;;
+    esac > "$work/root/lib/modules/$n.ko"
+    echo "$n" >> "$work/root/lib/modules/load-order"
+  done
+fi
+[ -f "$kimg" ] || fail "kernel image $kimg missing"
+
+# ---- initramfs -------------------------------------------------------------------
+cp "$busybox" "$work/root/bin/busybox"
+for a in $("$busybox" --list); do [ "$a" = busybox ] || ln -sf busybox "$work/root/bin/$a"; done
+cp "$here/guest-init.sh" "$work/root/init"
+for p in "${progs[@]}"; do
+  [ -x "$p" ] || fail "guest program $p missing"
+  cp "$p" "$work/root/tests/"
+  # A dynamically linked program (sanitizer builds) brings its libraries along.
+  if ! file -L "$p" | grep -q 'statically linked'; then
+    ldd "$p" | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}' | while read -r lib; do
+      mkdir -p "$work/root$(dirname "$lib")"
+      cp -L "$lib" "$work/root$lib"
+    done
+    [ -e "$work/root/lib64" ] || ln -s lib "$work/root/lib64" 2>/dev/null || true
+  fi
+done
+(cd "$work/root" && find . | cpio -o -H newc --quiet | gzip -1) > "$work/initrd.gz"
+
+# ---- boot ----------------------------------------------------------------------------
+log=$work/serial.log
+append="console=ttyS0 panic=-1 intel_iommu=on loglevel=1 hugepagesz=2M hugepages=8 npvtest.backend=$backend"
+echo "run-guest: $("$qemu" --version | head -1); kernel $kernel ($kimg); backend $backend"
+t0=$(date +%s.%N)
+set +e
+timeout --kill-after=5 "$timeout" "$qemu" \
+  -machine q35,kernel-irqchip=split -accel tcg -cpu qemu64 -m 1G -smp 2 \
+  -device intel-iommu,intremap=on,caching-mode=on \
+  -device edu -device pci-testdev \
+  -kernel "$kimg" -initrd "$work/initrd.gz" -append "$append" \
+  -display none -serial "file:$log" -monitor none -no-reboot </dev/null >"$work/qemu.out" 2>&1
+qrc=$?
+set -e
+wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+echo "run-guest: qemu exited rc=$qrc after ${wall}s; serial log $log"
+
+# ---- verdict -------------------------------------------------------------------------
+[ -s "$log" ] || { cat "$work/qemu.out"; fail "QEMU did not start or wrote no console output"; }
+tr -d '\r' < "$log" > "$work/serial.txt"
+grep -aE '^VMTEST (guest-up|bind|smbus|group|nodes|hugepages|run|exit)|^(not )?ok [0-9]|^# ' "$work/serial.txt" || true
+pass=$(grep -acE '^ok [0-9]' "$work/serial.txt" || true)
+failed=$(grep -acE '^not ok [0-9]' "$work/serial.txt" || true)
+why=""
+[ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ] && why="$why; the guest did not finish within ${timeout}s"
+grep -aq '^VMTEST done' "$work/serial.txt" || why="$why; the guest did not reach the end of /init"
+bad_rc=$(grep -aE '^VMTEST exit .* rc=' "$work/serial.txt" | grep -av 'rc=0$' || true)
+[ -z "$bad_rc" ] || why="$why; nonzero exit: $(echo "$bad_rc" | sed 's/^VMTEST exit //' | tr '\n' ' ')"
+ran=$(grep -ac '^VMTEST exit ' "$work/serial.txt" || true)
+[ "$ran" -eq ${#progs[@]} ] || why="$why; $ran of ${#progs[@]} programs ran"
+[ "$pass" -gt 0 ] || why="$why; no check passed"
+if [ -n "$why" ] || [ "$failed" -gt 0 ]; then
+  echo "run-guest: --- end of the serial log ---"
+  tail -60 "$work/serial.txt"
+  [ -z "$why" ] || { echo "run-guest: FAIL:${why#;}"; failed=$((failed + 1)); }
+fi
+echo "$pass passed, $failed failed"
+[ "$failed" -eq 0 ]
