@@ -59,4 +59,23 @@ struct npv_iommu_sink *npv_domain_find_sink(struct npv_domain *dom,
 int npv_domain_refresh_ranges(struct npv_domain *dom);
 struct npv_ctx *npv_domain_ctx(const struct npv_domain *dom);
 
+/*
+ * The journal, written by npv_dma. Sink ops run under the domain's lock and
+ * must not call back into the domain.
+ *
+ * Map m into every sink and record it, at an IOVA the allocator chooses
+ * (aligned to align, a power of two), written to m->iova. -ENOSPC when no room,
+ * -EEXIST when m's host range overlaps a mapping of the domain, or a sink's
+ * error; on failure nothing stays mapped and no IOVA stays taken.
+ */
+int npv_domain_map(struct npv_domain *dom, struct npv_mapping *m, uint64_t align);
+/* As npv_domain_map at m->iova: -EBUSY when it overlaps, -ERANGE when not usable. */
+int npv_domain_map_at(struct npv_domain *dom, const struct npv_mapping *m);
+/*
+ * Remove the mapping starting at iova from every sink and the journal, and
+ * free its IOVA. -ENOENT when there is none; a sink's error is returned but
+ * the mapping is gone from the journal all the same.
+ */
+int npv_domain_unmap(struct npv_domain *dom, npv_iova_t iova);
+
 #endif

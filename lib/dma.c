@@ -1,0 +1,452 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * npv_dma: DMA memory in a memfd, mapped into domains.
+ *
+ * A memfd rather than anonymous memory: a vfio-user server maps the client's
+ * DMA memory from an fd passed in DMA_MAP, and kernel IOMMUs do not care.
+ * Hugetlb pages when there are some: a 2 MiB page lets the IOMMU map the
+ * buffer with one IOTLB entry per 2 MiB instead of 512.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/capability.h>
+#include <linux/memfd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+#include <npuvfio/dma.h>
+
+#include "ctx_internal.h"
+#include "domain_internal.h"
+#include "numa.h"
+
+#define SZ_4K (4096ul)
+#define SZ_1M (1ul << 20)
+#define SZ_2M (2ul << 20)
+#define SZ_1G (1ul << 30)
+
+struct dma_mapping {
+    struct npv_domain *dom; /* holds a reference: the domain outlives the mapping */
+    npv_iova_t iova;
+};
+
+struct npv_dma {
+    struct npv_ctx *ctx;
+    void *vaddr;
+    size_t size;
+    size_t page_size;
+    int fd;
+    int numa_node;
+    struct dma_mapping *maps;
+    size_t nr_maps;
+};
+
+/* ---- the memlock limit ---- */
+
+static bool has_cap_ipc_lock(void)
+{
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capget, &hdr, data) != 0)
+        return false;
+    return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0;
+}
+
+/* VmLck of this process in bytes: type1 charges its pins to the same locked_vm. */
+static uint64_t locked_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    if (f == NULL)
+        return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmLck: %llu kB", &kib) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kib * 1024;
+}
+
+/*
+ * The IOMMU pins every page of a mapped buffer, and type1 and iommufd charge
+ * the pins to RLIMIT_MEMLOCK. Refusing here, with the limit that would do,
+ * beats an -ENOMEM from a VFIO ioctl that names no cause.
+ */
+static int check_memlock(struct npv_ctx *ctx, size_t size)
+{
+    if (has_cap_ipc_lock())
+        return 0;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    uint64_t locked = locked_bytes();
+    uint64_t need = locked + size;
+    if (need >= locked && need <= rl.rlim_cur)
+        return 0;
+    uint64_t need_kib = (need + 1023) / 1024;
+    npv_err(ctx,
+            "DMA buffer of %zu KiB would exceed RLIMIT_MEMLOCK (%llu KiB, %llu KiB already "
+            "locked): IOMMU pins count against it; raise it to at least %llu KiB "
+            "(ulimit -l %llu, or LimitMEMLOCK= in a systemd unit) or grant CAP_IPC_LOCK",
+            size / 1024, (unsigned long long)(rl.rlim_cur / 1024),
+            (unsigned long long)(locked / 1024), (unsigned long long)need_kib,
+            (unsigned long long)need_kib);
+    return -ENOMEM;
+}
+
+/* ---- backing memory ---- */
+
+static int prefault(void *addr, size_t len, size_t page)
+{
+    /*
+     * MADV_POPULATE_WRITE (Linux 5.14) faults in with one call and reports a
+     * node out of hugepages as an error instead of SIGBUS on first touch.
+     */
+    if (madvise(addr, len, MADV_POPULATE_WRITE) == 0)
+        return 0;
+    if (errno != EINVAL)
+        return -errno;
+    for (size_t off = 0; off < len; off += page)
+        ((volatile char *)addr)[off] = 0;
+    return 0;
+}
+
+/*
+ * A memfd of rounded bytes in pages of `page`, mapped shared and faulted in
+ * (on node when node >= 0). On failure nothing is left behind.
+ */
+static int make_backing(struct npv_dma *dma, size_t size, size_t page, int node)
+{
+    unsigned flags = MFD_CLOEXEC;
+    if (page == SZ_2M)
+        flags |= MFD_HUGETLB | MFD_HUGE_2MB;
+    else if (page == SZ_1G)
+        flags |= MFD_HUGETLB | MFD_HUGE_1GB;
+    if (size > SIZE_MAX - (page - 1))
+        return -ENOMEM;
+    size_t rounded = (size + page - 1) & ~(page - 1);
+    struct hwloc_topology *topo = NULL;
+    int ret;
+
+    int fd = memfd_create("npuvfio-dma", flags);
+    if (fd < 0)
+        return -errno;
+    if (ftruncate(fd, (off_t)rounded) != 0) {
+        ret = -errno;
+        goto err_close;
+    }
+    /*
+     * A shared hugetlb mapping reserves its pages at mmap time, so a lack of
+     * hugepages shows here as -ENOMEM rather than as SIGBUS on first touch.
+     */
+    int mflags = MAP_SHARED | (node < 0 ? MAP_POPULATE : 0);
+    void *va = mmap(NULL, rounded, PROT_READ | PROT_WRITE, mflags, fd, 0);
+    if (va == MAP_FAILED) {
+        ret = -errno;
+        goto err_close;
+    }
+    if (node >= 0) {
+        ret = npv_numa_open(dma->ctx, &topo);
+        if (ret < 0)
+            goto err_unmap;
+        /* The policy only steers pages faulted after it is set: bind first, then touch. */
+        ret = npv_numa_bind(dma->ctx, topo, va, rounded, node);
+        if (ret < 0)
+            goto err_topo;
+        ret = prefault(va, rounded, page);
+        if (ret < 0)
+            goto err_topo;
+        dma->numa_node = npv_numa_node_of(topo, va, rounded);
+        npv_numa_close(topo);
+    } else {
+        dma->numa_node = npv_numa_single_node(dma->ctx);
+    }
+    dma->fd = fd;
+    dma->vaddr = va;
+    dma->size = rounded;
+    dma->page_size = page;
+    return 0;
+err_topo:
+    npv_numa_close(topo);
+err_unmap:
+    munmap(va, rounded);
+err_close:
+    close(fd);
+    return ret;
+}
+
+/* One warning per context: a process allocating many buffers hears it once. */
+static void warn_small_pages(struct npv_ctx *ctx, size_t wanted)
+{
+    pthread_mutex_lock(&ctx->lock);
+    bool first = !ctx->warned_small_pages;
+    ctx->warned_small_pages = true;
+    pthread_mutex_unlock(&ctx->lock);
+    if (first)
+        npv_warn(ctx,
+                 "no free %zu MiB hugepages: DMA memory uses 4 KiB pages (more IOTLB misses, "
+                 "more pins); reserve some with e.g. echo 64 > /proc/sys/vm/nr_hugepages",
+                 wanted >> 20);
+}
+
+static int alloc_backing(struct npv_dma *dma, size_t size, const struct npv_dma_opts *o)
+{
+    size_t page = SZ_4K;
+    switch (o->page) {
+    case NPV_DMA_PAGE_AUTO:
+        /* Below 1 MiB a 2 MiB page would mostly be waste. */
+        page = size >= SZ_1M ? SZ_2M : SZ_4K;
+        break;
+    case NPV_DMA_PAGE_4K:
+        break;
+    case NPV_DMA_PAGE_2M:
+        page = SZ_2M;
+        break;
+    case NPV_DMA_PAGE_1G:
+        page = SZ_1G;
+        break;
+    }
+    int ret = make_backing(dma, size, page, o->numa_node);
+    if (ret == 0 || page == SZ_4K)
+        return ret;
+    if (o->require_page) {
+        npv_err(dma->ctx, "no free %zu MiB hugepages for a DMA buffer: %s", page >> 20,
+                npv_strerror(ret));
+        return -ENOMEM;
+    }
+    if (page == SZ_1G) {
+        npv_warn(dma->ctx, "no free 1 GiB hugepages (%s): trying 2 MiB pages", npv_strerror(ret));
+        page = SZ_2M;
+        ret = make_backing(dma, size, page, o->numa_node);
+        if (ret == 0)
+            return 0;
+    }
+    npv_debug(dma->ctx, "%zu MiB hugepages: %s", page >> 20, npv_strerror(ret));
+    warn_small_pages(dma->ctx, page);
+    return make_backing(dma, size, SZ_4K, o->numa_node);
+}
+
+int npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
+                  struct npv_dma **out)
+{
+    struct npv_dma_opts o = {.page = NPV_DMA_PAGE_AUTO, .numa_node = -1};
+    if (opts != NULL)
+        o = *opts;
+    if (ctx == NULL || out == NULL || size == 0 || o.numa_node < -1 ||
+        (unsigned)o.page > NPV_DMA_PAGE_1G)
+        return -EINVAL;
+    if (size > SIZE_MAX - (SZ_4K - 1))
+        return -ENOMEM;
+    int ret = check_memlock(ctx, (size + SZ_4K - 1) & ~(SZ_4K - 1));
+    if (ret < 0)
+        return ret;
+    struct npv_dma *dma = calloc(1, sizeof(*dma));
+    if (dma == NULL)
+        return -ENOMEM;
+    dma->ctx = ctx;
+    dma->fd = -1;
+    dma->numa_node = -1;
+    ret = alloc_backing(dma, size, &o);
+    if (ret < 0) {
+        free(dma);
+        return ret;
+    }
+    *out = dma;
+    return 0;
+}
+
+void npv_dma_free(struct npv_dma *dma)
+{
+    if (dma == NULL)
+        return;
+    while (dma->nr_maps > 0)
+        npv_dma_unmap(dma, dma->maps[dma->nr_maps - 1].dom);
+    free(dma->maps);
+    munmap(dma->vaddr, dma->size);
+    close(dma->fd);
+    free(dma);
+}
+
+void *npv_dma_vaddr(const struct npv_dma *dma)
+{
+    return dma->vaddr;
+}
+
+size_t npv_dma_size(const struct npv_dma *dma)
+{
+    return dma->size;
+}
+
+size_t npv_dma_page_size(const struct npv_dma *dma)
+{
+    return dma->page_size;
+}
+
+int npv_dma_fd(const struct npv_dma *dma)
+{
+    return dma->fd;
+}
+
+int npv_dma_numa_node(const struct npv_dma *dma)
+{
+    return dma->numa_node;
+}
+
+/* ---- mappings ---- */
+
+static struct dma_mapping *find_mapping(const struct npv_dma *dma, const struct npv_domain *dom)
+{
+    for (size_t i = 0; i < dma->nr_maps; i++)
+        if (dma->maps[i].dom == dom)
+            return &dma->maps[i];
+    return NULL;
+}
+
+static int map_common(struct npv_dma *dma, struct npv_domain *dom, unsigned prot, bool fixed,
+                      npv_iova_t *iova)
+{
+    if (dma == NULL || dom == NULL || prot == 0 || (prot & ~(unsigned)NPV_DMA_RW) != 0)
+        return -EINVAL;
+    /* The smallest IOMMU page is 4 KiB: a fixed IOVA must sit on one. */
+    if (fixed && (*iova & (SZ_4K - 1)) != 0)
+        return -EINVAL;
+    if (find_mapping(dma, dom) != NULL)
+        return -EEXIST;
+    struct dma_mapping *maps = realloc(dma->maps, (dma->nr_maps + 1) * sizeof(*maps));
+    if (maps == NULL)
+        return -ENOMEM;
+    dma->maps = maps;
+    struct npv_mapping m = {
+        .iova = fixed ? *iova : 0,
+        .len = dma->size,
+        .vaddr = dma->vaddr,
+        .fd = dma->fd,
+        .fd_offset = 0,
+        .prot = prot,
+    };
+    int ret = fixed ? npv_domain_map_at(dom, &m) : npv_domain_map(dom, &m, dma->page_size);
+    if (ret < 0)
+        return ret;
+    maps[dma->nr_maps++] = (struct dma_mapping){npv_domain_get(dom), m.iova};
+    *iova = m.iova;
+    return 0;
+}
+
+int npv_dma_map(struct npv_dma *dma, struct npv_domain *dom, unsigned prot, npv_iova_t *iova)
+{
+    npv_iova_t tmp = 0;
+    int ret = map_common(dma, dom, prot, false, &tmp);
+    if (ret == 0 && iova != NULL)
+        *iova = tmp;
+    return ret;
+}
+
+int npv_dma_map_at(struct npv_dma *dma, struct npv_domain *dom, npv_iova_t iova, unsigned prot)
+{
+    return map_common(dma, dom, prot, true, &iova);
+}
+
+int npv_dma_unmap(struct npv_dma *dma, struct npv_domain *dom)
+{
+    if (dma == NULL || dom == NULL)
+        return -EINVAL;
+    struct dma_mapping *m = find_mapping(dma, dom);
+    if (m == NULL)
+        return -ENOENT;
+    int ret = npv_domain_unmap(dom, m->iova);
+    /* Gone from the journal either way (domain.c logs a sink's failure). */
+    *m = dma->maps[--dma->nr_maps];
+    npv_domain_put(dom);
+    return ret == -ENOENT ? 0 : ret;
+}
+
+int npv_dma_iova(const struct npv_dma *dma, const struct npv_domain *dom, npv_iova_t *iova)
+{
+    if (dma == NULL || dom == NULL || iova == NULL)
+        return -EINVAL;
+    const struct dma_mapping *m = find_mapping(dma, dom);
+    if (m == NULL)
+        return -ENOENT;
+    *iova = m->iova;
+    return 0;
+}
+
+/* ---- cache maintenance ---- */
+
+static bool needs_sync(const struct npv_dma *dma)
+{
+    for (size_t i = 0; i < dma->nr_maps; i++)
+        if (npv_domain_coherent(dma->maps[i].dom) == 0)
+            return true;
+    return false;
+}
+
+#if defined(__aarch64__)
+/* CTR_EL0.DminLine: log2 of the smallest D-cache line in 4-byte words. EL0 may read it. */
+static size_t dcache_line(void)
+{
+    uint64_t ctr;
+    __asm__ volatile("mrs %0, ctr_el0" : "=r"(ctr));
+    return (size_t)4 << ((ctr >> 16) & 0xf);
+}
+
+/*
+ * By virtual address to the point of coherency. EL0 may clean (DC CVAC) and
+ * clean+invalidate (DC CIVAC) but not invalidate alone, so the CPU-side sync
+ * uses CIVAC. The DSB makes the maintenance complete before the doorbell or
+ * before the CPU reads the buffer.
+ */
+static void dcache_maintain(void *addr, size_t len, bool invalidate)
+{
+    size_t line = dcache_line();
+    uintptr_t p = (uintptr_t)addr & ~(uintptr_t)(line - 1);
+    uintptr_t end = (uintptr_t)addr + len;
+    for (; p < end; p += line) {
+        if (invalidate)
+            __asm__ volatile("dc civac, %0" : : "r"(p) : "memory");
+        else
+            __asm__ volatile("dc cvac, %0" : : "r"(p) : "memory");
+    }
+    __asm__ volatile("dsb sy" : : : "memory");
+}
+#endif
+
+static bool clamp(const struct npv_dma *dma, size_t off, size_t *len)
+{
+    if (dma == NULL || off >= dma->size || *len == 0)
+        return false;
+    if (*len > dma->size - off)
+        *len = dma->size - off;
+    return true;
+}
+
+void npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len)
+{
+    if (!clamp(dma, off, &len) || !needs_sync(dma))
+        return;
+#if defined(__aarch64__)
+    dcache_maintain((char *)dma->vaddr + off, len, false);
+#else
+    /*
+     * x86 DMA snoops the caches; a non-coherent domain there means no-snoop
+     * TLPs, which dev.c turns off at the device.
+     */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+void npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len)
+{
+    if (!clamp(dma, off, &len) || !needs_sync(dma))
+        return;
+#if defined(__aarch64__)
+    dcache_maintain((char *)dma->vaddr + off, len, true);
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}

@@ -1,0 +1,557 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * npv_domain: an IOVA allocator, a journal of mappings and the IOMMU sinks
+ * the journal is pushed to.
+ *
+ * The domain has its own allocator rather than letting each IOMMU choose,
+ * because a domain may sit behind several IOMMUs at once (one type1
+ * container per legacy group, one vfio-user connection per model) and a
+ * mapping must have the same IOVA in all of them: the device puts one
+ * address on the bus whichever IOMMU translates it.
+ *
+ * Locking: dom->lock guards everything but the reference count. Sink ops
+ * run under it; the log sink never does (ctx.h promises no library lock is
+ * held), so messages are emitted after unlocking.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx_internal.h"
+#include "domain_internal.h"
+#include "iova.h"
+
+struct journal_entry {
+    struct npv_avl_node by_iova;
+    struct npv_avl_node by_vaddr;
+    struct npv_mapping m;
+};
+
+struct npv_domain {
+    struct npv_ctx *ctx;
+    atomic_ulong refs;
+    pthread_mutex_t lock;
+    struct npv_iova_range aperture;
+    struct npv_iova_range *reserved;
+    size_t nr_reserved;
+    struct npv_iova_space iova;
+    struct npv_avl by_iova;
+    struct npv_avl by_vaddr;
+    struct npv_iommu_sink *sinks;
+};
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+static struct journal_entry *entry_of_iova(const struct npv_avl_node *n)
+{
+    return n != NULL ? npv_container_of(n, struct journal_entry, by_iova) : NULL;
+}
+
+static struct journal_entry *entry_of_vaddr(const struct npv_avl_node *n)
+{
+    return n != NULL ? npv_container_of(n, struct journal_entry, by_vaddr) : NULL;
+}
+
+static uintptr_t entry_va(const struct journal_entry *e)
+{
+    return (uintptr_t)e->m.vaddr;
+}
+
+static int iova_cmp(const struct npv_avl_node *a, const struct npv_avl_node *b)
+{
+    return cmp_u64(entry_of_iova(a)->m.iova, entry_of_iova(b)->m.iova);
+}
+
+static int iova_key(const void *key, const struct npv_avl_node *n)
+{
+    return cmp_u64(*(const npv_iova_t *)key, entry_of_iova(n)->m.iova);
+}
+
+static int vaddr_cmp(const struct npv_avl_node *a, const struct npv_avl_node *b)
+{
+    return cmp_u64(entry_va(entry_of_vaddr(a)), entry_va(entry_of_vaddr(b)));
+}
+
+static int vaddr_key(const void *key, const struct npv_avl_node *n)
+{
+    return cmp_u64(*(const uintptr_t *)key, entry_va(entry_of_vaddr(n)));
+}
+
+/* The mapping holding iova, or NULL. */
+static struct journal_entry *find_by_iova(const struct npv_domain *dom, npv_iova_t iova)
+{
+    struct journal_entry *e = entry_of_iova(npv_avl_find_le(&dom->by_iova, &iova, iova_key));
+    if (e == NULL || iova - e->m.iova > e->m.len - 1)
+        return NULL;
+    return e;
+}
+
+/* The mapping whose host range holds va, or NULL. */
+static struct journal_entry *find_by_vaddr(const struct npv_domain *dom, uintptr_t va)
+{
+    struct journal_entry *e = entry_of_vaddr(npv_avl_find_le(&dom->by_vaddr, &va, vaddr_key));
+    if (e == NULL || va - entry_va(e) > e->m.len - 1)
+        return NULL;
+    return e;
+}
+
+static struct journal_entry *first_entry(const struct npv_domain *dom)
+{
+    return entry_of_iova(npv_avl_first(&dom->by_iova));
+}
+
+static struct journal_entry *next_entry(const struct npv_domain *dom, struct journal_entry *e)
+{
+    return entry_of_iova(npv_avl_next(&dom->by_iova, &e->by_iova));
+}
+
+/*
+ * The usable ranges: the aperture, narrowed by the ranges of every sink (and
+ * of extra), minus the reserved ranges.
+ */
+static int narrow(struct npv_iova_range **cur, size_t *ncur, const struct npv_iommu_sink *s)
+{
+    if (s->ranges == NULL || s->nr_ranges == 0)
+        return 0;
+    struct npv_iova_range *next = NULL;
+    size_t nnext = 0;
+    int ret = npv_ranges_intersect(*cur, *ncur, s->ranges, s->nr_ranges, &next, &nnext);
+    if (ret < 0)
+        return ret;
+    free(*cur);
+    *cur = next;
+    *ncur = nnext;
+    return 0;
+}
+
+static int compute_usable(const struct npv_domain *dom, const struct npv_iommu_sink *extra,
+                          struct npv_iova_range **out, size_t *nout)
+{
+    struct npv_iova_range *cur = malloc(sizeof(*cur));
+    size_t ncur = 1;
+    if (cur == NULL)
+        return -ENOMEM;
+    *cur = dom->aperture;
+    int ret = 0;
+    for (const struct npv_iommu_sink *s = dom->sinks; s != NULL && ret == 0; s = s->next)
+        ret = narrow(&cur, &ncur, s);
+    if (ret == 0 && extra != NULL)
+        ret = narrow(&cur, &ncur, extra);
+    if (ret == 0)
+        ret = npv_ranges_subtract(cur, ncur, dom->reserved, dom->nr_reserved, out, nout);
+    free(cur);
+    return ret;
+}
+
+int npv_domain_new(struct npv_ctx *ctx, const struct npv_domain_opts *opts, struct npv_domain **out)
+{
+    struct npv_iova_range ap = {0, UINT64_MAX};
+    if (ctx == NULL || out == NULL)
+        return -EINVAL;
+    if (opts != NULL) {
+        ap.start = opts->aperture_start;
+        ap.last = opts->aperture_last != 0 ? opts->aperture_last : UINT64_MAX;
+        if (ap.start > ap.last)
+            return -EINVAL;
+    }
+    struct npv_domain *dom = calloc(1, sizeof(*dom));
+    if (dom == NULL)
+        return -ENOMEM;
+    int ret = -pthread_mutex_init(&dom->lock, NULL);
+    if (ret < 0)
+        goto err_free;
+    dom->ctx = ctx;
+    atomic_init(&dom->refs, 1);
+    dom->aperture = ap;
+    npv_iova_space_init(&dom->iova);
+    npv_avl_init(&dom->by_iova, iova_cmp);
+    npv_avl_init(&dom->by_vaddr, vaddr_cmp);
+    ret = npv_iova_space_set_ranges(&dom->iova, &ap, 1);
+    if (ret < 0)
+        goto err_lock;
+    *out = dom;
+    return 0;
+err_lock:
+    npv_iova_space_fini(&dom->iova);
+    pthread_mutex_destroy(&dom->lock);
+err_free:
+    free(dom);
+    return ret;
+}
+
+struct npv_domain *npv_domain_get(struct npv_domain *dom)
+{
+    if (dom != NULL)
+        atomic_fetch_add_explicit(&dom->refs, 1, memory_order_relaxed);
+    return dom;
+}
+
+static void domain_free(struct npv_domain *dom)
+{
+    /* Devices and DMA buffers hold references: either left here is a caller's bug. */
+    if (dom->sinks != NULL)
+        npv_err(dom->ctx, "domain freed with IOMMUs still attached");
+    if (dom->by_iova.count != 0)
+        npv_err(dom->ctx, "domain freed with %zu mappings left", dom->by_iova.count);
+    struct npv_avl_node *n;
+    while ((n = dom->by_iova.root) != NULL) {
+        struct journal_entry *e = entry_of_iova(n);
+        npv_avl_remove(&dom->by_iova, &e->by_iova);
+        npv_avl_remove(&dom->by_vaddr, &e->by_vaddr);
+        free(e);
+    }
+    npv_iova_space_fini(&dom->iova);
+    free(dom->reserved);
+    pthread_mutex_destroy(&dom->lock);
+    free(dom);
+}
+
+void npv_domain_put(struct npv_domain *dom)
+{
+    if (dom == NULL)
+        return;
+    if (atomic_fetch_sub_explicit(&dom->refs, 1, memory_order_acq_rel) == 1)
+        domain_free(dom);
+}
+
+struct npv_ctx *npv_domain_ctx(const struct npv_domain *dom)
+{
+    return dom->ctx;
+}
+
+int npv_domain_reserve(struct npv_domain *dom, npv_iova_t start, npv_iova_t last)
+{
+    if (dom == NULL || start > last)
+        return -EINVAL;
+    pthread_mutex_lock(&dom->lock);
+    int ret = -EBUSY;
+    if (npv_iova_space_overlaps(&dom->iova, start, last))
+        goto out;
+    ret = -ENOMEM;
+    struct npv_iova_range *r =
+        realloc(dom->reserved, (dom->nr_reserved + 1) * sizeof(*dom->reserved));
+    if (r == NULL)
+        goto out;
+    dom->reserved = r;
+    r[dom->nr_reserved++] = (struct npv_iova_range){start, last};
+    struct npv_iova_range *usable = NULL;
+    size_t nusable = 0;
+    ret = compute_usable(dom, NULL, &usable, &nusable);
+    if (ret == 0)
+        ret = npv_iova_space_set_ranges(&dom->iova, usable, nusable);
+    free(usable);
+    if (ret < 0)
+        dom->nr_reserved--;
+out:
+    pthread_mutex_unlock(&dom->lock);
+    return ret;
+}
+
+int npv_domain_iova_ranges(struct npv_domain *dom, struct npv_iova_range *out, size_t max)
+{
+    if (dom == NULL || (out == NULL && max != 0))
+        return -EINVAL;
+    pthread_mutex_lock(&dom->lock);
+    size_t n = dom->iova.nr_ranges;
+    for (size_t i = 0; i < n && i < max; i++)
+        out[i] = dom->iova.ranges[i];
+    pthread_mutex_unlock(&dom->lock);
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+int npv_domain_iova_to_vaddr(struct npv_domain *dom, npv_iova_t iova, void **vaddr)
+{
+    if (dom == NULL || vaddr == NULL)
+        return -EINVAL;
+    pthread_mutex_lock(&dom->lock);
+    struct journal_entry *e = find_by_iova(dom, iova);
+    if (e != NULL)
+        *vaddr = (char *)e->m.vaddr + (iova - e->m.iova);
+    pthread_mutex_unlock(&dom->lock);
+    return e != NULL ? 0 : -ENOENT;
+}
+
+int npv_domain_vaddr_to_iova(struct npv_domain *dom, const void *vaddr, npv_iova_t *iova)
+{
+    if (dom == NULL || iova == NULL)
+        return -EINVAL;
+    pthread_mutex_lock(&dom->lock);
+    struct journal_entry *e = find_by_vaddr(dom, (uintptr_t)vaddr);
+    if (e != NULL)
+        *iova = e->m.iova + ((uintptr_t)vaddr - entry_va(e));
+    pthread_mutex_unlock(&dom->lock);
+    return e != NULL ? 0 : -ENOENT;
+}
+
+size_t npv_domain_mapping_count(struct npv_domain *dom)
+{
+    if (dom == NULL)
+        return 0;
+    pthread_mutex_lock(&dom->lock);
+    size_t n = dom->by_iova.count;
+    pthread_mutex_unlock(&dom->lock);
+    return n;
+}
+
+int npv_domain_coherent(struct npv_domain *dom)
+{
+    if (dom == NULL)
+        return -EINVAL;
+    int ret = -ENODATA;
+    pthread_mutex_lock(&dom->lock);
+    for (const struct npv_iommu_sink *s = dom->sinks; s != NULL; s = s->next) {
+        if (s->coherent < 0)
+            continue;
+        if (ret == -ENODATA)
+            ret = 1;
+        if (s->coherent == 0)
+            ret = 0;
+    }
+    pthread_mutex_unlock(&dom->lock);
+    return ret;
+}
+
+/* ---- sinks ---- */
+
+static bool has_sink(const struct npv_domain *dom, const struct npv_iommu_sink *sink)
+{
+    for (const struct npv_iommu_sink *s = dom->sinks; s != NULL; s = s->next)
+        if (s == sink)
+            return true;
+    return false;
+}
+
+/* Unmap the journal from sink, from the first entry up to (not including) stop. */
+static int unmap_journal(struct npv_domain *dom, struct npv_iommu_sink *sink,
+                         struct journal_entry *stop)
+{
+    int first_err = 0;
+    for (struct journal_entry *e = first_entry(dom); e != NULL && e != stop;
+         e = next_entry(dom, e)) {
+        int ret = sink->ops->unmap(sink, &e->m);
+        if (ret < 0 && first_err == 0)
+            first_err = ret;
+    }
+    return first_err;
+}
+
+int npv_domain_add_sink(struct npv_domain *dom, struct npv_iommu_sink *sink)
+{
+    if (dom == NULL || sink == NULL || sink->ops == NULL || sink->ops->map == NULL ||
+        sink->ops->unmap == NULL)
+        return -EINVAL;
+    struct npv_iova_range *usable = NULL;
+    size_t nusable = 0;
+    struct journal_entry *failed = NULL;
+    int undo_err = 0;
+    pthread_mutex_lock(&dom->lock);
+    int ret = -EEXIST;
+    if (has_sink(dom, sink))
+        goto out;
+    ret = compute_usable(dom, sink, &usable, &nusable);
+    if (ret < 0)
+        goto out;
+    if (!npv_iova_space_fits(&dom->iova, usable, nusable)) {
+        ret = -ERANGE;
+        goto out;
+    }
+    for (struct journal_entry *e = first_entry(dom); e != NULL; e = next_entry(dom, e)) {
+        ret = sink->ops->map(sink, &e->m);
+        if (ret < 0) {
+            failed = e;
+            goto err_undo;
+        }
+    }
+    ret = npv_iova_space_set_ranges(&dom->iova, usable, nusable);
+    if (ret < 0)
+        goto err_undo;
+    sink->next = dom->sinks;
+    dom->sinks = sink;
+    goto out;
+err_undo:
+    undo_err = unmap_journal(dom, sink, failed);
+out:
+    pthread_mutex_unlock(&dom->lock);
+    free(usable);
+    if (ret == -ERANGE)
+        npv_err(dom->ctx, "%s: its IOVA ranges leave out a mapping of the domain", sink->ops->name);
+    else if (ret < 0 && ret != -EEXIST)
+        npv_err(dom->ctx, "%s: replaying the domain's mappings failed: %s", sink->ops->name,
+                npv_strerror(ret));
+    if (undo_err < 0)
+        npv_err(dom->ctx, "%s: undoing the replay failed: %s", sink->ops->name,
+                npv_strerror(undo_err));
+    return ret;
+}
+
+void npv_domain_remove_sink(struct npv_domain *dom, struct npv_iommu_sink *sink, bool unmap)
+{
+    if (dom == NULL || sink == NULL)
+        return;
+    int unmap_err = 0, range_err = 0;
+    pthread_mutex_lock(&dom->lock);
+    struct npv_iommu_sink **pp = &dom->sinks;
+    while (*pp != NULL && *pp != sink)
+        pp = &(*pp)->next;
+    if (*pp == NULL) {
+        pthread_mutex_unlock(&dom->lock);
+        return;
+    }
+    *pp = sink->next;
+    sink->next = NULL;
+    if (unmap)
+        unmap_err = unmap_journal(dom, sink, NULL);
+    /* Widening cannot strand a mapping; on -ENOMEM the narrower ranges stay, which is safe. */
+    struct npv_iova_range *usable = NULL;
+    size_t nusable = 0;
+    range_err = compute_usable(dom, NULL, &usable, &nusable);
+    if (range_err == 0)
+        range_err = npv_iova_space_set_ranges(&dom->iova, usable, nusable);
+    free(usable);
+    pthread_mutex_unlock(&dom->lock);
+    if (unmap_err < 0)
+        npv_err(dom->ctx, "%s: unmapping the domain's mappings failed: %s", sink->ops->name,
+                npv_strerror(unmap_err));
+    if (range_err < 0)
+        npv_debug(dom->ctx, "domain keeps its narrower IOVA ranges: %s", npv_strerror(range_err));
+}
+
+struct npv_iommu_sink *npv_domain_find_sink(struct npv_domain *dom,
+                                            const struct npv_iommu_sink_ops *ops)
+{
+    if (dom == NULL)
+        return NULL;
+    pthread_mutex_lock(&dom->lock);
+    struct npv_iommu_sink *s = dom->sinks;
+    while (s != NULL && s->ops != ops)
+        s = s->next;
+    pthread_mutex_unlock(&dom->lock);
+    return s;
+}
+
+int npv_domain_refresh_ranges(struct npv_domain *dom)
+{
+    if (dom == NULL)
+        return -EINVAL;
+    struct npv_iova_range *usable = NULL;
+    size_t nusable = 0;
+    pthread_mutex_lock(&dom->lock);
+    int ret = compute_usable(dom, NULL, &usable, &nusable);
+    if (ret == 0)
+        ret = npv_iova_space_set_ranges(&dom->iova, usable, nusable);
+    pthread_mutex_unlock(&dom->lock);
+    free(usable);
+    if (ret == -ERANGE)
+        npv_err(dom->ctx, "the IOMMU's new IOVA ranges leave out a mapping of the domain");
+    return ret;
+}
+
+/* ---- the journal ---- */
+
+/* Push m to every sink; on a failure unmap it from those already done. */
+static int push_map(struct npv_domain *dom, const struct npv_mapping *m,
+                    const struct npv_iommu_sink_ops **failed_ops)
+{
+    for (struct npv_iommu_sink *s = dom->sinks; s != NULL; s = s->next) {
+        int ret = s->ops->map(s, m);
+        if (ret == 0)
+            continue;
+        *failed_ops = s->ops;
+        for (struct npv_iommu_sink *u = dom->sinks; u != s; u = u->next)
+            u->ops->unmap(u, m);
+        return ret < 0 ? ret : -EIO;
+    }
+    return 0;
+}
+
+static int map_locked(struct npv_domain *dom, struct npv_mapping *m, uint64_t align, bool fixed,
+                      const struct npv_iommu_sink_ops **failed_ops)
+{
+    /* Host ranges in the journal are disjoint, so one translation back stays unique. */
+    uintptr_t end = (uintptr_t)m->vaddr + (m->len - 1);
+    struct journal_entry *below = entry_of_vaddr(npv_avl_find_le(&dom->by_vaddr, &end, vaddr_key));
+    if (below != NULL && entry_va(below) + (below->m.len - 1) >= (uintptr_t)m->vaddr)
+        return -EEXIST;
+    struct journal_entry *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return -ENOMEM;
+    int ret = fixed ? npv_iova_alloc_at(&dom->iova, m->iova, m->len)
+                    : npv_iova_alloc(&dom->iova, m->len, align, &m->iova);
+    if (ret < 0)
+        goto err_free;
+    e->m = *m;
+    ret = push_map(dom, &e->m, failed_ops);
+    if (ret < 0)
+        goto err_iova;
+    npv_avl_insert(&dom->by_iova, &e->by_iova);
+    npv_avl_insert(&dom->by_vaddr, &e->by_vaddr);
+    return 0;
+err_iova:
+    npv_iova_free(&dom->iova, e->m.iova);
+err_free:
+    free(e);
+    return ret;
+}
+
+static int map_common(struct npv_domain *dom, struct npv_mapping *m, uint64_t align, bool fixed)
+{
+    if (dom == NULL || m == NULL || m->len == 0 || m->vaddr == NULL ||
+        (uintptr_t)m->vaddr > UINTPTR_MAX - (m->len - 1))
+        return -EINVAL;
+    const struct npv_iommu_sink_ops *failed_ops = NULL;
+    pthread_mutex_lock(&dom->lock);
+    int ret = map_locked(dom, m, align, fixed, &failed_ops);
+    pthread_mutex_unlock(&dom->lock);
+    if (failed_ops != NULL)
+        npv_err(dom->ctx, "%s: mapping IOVA 0x%llx (+0x%llx) failed: %s", failed_ops->name,
+                (unsigned long long)m->iova, (unsigned long long)m->len, npv_strerror(ret));
+    return ret;
+}
+
+int npv_domain_map(struct npv_domain *dom, struct npv_mapping *m, uint64_t align)
+{
+    return map_common(dom, m, align, false);
+}
+
+int npv_domain_map_at(struct npv_domain *dom, const struct npv_mapping *m)
+{
+    struct npv_mapping copy;
+    if (m == NULL)
+        return -EINVAL;
+    copy = *m;
+    return map_common(dom, &copy, 1, true);
+}
+
+int npv_domain_unmap(struct npv_domain *dom, npv_iova_t iova)
+{
+    if (dom == NULL)
+        return -EINVAL;
+    const struct npv_iommu_sink_ops *failed_ops = NULL;
+    int ret = 0;
+    pthread_mutex_lock(&dom->lock);
+    struct journal_entry *e = entry_of_iova(npv_avl_find_le(&dom->by_iova, &iova, iova_key));
+    if (e == NULL || e->m.iova != iova) {
+        pthread_mutex_unlock(&dom->lock);
+        return -ENOENT;
+    }
+    for (struct npv_iommu_sink *s = dom->sinks; s != NULL; s = s->next) {
+        int r = s->ops->unmap(s, &e->m);
+        if (r < 0 && ret == 0) {
+            ret = r;
+            failed_ops = s->ops;
+        }
+    }
+    npv_avl_remove(&dom->by_iova, &e->by_iova);
+    npv_avl_remove(&dom->by_vaddr, &e->by_vaddr);
+    npv_iova_free(&dom->iova, e->m.iova);
+    pthread_mutex_unlock(&dom->lock);
+    if (failed_ops != NULL)
+        npv_err(dom->ctx, "%s: unmapping IOVA 0x%llx (+0x%llx) failed: %s", failed_ops->name,
+                (unsigned long long)e->m.iova, (unsigned long long)e->m.len, npv_strerror(ret));
+    free(e);
+    return ret;
+}
