@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The server's view of the client's IOMMU: the DMA_MAP table (sorted,
+ * non-overlapping, binary-searched), the client memory mmapped from the fds
+ * it passed, and message DMA (DMA_READ/DMA_WRITE) for mappings without fd.
+ *
+ * A range the table does not cover is what an IOMMU would fault on: the
+ * model gets -EFAULT and reports its own device fault.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ctx_internal.h"
+#include "vfio_user_server_internal.h"
+
+#define DMA_MSG_TIMEOUT (5ll * 1000000000ll)
+
+/* Index of the first mapping whose end is above iova (the only one that can hold iova). */
+static size_t lower_bound(const struct npv_vus *srv, uint64_t iova)
+{
+    size_t lo = 0, hi = srv->nr_maps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct npv_vus_mapping *mp = &srv->maps[mid];
+        if (mp->iova + (mp->size - 1) < iova)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static const struct npv_vus_mapping *find(const struct npv_vus *srv, uint64_t iova, uint64_t len)
+{
+    if (len == 0 || iova + (len - 1) < iova)
+        return NULL;
+    size_t i = lower_bound(srv, iova);
+    if (i >= srv->nr_maps)
+        return NULL;
+    const struct npv_vus_mapping *mp = &srv->maps[i];
+    /* The whole range in this one mapping: a range spanning two maps is refused too. */
+    if (iova < mp->iova || iova - mp->iova > mp->size - 1 || len > mp->size - (iova - mp->iova))
+        return NULL;
+    return mp;
+}
+
+int npv_vus_handle_dma_map(struct npv_vus *srv, struct npv_vu_msg *m)
+{
+    struct npv_vu_dma_map d;
+    void *addr = NULL;
+    int r;
+
+    if (m->body_len < sizeof(d))
+        return EINVAL;
+    memcpy(&d, m->body, sizeof(d));
+    if (d.argsz < sizeof(d) || (d.flags & ~(NPV_VU_DMA_FLAG_READ | NPV_VU_DMA_FLAG_WRITE)) ||
+        d.size == 0 || d.address + (d.size - 1) < d.address)
+        return EINVAL;
+    if (m->nr_fds == 0 && d.offset != 0)
+        return EINVAL;
+
+    pthread_rwlock_wrlock(&srv->dma_lock);
+    size_t i = lower_bound(srv, d.address);
+    if (i < srv->nr_maps && srv->maps[i].iova <= d.address + (d.size - 1)) {
+        r = EEXIST; /* the spec: mapping over an existing region fails with EEXIST */
+        goto out;
+    }
+    if (srv->nr_maps >= NPV_VUS_MAX_DMA_MAPS || srv->nr_maps >= srv->peer.max_dma_maps) {
+        r = ENOSPC;
+        goto out;
+    }
+    if (srv->nr_maps == srv->cap_maps) {
+        size_t cap = srv->cap_maps ? srv->cap_maps * 2 : 16;
+        struct npv_vus_mapping *n = realloc(srv->maps, cap * sizeof(*n));
+        if (n == NULL) {
+            r = ENOMEM;
+            goto out;
+        }
+        srv->maps = n;
+        srv->cap_maps = cap;
+    }
+    if (m->nr_fds == 1) {
+        int prot = 0;
+        if (d.flags & NPV_VU_DMA_FLAG_READ)
+            prot |= PROT_READ;
+        if (d.flags & NPV_VU_DMA_FLAG_WRITE)
+            prot |= PROT_WRITE | PROT_READ;
+        if ((d.offset & 4095) != 0 || d.size > (uint64_t)SIZE_MAX || d.offset > INT64_MAX ||
+            d.size > (uint64_t)INT64_MAX - d.offset) {
+            r = EINVAL;
+            goto out;
+        }
+        addr = mmap(NULL, (size_t)d.size, prot ? prot : PROT_NONE, MAP_SHARED, m->fds[0],
+                    (off_t)d.offset);
+        if (addr == MAP_FAILED) {
+            r = errno;
+            goto out;
+        }
+        /* The mapping keeps the memory; the fd is closed with the message. */
+    }
+    memmove(&srv->maps[i + 1], &srv->maps[i], (srv->nr_maps - i) * sizeof(srv->maps[0]));
+    srv->maps[i] =
+        (struct npv_vus_mapping){.iova = d.address, .size = d.size, .prot = d.flags, .addr = addr};
+    srv->nr_maps++;
+    r = 0;
+out:
+    pthread_rwlock_unlock(&srv->dma_lock);
+    if (r != 0)
+        return r;
+    npv_debug(srv->ctx, "vfio-user server: DMA_MAP iova 0x%llx size 0x%llx%s",
+              (unsigned long long)d.address, (unsigned long long)d.size,
+              addr ? "" : " (message DMA)");
+    return npv_vus_reply(srv, m, NULL, 0, NULL, 0);
+}
+
+static void unmap_one(struct npv_vus_mapping *mp)
+{
+    if (mp->addr != NULL)
+        munmap(mp->addr, (size_t)mp->size);
+}
+
+int npv_vus_handle_dma_unmap(struct npv_vus *srv, struct npv_vu_msg *m)
+{
+    struct npv_vu_dma_unmap d;
+    int r = 0;
+
+    if (m->body_len < sizeof(d))
+        return EINVAL;
+    memcpy(&d, m->body, sizeof(d));
+    if (d.argsz < sizeof(d) || d.flags != 0 || d.size == 0)
+        return EINVAL;
+    /* Taking the write lock waits for the model's DMA sections: no reference survives the reply. */
+    pthread_rwlock_wrlock(&srv->dma_lock);
+    size_t i = lower_bound(srv, d.address);
+    if (i >= srv->nr_maps || srv->maps[i].iova != d.address || srv->maps[i].size != d.size) {
+        r = ENOENT; /* the spec: an unmap matches a map exactly */
+    } else {
+        unmap_one(&srv->maps[i]);
+        memmove(&srv->maps[i], &srv->maps[i + 1], (srv->nr_maps - i - 1) * sizeof(srv->maps[0]));
+        srv->nr_maps--;
+    }
+    pthread_rwlock_unlock(&srv->dma_lock);
+    if (r != 0)
+        return r;
+    d.argsz = sizeof(d);
+    return npv_vus_reply(srv, m, &d, sizeof(d), NULL, 0);
+}
+
+void npv_vus_dma_unmap_all(struct npv_vus *srv)
+{
+    pthread_rwlock_wrlock(&srv->dma_lock);
+    for (size_t i = 0; i < srv->nr_maps; i++)
+        unmap_one(&srv->maps[i]);
+    srv->nr_maps = 0;
+    pthread_rwlock_unlock(&srv->dma_lock);
+}
+
+NPV_API void npv_vus_dma_begin(struct npv_vus *srv)
+{
+    pthread_rwlock_rdlock(&srv->dma_lock);
+}
+
+NPV_API void npv_vus_dma_end(struct npv_vus *srv)
+{
+    pthread_rwlock_unlock(&srv->dma_lock);
+}
+
+NPV_API size_t npv_vus_dma_count(struct npv_vus *srv)
+{
+    pthread_rwlock_rdlock(&srv->dma_lock);
+    size_t n = srv->nr_maps;
+    pthread_rwlock_unlock(&srv->dma_lock);
+    return n;
+}
+
+NPV_API int npv_vus_dma_ptr(struct npv_vus *srv, npv_iova_t iova, uint64_t len, unsigned prot,
+                            void **ptr)
+{
+    const struct npv_vus_mapping *mp = find(srv, iova, len);
+    if (mp == NULL || (mp->prot & prot) != prot)
+        return -EFAULT;
+    if (mp->addr == NULL)
+        return -ENOTSUP;
+    *ptr = (uint8_t *)mp->addr + (iova - mp->iova);
+    return 0;
+}
+
+void npv_vus_dma_reply(struct npv_vus *srv, struct npv_vu_msg *m)
+{
+    pthread_mutex_lock(&srv->wait_lock);
+    if (srv->waiting && !srv->wait_done && m->hdr.msg_id == srv->wait_id &&
+        m->hdr.cmd == srv->wait_cmd) {
+        srv->wait_reply = *m;
+        npv_vu_msg_init(m); /* ownership moved to the waiter */
+        srv->wait_done = true;
+        srv->wait_err = 0;
+        pthread_cond_broadcast(&srv->wait_cond);
+    }
+    pthread_mutex_unlock(&srv->wait_lock);
+}
+
+void npv_vus_dma_abort_wait(struct npv_vus *srv)
+{
+    pthread_mutex_lock(&srv->wait_lock);
+    if (srv->waiting && !srv->wait_done) {
+        srv->wait_done = true;
+        srv->wait_err = -ENOTCONN;
+        pthread_cond_broadcast(&srv->wait_cond);
+    }
+    pthread_mutex_unlock(&srv->wait_lock);
+}
+
+/* One DMA_READ or DMA_WRITE round trip of at most the client's max_data_xfer_size. */
+static int dma_msg_chunk(struct npv_vus *srv, uint16_t cmd, uint64_t iova, void *buf, uint64_t len)
+{
+    struct npv_vu_dma_access a = {.address = iova, .count = len};
+    struct iovec iov[2] = {{.iov_base = &a, .iov_len = sizeof(a)},
+                           {.iov_base = buf, .iov_len = (size_t)len}};
+    int r;
+
+    pthread_mutex_lock(&srv->wait_lock);
+    uint16_t id = srv->next_msg_id++;
+    srv->waiting = true;
+    srv->wait_done = false;
+    srv->wait_id = id;
+    srv->wait_cmd = cmd;
+    npv_vu_msg_release(&srv->wait_reply);
+    pthread_mutex_unlock(&srv->wait_lock);
+
+    struct npv_vu_hdr h = {.msg_id = id, .cmd = cmd, .flags = NPV_VU_F_TYPE_COMMAND};
+    r = npv_vus_send_locked(srv, &h, iov, cmd == NPV_VU_CMD_DMA_WRITE ? 2 : 1, NULL, 0);
+
+    pthread_mutex_lock(&srv->wait_lock);
+    if (r == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = ts.tv_nsec + DMA_MSG_TIMEOUT;
+        ts.tv_sec += ns / 1000000000;
+        ts.tv_nsec = ns % 1000000000;
+        while (!srv->wait_done && r == 0)
+            if (pthread_cond_timedwait(&srv->wait_cond, &srv->wait_lock, &ts) == ETIMEDOUT)
+                r = -ETIMEDOUT;
+        if (r == 0)
+            r = srv->wait_err;
+    }
+    if (r == 0) {
+        const struct npv_vu_msg *rep = &srv->wait_reply;
+        struct npv_vu_dma_access ra;
+        if (rep->hdr.flags & NPV_VU_F_ERROR) {
+            r = -EFAULT; /* the client refused: the IOMMU fault the model reports */
+        } else if (rep->body_len < 12) {
+            r = -NPV_EPEERPROTO;
+        } else {
+            memset(&ra, 0, sizeof(ra));
+            memcpy(&ra, rep->body, rep->body_len < sizeof(ra) ? rep->body_len : sizeof(ra));
+            if (ra.address != iova)
+                r = -NPV_EPEERPROTO;
+            else if (cmd == NPV_VU_CMD_DMA_READ) {
+                if (rep->body_len != sizeof(ra) + len || ra.count != len)
+                    r = -NPV_EPEERPROTO;
+                else
+                    memcpy(buf, rep->body + sizeof(ra), (size_t)len);
+            }
+        }
+    }
+    srv->waiting = false;
+    npv_vu_msg_release(&srv->wait_reply);
+    pthread_mutex_unlock(&srv->wait_lock);
+    return r;
+}
+
+static int dma_msg(struct npv_vus *srv, uint16_t cmd, uint64_t iova, void *buf, uint64_t len)
+{
+    if (srv->loop_running && pthread_equal(pthread_self(), srv->loop_thread))
+        return -EDEADLK; /* the loop thread is the one that would read the reply */
+    uint64_t max = srv->peer.max_data_xfer_size;
+    if (max == 0)
+        return -EINVAL;
+    pthread_mutex_lock(&srv->dma_msg_lock);
+    int r = 0;
+    for (uint64_t done = 0; done < len && r == 0;) {
+        uint64_t n = len - done < max ? len - done : max;
+        r = dma_msg_chunk(srv, cmd, iova + done, (uint8_t *)buf + done, n);
+        done += n;
+    }
+    pthread_mutex_unlock(&srv->dma_msg_lock);
+    return r;
+}
+
+static int dma_copy(struct npv_vus *srv, npv_iova_t iova, void *buf, uint64_t len, bool write)
+{
+    if (len == 0)
+        return 0;
+    unsigned prot = write ? NPV_VU_DMA_FLAG_WRITE : NPV_VU_DMA_FLAG_READ;
+    npv_vus_dma_begin(srv);
+    const struct npv_vus_mapping *mp = find(srv, iova, len);
+    if (mp == NULL || (mp->prot & prot) != prot) {
+        npv_vus_dma_end(srv);
+        return -EFAULT;
+    }
+    if (mp->addr != NULL) {
+        uint8_t *p = (uint8_t *)mp->addr + (iova - mp->iova);
+        if (write)
+            memcpy(p, buf, (size_t)len);
+        else
+            memcpy(buf, p, (size_t)len);
+        npv_vus_dma_end(srv);
+        return 0;
+    }
+    /* Not under the lock: the client's unmap must not wait for our round trip. */
+    npv_vus_dma_end(srv);
+    return dma_msg(srv, write ? NPV_VU_CMD_DMA_WRITE : NPV_VU_CMD_DMA_READ, iova, buf, len);
+}
+
+NPV_API int npv_vus_dma_read(struct npv_vus *srv, npv_iova_t iova, void *buf, uint64_t len)
+{
+    return dma_copy(srv, iova, buf, len, false);
+}
+
+NPV_API int npv_vus_dma_write(struct npv_vus *srv, npv_iova_t iova, const void *buf, uint64_t len)
+{
+    return dma_copy(srv, iova, (void *)buf, len, true);
+}
