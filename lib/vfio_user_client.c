@@ -1,0 +1,732 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The vfio-user client transport: connect, negotiate, the receive thread
+ * that matches replies to requests, and the npv_dev_ops of a vfio-user
+ * device. DMA mapping lives in vfio_user_client_dma.c, the reply parsers in
+ * vfio_user_client_parse.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <npuvfio/common.h>
+
+#include "ctx_internal.h"
+#include "deadline.h"
+#include "vfio_user_client.h"
+
+/* Requests a server has not answered before they timed out, kept so their ids stay taken. */
+#define MAX_PENDING 1024u
+
+struct vu_request {
+    struct vu_request *next;
+    uint16_t id;
+    uint16_t cmd;
+    bool done;
+    bool abandoned; /* its caller timed out; the receive thread frees it */
+    struct npv_vu_msg reply;
+};
+
+static int64_t ns_to_i64(uint64_t ns)
+{
+    return ns > INT64_MAX ? INT64_MAX : (int64_t)ns;
+}
+
+/* Called with c->lock held. */
+static void unlink_request(struct vu_client *c, struct vu_request *r)
+{
+    for (struct vu_request **pp = &c->pending; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == r) {
+            *pp = r->next;
+            return;
+        }
+    }
+}
+
+void npv_vu_client_kill(struct vu_client *c, int err)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->dead == 0) {
+        c->dead = err;
+        /* Wakes the receive thread out of its read; later sends fail with EPIPE. */
+        shutdown(c->sock, SHUT_RDWR);
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Called with c->lock held. A free id that no request (even an abandoned one) holds. */
+static int alloc_id(struct vu_client *c, uint16_t *id)
+{
+    unsigned n = 0;
+    for (struct vu_request *r = c->pending; r != NULL; r = r->next)
+        n++;
+    if (n >= MAX_PENDING)
+        return -EBUSY;
+    for (;;) {
+        uint16_t cand = c->next_id++;
+        bool used = false;
+        for (struct vu_request *r = c->pending; r != NULL && !used; r = r->next)
+            used = r->id == cand;
+        if (!used) {
+            *id = cand;
+            return 0;
+        }
+    }
+}
+
+static int reply_errno(const struct npv_vu_hdr *h)
+{
+    /* The error word is the server's; only a plausible errno is passed on. */
+    if (h->error == 0 || h->error > 4095)
+        return -EIO;
+    return -(int)h->error;
+}
+
+static int wait_reply(struct vu_client *c, struct vu_request *r, uint64_t deadline)
+{
+    struct timespec abs;
+    npv_deadline_to_abs_timespec(deadline, &abs);
+    int ret = 0;
+    pthread_mutex_lock(&c->lock);
+    while (!r->done && c->dead == 0) {
+        if (pthread_cond_timedwait(&c->cond, &c->lock, &abs) == ETIMEDOUT &&
+            npv_deadline_left(deadline) == 0)
+            break;
+    }
+    if (r->done) {
+        unlink_request(c, r);
+    } else if (c->dead != 0) {
+        unlink_request(c, r);
+        ret = c->dead;
+    } else {
+        /* The reply may still come: the request keeps its id until then. */
+        r->abandoned = true;
+        ret = -ETIMEDOUT;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return ret;
+}
+
+int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *iov, unsigned iovcnt,
+                        const int *fds, unsigned nr_fds, struct npv_vu_msg *reply)
+{
+    if (nr_fds > c->server_caps.max_msg_fds)
+        return -EINVAL;
+    uint64_t deadline = npv_deadline_after(c->dev->request_timeout_ns);
+    struct vu_request *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -ENOMEM;
+    npv_vu_msg_init(&r->reply);
+    r->cmd = cmd;
+
+    pthread_mutex_lock(&c->lock);
+    int ret = c->dead;
+    if (ret == 0)
+        ret = alloc_id(c, &r->id);
+    if (ret < 0) {
+        pthread_mutex_unlock(&c->lock);
+        free(r);
+        return ret;
+    }
+    r->next = c->pending;
+    c->pending = r;
+    pthread_mutex_unlock(&c->lock);
+
+    struct npv_vu_hdr h = {.msg_id = r->id, .cmd = cmd, .flags = NPV_VU_F_TYPE_COMMAND};
+    pthread_mutex_lock(&c->send_lock);
+    ret =
+        npv_vu_sendv(c->sock, &h, iov, iovcnt, fds, nr_fds, ns_to_i64(npv_deadline_left(deadline)));
+    pthread_mutex_unlock(&c->send_lock);
+    if (ret < 0) {
+        /* Part of a message may be on the wire: the stream cannot be trusted any more. */
+        npv_debug(c->dev->ctx, "%s: send command %u: %s", c->dev->name, cmd, npv_strerror(ret));
+        npv_vu_client_kill(c, ret == -ETIMEDOUT ? -EIO : -ENOTCONN);
+        pthread_mutex_lock(&c->lock);
+        unlink_request(c, r);
+        pthread_mutex_unlock(&c->lock);
+        free(r);
+        return ret == -ETIMEDOUT ? ret : -ENOTCONN;
+    }
+
+    ret = wait_reply(c, r, deadline);
+    if (ret == -ETIMEDOUT) {
+        npv_warn(c->dev->ctx, "%s: command %u: no reply within the deadline", c->dev->name, cmd);
+        return ret;
+    }
+    if (ret < 0) {
+        free(r);
+        return ret;
+    }
+    struct npv_vu_msg m = r->reply;
+    free(r);
+    if (m.hdr.flags & NPV_VU_F_ERROR) {
+        ret = reply_errno(&m.hdr);
+        npv_vu_msg_release(&m);
+        return ret;
+    }
+    if (reply != NULL) {
+        *reply = m;
+        return 0;
+    }
+    ret = m.body_len == 0 && m.nr_fds == 0 ? 0 : -NPV_EPEERPROTO;
+    npv_vu_msg_release(&m);
+    return ret;
+}
+
+int npv_vu_client_call(struct vu_client *c, uint16_t cmd, const void *req, size_t req_len,
+                       const int *fds, unsigned nr_fds, struct npv_vu_msg *reply)
+{
+    struct iovec iov = {.iov_base = (void *)req, .iov_len = req_len};
+    return npv_vu_client_callv(c, cmd, &iov, req_len > 0 ? 1 : 0, fds, nr_fds, reply);
+}
+
+/* Hand a reply to its request. A reply nobody asked for is a protocol violation. */
+static int deliver_reply(struct vu_client *c, struct npv_vu_msg *m)
+{
+    pthread_mutex_lock(&c->lock);
+    struct vu_request *r = c->pending;
+    while (r != NULL && (r->done || r->id != m->hdr.msg_id))
+        r = r->next;
+    if (r == NULL || r->cmd != m->hdr.cmd) {
+        pthread_mutex_unlock(&c->lock);
+        npv_warn(c->dev->ctx, "%s: reply id %u command %u matches no request", c->dev->name,
+                 m->hdr.msg_id, m->hdr.cmd);
+        return -NPV_EPEERPROTO;
+    }
+    if (r->abandoned) {
+        unlink_request(c, r);
+        pthread_mutex_unlock(&c->lock);
+        free(r);
+        npv_vu_msg_release(m);
+        return 0;
+    }
+    r->reply = *m;
+    npv_vu_msg_init(m);
+    r->done = true;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+static void refuse_command(struct vu_client *c, const struct npv_vu_msg *m)
+{
+    if (m->hdr.flags & NPV_VU_F_NO_REPLY)
+        return;
+    pthread_mutex_lock(&c->send_lock);
+    int ret = npv_vu_send_error(c->sock, m->hdr.msg_id, m->hdr.cmd, ENOSYS,
+                                ns_to_i64(c->dev->request_timeout_ns));
+    pthread_mutex_unlock(&c->send_lock);
+    if (ret < 0)
+        npv_vu_client_kill(c, -ENOTCONN);
+}
+
+static void *rx_main(void *arg)
+{
+    struct vu_client *c = arg;
+    /* Room for the largest data message either way plus its access header. */
+    size_t max =
+        sizeof(struct npv_vu_hdr) + sizeof(struct npv_vu_dma_access) + NPV_VU_CLIENT_MAX_XFER;
+    for (;;) {
+        struct npv_vu_msg m;
+        int ret = npv_vu_recv(c->sock, &m, max, NPV_VU_MAX_MSG_FDS, -1);
+        if (ret < 0) {
+            int reason = ret == -NPV_EPEERPROTO || ret == -EMSGSIZE ? -NPV_EPEERPROTO : -ENOTCONN;
+            pthread_mutex_lock(&c->lock);
+            bool closing = c->dead != 0;
+            pthread_mutex_unlock(&c->lock);
+            if (!closing)
+                npv_info(c->dev->ctx, "%s: connection lost: %s", c->dev->name, npv_strerror(ret));
+            npv_vu_client_kill(c, reason);
+            return NULL;
+        }
+        if ((m.hdr.flags & NPV_VU_F_TYPE_MASK) == NPV_VU_F_TYPE_REPLY) {
+            ret = deliver_reply(c, &m);
+        } else if (m.hdr.cmd == NPV_VU_CMD_DMA_READ || m.hdr.cmd == NPV_VU_CMD_DMA_WRITE) {
+            npv_vu_client_serve_dma(c, &m);
+        } else {
+            refuse_command(c, &m);
+        }
+        npv_vu_msg_release(&m);
+        if (ret < 0) {
+            npv_vu_client_kill(c, ret);
+            return NULL;
+        }
+    }
+}
+
+static struct vu_client *client_of(struct npv_dev *dev)
+{
+    return dev->priv;
+}
+
+static int vu_get_info(struct npv_dev *dev, struct npv_dev_info *info)
+{
+    struct vu_client *c = client_of(dev);
+    struct npv_vu_device_info req = {.argsz = sizeof(req)};
+    struct npv_vu_msg m;
+    int ret = npv_vu_client_call(c, NPV_VU_CMD_DEVICE_GET_INFO, &req, sizeof(req), NULL, 0, &m);
+    if (ret < 0)
+        return ret;
+    ret = m.nr_fds == 0 ? npv_vu_parse_device_info(m.body, m.body_len, info) : -NPV_EPEERPROTO;
+    npv_vu_msg_release(&m);
+    return ret;
+}
+
+static int fetch_region_info(struct vu_client *c, uint32_t index, uint32_t argsz,
+                             struct npv_region_info *info, uint32_t *needed)
+{
+    struct npv_vu_region_info req = {.argsz = argsz, .index = index};
+    struct npv_vu_msg m;
+    int ret =
+        npv_vu_client_call(c, NPV_VU_CMD_DEVICE_GET_REGION_INFO, &req, sizeof(req), NULL, 0, &m);
+    if (ret < 0)
+        return ret;
+    uint64_t mmap_offset = 0;
+    ret = m.nr_fds <= 1 ? npv_vu_parse_region_info(m.body, m.body_len, index, m.nr_fds == 1, info,
+                                                   &mmap_offset, needed)
+                        : -NPV_EPEERPROTO;
+    if (ret == 0 && *needed == 0 && (info->flags & NPV_REGION_MMAP)) {
+        pthread_mutex_lock(&c->lock);
+        struct vu_region *r = &c->regions[index];
+        /*
+         * The first fd is kept for the connection's life: a bar may be mapping
+         * it right now, so a later reply's fd never replaces it.
+         */
+        if (r->fd < 0) {
+            r->fd = npv_vu_msg_take_fd(&m, 0);
+            r->offset = mmap_offset;
+        }
+        r->known = true;
+        pthread_mutex_unlock(&c->lock);
+    }
+    npv_vu_msg_release(&m);
+    return ret;
+}
+
+static int vu_region_info(struct npv_dev *dev, uint32_t index, struct npv_region_info *info)
+{
+    struct vu_client *c = client_of(dev);
+    if (index >= c->num_regions)
+        return -EINVAL;
+    uint32_t needed = 0;
+    int ret = fetch_region_info(c, index, NPV_VU_CLIENT_MAX_REGION_INFO, info, &needed);
+    if (ret == 0 && needed != 0) {
+        /* Asked once more with the size the server named; a second shortfall is a lie. */
+        uint32_t again = 0;
+        ret = fetch_region_info(c, index, needed, info, &again);
+        if (ret == 0 && again != 0)
+            ret = -NPV_EPEERPROTO;
+    }
+    if (ret < 0)
+        npv_debug(dev->ctx, "%s: region %u info: %s", dev->name, index, npv_strerror(ret));
+    return ret;
+}
+
+static int vu_region_mmap_fd(struct npv_dev *dev, uint32_t index, uint64_t area_off, int *fd,
+                             uint64_t *file_off)
+{
+    struct vu_client *c = client_of(dev);
+    if (index >= c->num_regions)
+        return -EINVAL;
+    pthread_mutex_lock(&c->lock);
+    bool known = c->regions[index].known;
+    pthread_mutex_unlock(&c->lock);
+    if (!known) {
+        struct npv_region_info info;
+        int ret = vu_region_info(dev, index, &info);
+        if (ret < 0)
+            return ret;
+    }
+    pthread_mutex_lock(&c->lock);
+    const struct vu_region *r = &c->regions[index];
+    int ret = 0;
+    if (r->fd < 0)
+        ret = -ENOTSUP;
+    else if (area_off > UINT64_MAX - r->offset)
+        ret = -EINVAL;
+    else {
+        *fd = r->fd;
+        *file_off = r->offset + area_off;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return ret;
+}
+
+static int region_read_chunk(struct vu_client *c, uint32_t index, uint64_t off, void *buf,
+                             uint32_t count)
+{
+    struct npv_vu_region_access req = {.offset = off, .region = index, .count = count};
+    struct npv_vu_msg m;
+    int ret = npv_vu_client_call(c, NPV_VU_CMD_REGION_READ, &req, sizeof(req), NULL, 0, &m);
+    if (ret < 0)
+        return ret;
+    struct npv_vu_region_access rep;
+    ret = -NPV_EPEERPROTO;
+    if (m.nr_fds == 0 && m.body_len >= sizeof(rep)) {
+        memcpy(&rep, m.body, sizeof(rep));
+        if (rep.offset == off && rep.region == index && rep.count <= count &&
+            m.body_len == sizeof(rep) + rep.count) {
+            memcpy(buf, m.body + sizeof(rep), rep.count);
+            ret = rep.count == count ? 0 : -EIO;
+        }
+    }
+    npv_vu_msg_release(&m);
+    return ret;
+}
+
+static int region_write_chunk(struct vu_client *c, uint32_t index, uint64_t off, const void *buf,
+                              uint32_t count)
+{
+    struct npv_vu_region_access req = {.offset = off, .region = index, .count = count};
+    struct iovec iov[2] = {{.iov_base = &req, .iov_len = sizeof(req)},
+                           {.iov_base = (void *)buf, .iov_len = count}};
+    struct npv_vu_msg m;
+    int ret = npv_vu_client_callv(c, NPV_VU_CMD_REGION_WRITE, iov, 2, NULL, 0, &m);
+    if (ret < 0)
+        return ret;
+    struct npv_vu_region_access rep;
+    ret = -NPV_EPEERPROTO;
+    if (m.nr_fds == 0 && m.body_len == sizeof(rep)) {
+        memcpy(&rep, m.body, sizeof(rep));
+        if (rep.offset == off && rep.region == index && rep.count <= count)
+            ret = rep.count == count ? 0 : -EIO;
+    }
+    npv_vu_msg_release(&m);
+    return ret;
+}
+
+/*
+ * Accesses of 1, 2, 4 or 8 bytes go out as one message of exactly that
+ * count: a register may act on the width it sees. Larger ones are split at
+ * the server's transfer limit.
+ */
+static int vu_region_rw(struct npv_dev *dev, uint32_t index, uint64_t off, void *rbuf,
+                        const void *wbuf, size_t len)
+{
+    struct vu_client *c = client_of(dev);
+    if (index >= c->num_regions || off > UINT64_MAX - len)
+        return -EINVAL;
+    size_t done = 0;
+    while (done < len) {
+        size_t n = len - done;
+        if (n > c->server_caps.max_data_xfer_size)
+            n = c->server_caps.max_data_xfer_size;
+        int ret = rbuf != NULL
+                      ? region_read_chunk(c, index, off + done, (uint8_t *)rbuf + done, (uint32_t)n)
+                      : region_write_chunk(c, index, off + done, (const uint8_t *)wbuf + done,
+                                           (uint32_t)n);
+        if (ret < 0)
+            return ret;
+        done += n;
+    }
+    return 0;
+}
+
+static int vu_region_read(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf, size_t len)
+{
+    return vu_region_rw(dev, index, off, buf, NULL, len);
+}
+
+static int vu_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
+                           size_t len)
+{
+    return vu_region_rw(dev, index, off, NULL, buf, len);
+}
+
+static int vu_irq_info(struct npv_dev *dev, uint32_t index, struct npv_irq_info *info)
+{
+    struct vu_client *c = client_of(dev);
+    if (index >= c->num_irqs)
+        return -EINVAL;
+    struct npv_vu_irq_info req = {.argsz = sizeof(req), .index = index};
+    struct npv_vu_msg m;
+    int ret = npv_vu_client_call(c, NPV_VU_CMD_DEVICE_GET_IRQ_INFO, &req, sizeof(req), NULL, 0, &m);
+    if (ret < 0)
+        return ret;
+    ret = m.nr_fds == 0 ? npv_vu_parse_irq_info(m.body, m.body_len, index, info) : -NPV_EPEERPROTO;
+    npv_vu_msg_release(&m);
+    return ret;
+}
+
+static int send_set_irqs(struct vu_client *c, uint32_t index, uint32_t flags, uint32_t start,
+                         uint32_t count, const int32_t *fds, unsigned nr_fds)
+{
+    struct npv_vu_irq_set req = {
+        .argsz = sizeof(req), .flags = flags, .index = index, .start = start, .count = count};
+    return npv_vu_client_call(c, NPV_VU_CMD_DEVICE_SET_IRQS, &req, sizeof(req), fds, nr_fds, NULL);
+}
+
+/*
+ * Eventfds travel as SCM_RIGHTS, at most max_msg_fds per message, so a long
+ * range goes out as several messages with advancing start. A -1 (unassign)
+ * cannot ride as an fd: a run of them is a message with count and no fds.
+ */
+static int vu_set_irqs(struct npv_dev *dev, uint32_t index, uint32_t flags, uint32_t start,
+                       uint32_t count, const int32_t *fds)
+{
+    struct vu_client *c = client_of(dev);
+    if (index >= c->num_irqs || (flags & NPV_IRQ_SET_DATA_BOOL) ||
+        count > NPV_VU_CLIENT_MAX_VECTORS)
+        return -EINVAL;
+    if (!(flags & NPV_IRQ_SET_DATA_EVENTFD) || count == 0)
+        return send_set_irqs(c, index, flags, start, count, NULL, 0);
+    if (fds == NULL)
+        return -EINVAL;
+    uint32_t i = 0;
+    while (i < count) {
+        bool assign = fds[i] >= 0;
+        uint32_t n = 1;
+        while (i + n < count && (fds[i + n] >= 0) == assign &&
+               (!assign || n < c->server_caps.max_msg_fds))
+            n++;
+        int ret =
+            send_set_irqs(c, index, flags, start + i, n, assign ? &fds[i] : NULL, assign ? n : 0);
+        if (ret < 0)
+            return ret;
+        i += n;
+    }
+    return 0;
+}
+
+static int vu_reset(struct npv_dev *dev)
+{
+    return npv_vu_client_call(client_of(dev), NPV_VU_CMD_DEVICE_RESET, NULL, 0, NULL, 0, NULL);
+}
+
+static int vu_attach(struct npv_dev *dev, struct npv_domain *dom)
+{
+    return npv_dev_move_private_sink(dev, &client_of(dev)->sink, dom);
+}
+
+static void client_free(struct vu_client *c)
+{
+    if (c->rx_running) {
+        npv_vu_client_kill(c, -ENOTCONN);
+        pthread_join(c->rx_thread, NULL);
+    }
+    while (c->pending != NULL) {
+        struct vu_request *r = c->pending;
+        c->pending = r->next;
+        npv_vu_msg_release(&r->reply);
+        free(r);
+    }
+    for (uint32_t i = 0; i < NPV_VU_CLIENT_MAX_REGIONS; i++)
+        if (c->regions[i].fd >= 0)
+            close(c->regions[i].fd);
+    if (c->sock >= 0)
+        close(c->sock);
+    npv_vu_client_maps_free(c);
+    pthread_cond_destroy(&c->cond);
+    pthread_mutex_destroy(&c->send_lock);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+static void vu_close(struct npv_dev *dev)
+{
+    struct vu_client *c = client_of(dev);
+    /* A live server is told of each unmap; a dead one has dropped them all already. */
+    pthread_mutex_lock(&c->lock);
+    bool alive = c->dead == 0;
+    pthread_mutex_unlock(&c->lock);
+    if (dev->domain != NULL)
+        npv_domain_remove_sink(dev->domain, &c->sink, alive);
+    client_free(c);
+    dev->priv = NULL;
+}
+
+static const struct npv_dev_ops vu_ops = {
+    .get_info = vu_get_info,
+    .region_info = vu_region_info,
+    .region_mmap_fd = vu_region_mmap_fd,
+    .region_read = vu_region_read,
+    .region_write = vu_region_write,
+    .irq_info = vu_irq_info,
+    .set_irqs = vu_set_irqs,
+    .reset = vu_reset,
+    .attach = vu_attach,
+    .close = vu_close,
+};
+
+static int client_new(struct vu_client **out)
+{
+    struct vu_client *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    c->sock = -1;
+    for (uint32_t i = 0; i < NPV_VU_CLIENT_MAX_REGIONS; i++)
+        c->regions[i].fd = -1;
+    pthread_condattr_t ca;
+    int ret = pthread_condattr_init(&ca);
+    if (ret != 0)
+        goto err_free;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    ret = pthread_cond_init(&c->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (ret != 0)
+        goto err_free;
+    ret = pthread_mutex_init(&c->lock, NULL);
+    if (ret != 0)
+        goto err_cond;
+    ret = pthread_mutex_init(&c->send_lock, NULL);
+    if (ret != 0)
+        goto err_lock;
+    npv_vu_caps_default(&c->server_caps);
+    *out = c;
+    return 0;
+
+err_lock:
+    pthread_mutex_destroy(&c->lock);
+err_cond:
+    pthread_cond_destroy(&c->cond);
+err_free:
+    free(c);
+    return -ret;
+}
+
+/* AF_UNIX connect does not block on a listening peer except when its backlog is full. */
+static int connect_socket(const char *path, uint64_t deadline)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    for (;;) {
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+            return fd;
+        int err = errno;
+        if (err == EINTR)
+            continue;
+        if (err != EAGAIN || npv_deadline_left(deadline) == 0) {
+            close(fd);
+            return err == EAGAIN ? -ETIMEDOUT : -err;
+        }
+        usleep(1000);
+    }
+}
+
+/* What we offer: what our receive path accepts. */
+static void client_caps(struct npv_vu_caps *caps)
+{
+    npv_vu_caps_default(caps);
+    caps->max_msg_fds = NPV_VU_MAX_MSG_FDS;
+    caps->max_data_xfer_size = NPV_VU_CLIENT_MAX_XFER;
+    caps->pgsizes = 4096u | (2u << 20) | (1u << 30);
+}
+
+static int negotiate(struct vu_client *c, uint64_t deadline)
+{
+    struct npv_dev *dev = c->dev;
+    struct npv_vu_caps mine;
+    client_caps(&mine);
+    char json[256];
+    int jlen = npv_vu_caps_format(&mine, json, sizeof(json));
+    if (jlen < 0)
+        return jlen;
+    struct npv_vu_version v = {.major = NPV_VU_MAJOR, .minor = NPV_VU_MINOR};
+    struct iovec iov[2] = {{.iov_base = &v, .iov_len = sizeof(v)},
+                           {.iov_base = json, .iov_len = (size_t)jlen}};
+    struct npv_vu_hdr h = {.msg_id = 0, .cmd = NPV_VU_CMD_VERSION, .flags = NPV_VU_F_TYPE_COMMAND};
+    int ret = npv_vu_sendv(c->sock, &h, iov, 2, NULL, 0, ns_to_i64(npv_deadline_left(deadline)));
+    if (ret < 0)
+        return ret == -EPIPE ? -ENOTCONN : ret;
+    c->next_id = 1;
+
+    struct npv_vu_msg m;
+    size_t max = sizeof(struct npv_vu_hdr) + sizeof(v) + NPV_VU_MAX_VERSION_DATA;
+    ret = npv_vu_recv(c->sock, &m, max, NPV_VU_MAX_MSG_FDS, ns_to_i64(npv_deadline_left(deadline)));
+    if (ret == -ECONNRESET) {
+        npv_err(dev->ctx,
+                "%s: the server closed the connection during version negotiation "
+                "(it may not speak vfio-user %d.%d)",
+                dev->name, NPV_VU_MAJOR, NPV_VU_MINOR);
+        return -ENOTCONN;
+    }
+    if (ret < 0)
+        return ret == -EMSGSIZE ? -NPV_EPEERPROTO : ret;
+    if ((m.hdr.flags & NPV_VU_F_TYPE_MASK) != NPV_VU_F_TYPE_REPLY ||
+        m.hdr.cmd != NPV_VU_CMD_VERSION || m.hdr.msg_id != 0 || m.nr_fds != 0) {
+        ret = -NPV_EPEERPROTO;
+    } else if (m.hdr.flags & NPV_VU_F_ERROR) {
+        ret = reply_errno(&m.hdr);
+        npv_err(dev->ctx, "%s: the server refused vfio-user %d.%d: %s", dev->name, NPV_VU_MAJOR,
+                NPV_VU_MINOR, npv_strerror(ret));
+    } else {
+        uint16_t minor = 0;
+        ret = npv_vu_parse_version_reply(m.body, m.body_len, &c->server_caps, &minor);
+        if (ret == -EPROTONOSUPPORT) {
+            struct npv_vu_version got;
+            memcpy(&got, m.body, sizeof(got));
+            npv_err(dev->ctx, "%s: the server speaks vfio-user major version %u; we speak only %d",
+                    dev->name, got.major, NPV_VU_MAJOR);
+        } else if (ret == 0) {
+            npv_debug(dev->ctx, "%s: vfio-user %d.%u, max_msg_fds %u, max_data_xfer_size %u",
+                      dev->name, NPV_VU_MAJOR, minor, c->server_caps.max_msg_fds,
+                      c->server_caps.max_data_xfer_size);
+        }
+    }
+    if (ret == -NPV_EPEERPROTO)
+        npv_err(dev->ctx, "%s: malformed VERSION reply", dev->name);
+    npv_vu_msg_release(&m);
+    return ret;
+}
+
+int npv_vfio_user_open(struct npv_ctx *ctx, const char *socket_path,
+                       const struct npv_dev_opts *opts, struct npv_dev **out)
+{
+    struct vu_client *c;
+    int ret = client_new(&c);
+    if (ret < 0)
+        return ret;
+    struct npv_dev *dev = npv_dev_alloc(ctx, &vu_ops, NPV_TRANSPORT_VFIO_USER, socket_path, opts);
+    if (dev == NULL) {
+        ret = -errno;
+        client_free(c);
+        return ret;
+    }
+    dev->priv = c;
+    c->dev = dev;
+    npv_vu_client_sink_init(c);
+    uint64_t deadline = npv_deadline_after(dev->request_timeout_ns);
+
+    c->sock = connect_socket(socket_path, deadline);
+    if (c->sock < 0) {
+        ret = c->sock;
+        npv_err(ctx, "%s: connect: %s", socket_path, npv_strerror(ret));
+        goto err;
+    }
+    ret = negotiate(c, deadline);
+    if (ret < 0)
+        goto err;
+    ret = pthread_create(&c->rx_thread, NULL, rx_main, c);
+    if (ret != 0) {
+        ret = -ret;
+        goto err;
+    }
+    c->rx_running = true;
+    /* Region and IRQ indexes are checked against what the device said it has. */
+    c->num_regions = NPV_VU_CLIENT_MAX_REGIONS;
+    c->num_irqs = NPV_VU_CLIENT_MAX_IRQ_INDEXES;
+    struct npv_dev_info info;
+    ret = vu_get_info(dev, &info);
+    if (ret < 0) {
+        npv_err(ctx, "%s: device info: %s", socket_path, npv_strerror(ret));
+        goto err;
+    }
+    c->num_regions = info.num_regions;
+    c->num_irqs = info.num_irqs;
+    *out = dev;
+    return 0;
+
+err:
+    client_free(c);
+    npv_dev_free_shell(dev);
+    return ret;
+}
