@@ -64,6 +64,8 @@ int npv_ctx_new(struct npv_ctx **out)
     if (ctx == NULL)
         return -ENOMEM;
     pthread_mutex_init(&ctx->lock, NULL);
+    pthread_mutex_init(&ctx->iommufd_lock, NULL);
+    ctx->iommufd = -1;
     ctx->log_level = NPV_LOG_WARN;
     ctx->iommu_backend = NPV_IOMMU_AUTO;
     ctx->sysfs_root = strdup("/sys");
@@ -81,6 +83,7 @@ void npv_ctx_free(struct npv_ctx *ctx)
     if (ctx == NULL)
         return;
     pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->iommufd_lock);
     free(ctx->sysfs_root);
     free(ctx);
 }

@@ -16,6 +16,17 @@ struct npv_ctx {
     char *sysfs_root;
     /* The 4 KiB fallback of DMA memory is worth one warning per context, not one per buffer. */
     bool warned_small_pages;
+    /*
+     * The iommufd shared by the context's iommufd devices. A device stays bound
+     * to one iommufd while its fd is open and an IOAS belongs to one iommufd,
+     * so every domain's IOAS lives in this one for devices to move between
+     * domains. Opened by the first iommufd device, closed with the last.
+     * iommufd_lock also serialises the bookkeeping of the per-domain IOAS
+     * sinks (lock order: device, iommufd_lock, domain).
+     */
+    pthread_mutex_t iommufd_lock;
+    int iommufd; /* -1 while closed */
+    unsigned iommufd_users;
 };
 
 void npv__log(struct npv_ctx *ctx, enum npv_log_level level, const char *fmt, ...)

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the two kernel VFIO transports (legacy group/container and iommufd
+ * cdev) share: a VFIO device fd and the region, IRQ and reset calls made on
+ * it, plus the parsers of the kernel's info capability chains and of the PCI
+ * capability list.
+ *
+ * dev->priv of a kernel VFIO device points to a struct npv_vfio_device; the
+ * backend keeps its own state in ->backend.
+ */
+#ifndef NPV_VFIO_DEVICE_INTERNAL_H
+#define NPV_VFIO_DEVICE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dev_internal.h"
+
+/* A region as GET_REGION_INFO reported it at open; flags 0 when the index is absent. */
+struct npv_vfio_region {
+    uint32_t flags; /* VFIO_REGION_INFO_FLAG_* */
+    uint64_t size;
+    uint64_t offset; /* of the region in the device fd */
+};
+
+struct npv_vfio_device {
+    int fd;
+    uint32_t flags; /* VFIO_DEVICE_FLAGS_* */
+    uint32_t num_regions;
+    uint32_t num_irqs;
+    struct npv_vfio_region *regions; /* num_regions entries */
+    void *backend;
+};
+
+/*
+ * Read the device's info and its regions' placement from fd. On success vdev
+ * owns fd; on failure fd is left open for the caller to close.
+ */
+int npv_vfio_device_init(struct npv_ctx *ctx, struct npv_vfio_device *vdev, int fd);
+/* Close the fd and free the region table. Idempotent. */
+void npv_vfio_device_release(struct npv_vfio_device *vdev);
+
+/* npv_dev_ops members shared by both kernel transports (dev->priv is the npv_vfio_device). */
+int npv_vfio_get_info(struct npv_dev *dev, struct npv_dev_info *info);
+int npv_vfio_region_info(struct npv_dev *dev, uint32_t index, struct npv_region_info *info);
+int npv_vfio_region_mmap_fd(struct npv_dev *dev, uint32_t index, uint64_t area_off, int *fd,
+                            uint64_t *file_off);
+int npv_vfio_region_read(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf, size_t len);
+int npv_vfio_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
+                          size_t len);
+int npv_vfio_irq_info(struct npv_dev *dev, uint32_t index, struct npv_irq_info *info);
+int npv_vfio_set_irqs(struct npv_dev *dev, uint32_t index, uint32_t flags, uint32_t start,
+                      uint32_t count, const int32_t *fds);
+int npv_vfio_reset(struct npv_dev *dev);
+
+/*
+ * Issue a VFIO *_GET_INFO ioctl whose struct starts with argsz and may carry a
+ * capability chain: start with base_size bytes of *buf (already filled in),
+ * grow the buffer to the argsz the kernel asks for and retry. *buf is
+ * malloc'd and replaced; *len is the number of valid bytes in it.
+ */
+int npv_vfio_info_ioctl(int fd, unsigned long request, void **buf, size_t base_size, size_t *len);
+
+/*
+ * Walk a VFIO info capability chain in buf[0, len) starting at first (0 = no
+ * chain). Capabilities may not overlap the fixed part (below min_off) and must
+ * move forward, so a chain written by a confused or hostile kernel/server
+ * cannot loop or read out of bounds. fn sees each capability with the bytes
+ * available to it (up to the next one or the end of buf); a nonzero return
+ * stops the walk and is returned. -EPROTO for a malformed chain.
+ */
+typedef int (*npv_vfio_cap_fn)(void *arg, uint16_t id, uint16_t version, const uint8_t *cap,
+                               size_t avail);
+int npv_vfio_cap_walk(const void *buf, size_t len, uint32_t first, size_t min_off,
+                      npv_vfio_cap_fn fn, void *arg);
+
+/*
+ * Fill info's mmap areas and msix_mappable from a struct vfio_region_info
+ * buffer of len bytes (the fixed part and its capability chain). Sparse areas
+ * are checked against the region's size. *truncated is set when the region
+ * has more sparse areas than NPV_REGION_MAX_SPARSE (the rest are left to
+ * region reads/writes). -EPROTO for a malformed buffer.
+ */
+int npv_vfio_parse_region_info(const void *buf, size_t len, struct npv_region_info *info,
+                               bool *truncated);
+
+/*
+ * The IOVA ranges of a struct vfio_iommu_type1_info buffer of len bytes, from
+ * its VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE capability, malloc'd into *out.
+ * *n = 0 and *out = NULL when the capability is absent (no limit known).
+ * -EPROTO for a malformed buffer or range.
+ */
+int npv_vfio_parse_type1_ranges(const void *buf, size_t len, struct npv_iova_range **out,
+                                size_t *n);
+
+/*
+ * Refuse with -NPV_ENOTVIABLE, naming the blocking functions, when another
+ * function of bdf's IOMMU group is on a host driver (both backends need the
+ * group free of host DMA users). 0 when viable or when sysfs cannot tell (the
+ * kernel then has the last word).
+ */
+int npv_vfio_check_viable(struct npv_ctx *ctx, const char *bdf);
+
+/*
+ * The name of bdf's VFIO device cdev ("vfio3" for /dev/vfio/devices/vfio3)
+ * from sysfs (<dev>/vfio-dev/). -ENOENT when the function has none (not on a
+ * vfio driver, or a kernel without CONFIG_VFIO_DEVICE_CDEV).
+ */
+int npv_vfio_cdev_name(struct npv_ctx *ctx, const char *bdf, char *buf, size_t len);
+
+/* Error words for a MAP that failed with ENOMEM: name RLIMIT_MEMLOCK and its value. */
+void npv_vfio_log_map_enomem(struct npv_ctx *ctx, const char *what, uint64_t len);
+
+#endif

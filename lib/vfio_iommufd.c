@@ -1,0 +1,508 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel VFIO through iommufd: the device's cdev (/dev/vfio/devices/vfioN),
+ * bound to the context's /dev/iommu, attached to the IOAS of its domain.
+ *
+ * One IOAS per domain, shared by all of the domain's iommufd devices: it is
+ * the domain's IOMMU sink (found with npv_domain_find_sink), made by the
+ * first device that attaches and destroyed when the last one leaves. Moving
+ * a device to another domain is one VFIO_DEVICE_ATTACH_IOMMUFD_PT naming the
+ * target IOAS: the kernel replaces the attachment, so no mapping is replayed
+ * for the device and a failed attach leaves it where it was.
+ *
+ * Coherency: iommufd has no query like type1's VFIO_DMA_CC_IOMMU. The kernel
+ * enforces coherency on an auto-created HWPT when the IOMMU driver can, but
+ * it tells user space neither that nor the IOMMU capability behind it
+ * (IOMMU_GET_HW_INFO returns raw, driver-specific registers, and none for
+ * AMD or SMMUv3 on many kernels). So the library treats an iommufd IOMMU as
+ * not enforcing coherency: the sink and the device report 0, and
+ * npv_dev_finish_open clears the device's Enable No Snoop, which makes its DMA snoop on x86
+ * whatever the IOMMU does. The cost is the rare device that gains from No Snoop; the gain is never
+ * trusting a guess.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <npuvfio/pci.h>
+#include "ctx_internal.h"
+#include "npv_config.h"
+#include "vfio_device_internal.h"
+
+int npv_vfio_cdev_name(struct npv_ctx *ctx, const char *bdf, char *buf, size_t len)
+{
+    char path[4096];
+    int ret = npv_sysfs_path(ctx, path, sizeof(path), "bus/pci/devices/%s/vfio-dev", bdf);
+    if (ret < 0)
+        return ret;
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -ENOENT;
+    ret = -ENOENT;
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+        const char *digits = e->d_name + 4;
+        if (strncmp(e->d_name, "vfio", 4) != 0 || *digits == '\0' ||
+            strspn(digits, "0123456789") != strlen(digits))
+            continue;
+        ret = snprintf(buf, len, "%s", e->d_name) < (int)len ? 0 : -ENAMETOOLONG;
+        break;
+    }
+    closedir(d);
+    return ret;
+}
+
+#if NPV_HAVE_IOMMUFD
+
+#include <linux/iommufd.h>
+#include <linux/vfio.h>
+
+#include <npuvfio/dma.h>
+
+/* The domain's IOAS, the IOMMU sink shared by its iommufd devices. */
+struct ioas {
+    struct npv_iommu_sink sink; /* sink.users counts the attached devices */
+    struct npv_ctx *ctx;
+    int iommufd;
+    uint32_t id;
+    struct npv_iova_range *ranges;
+    size_t nr_ranges;
+};
+
+struct iommufd_dev {
+    struct npv_vfio_device vdev; /* dev->priv points here */
+    struct npv_ctx *ctx;
+    char name[NPV_PCI_ADDR_LEN];
+    bool holds_iommufd;
+    uint32_t devid;
+    struct ioas *ioas; /* attached to, or NULL */
+};
+
+/* ---- the context's /dev/iommu ---- */
+
+static int iommufd_get(struct npv_ctx *ctx, int *fd)
+{
+    int ret = 0;
+    pthread_mutex_lock(&ctx->iommufd_lock);
+    if (ctx->iommufd_users == 0) {
+        ctx->iommufd = open("/dev/iommu", O_RDWR | O_CLOEXEC);
+        if (ctx->iommufd < 0)
+            ret = -errno;
+    }
+    if (ret == 0) {
+        ctx->iommufd_users++;
+        *fd = ctx->iommufd;
+    }
+    pthread_mutex_unlock(&ctx->iommufd_lock);
+    if (ret < 0)
+        npv_err(ctx, "/dev/iommu: %s", npv_strerror(ret));
+    return ret;
+}
+
+static void iommufd_put(struct npv_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->iommufd_lock);
+    if (ctx->iommufd_users > 0 && --ctx->iommufd_users == 0) {
+        close(ctx->iommufd);
+        ctx->iommufd = -1;
+    }
+    pthread_mutex_unlock(&ctx->iommufd_lock);
+}
+
+/* ---- the IOAS sink ---- */
+
+static int ioas_map(struct npv_iommu_sink *sink, const struct npv_mapping *m)
+{
+    struct ioas *io = sink->priv;
+    /* FIXED_IOVA: the domain's allocator chose the IOVA, and every sink must agree on it. */
+    struct iommu_ioas_map map = {
+        .size = sizeof(map),
+        .flags = IOMMU_IOAS_MAP_FIXED_IOVA,
+        .ioas_id = io->id,
+        .user_va = (uintptr_t)m->vaddr,
+        .length = m->len,
+        .iova = m->iova,
+    };
+
+    if (m->prot & NPV_DMA_READ)
+        map.flags |= IOMMU_IOAS_MAP_READABLE;
+    if (m->prot & NPV_DMA_WRITE)
+        map.flags |= IOMMU_IOAS_MAP_WRITEABLE;
+    if (ioctl(io->iommufd, IOMMU_IOAS_MAP, &map) < 0) {
+        int err = -errno;
+        if (err == -ENOMEM)
+            npv_vfio_log_map_enomem(io->ctx, "IOMMU_IOAS_MAP", m->len);
+        else
+            npv_err(io->ctx, "IOMMU_IOAS_MAP ioas %u iova %#llx len %#llx: %s", io->id,
+                    (unsigned long long)m->iova, (unsigned long long)m->len, npv_strerror(err));
+        return err;
+    }
+    return 0;
+}
+
+static int ioas_unmap(struct npv_iommu_sink *sink, const struct npv_mapping *m)
+{
+    struct ioas *io = sink->priv;
+    struct iommu_ioas_unmap unmap = {
+        .size = sizeof(unmap),
+        .ioas_id = io->id,
+        .iova = m->iova,
+        .length = m->len,
+    };
+
+    if (ioctl(io->iommufd, IOMMU_IOAS_UNMAP, &unmap) < 0) {
+        int err = -errno;
+        npv_err(io->ctx, "IOMMU_IOAS_UNMAP ioas %u iova %#llx len %#llx: %s", io->id,
+                (unsigned long long)m->iova, (unsigned long long)m->len, npv_strerror(err));
+        return err;
+    }
+    /* The kernel writes back the bytes it unmapped. */
+    if (unmap.length != m->len) {
+        npv_err(io->ctx, "IOMMU_IOAS_UNMAP ioas %u iova %#llx: unmapped %#llx of %#llx bytes",
+                io->id, (unsigned long long)m->iova, (unsigned long long)unmap.length,
+                (unsigned long long)m->len);
+        return -EIO;
+    }
+    return 0;
+}
+
+static const struct npv_iommu_sink_ops ioas_sink_ops = {
+    .name = "iommufd-ioas",
+    .map = ioas_map,
+    .unmap = ioas_unmap,
+};
+
+/*
+ * Re-read the IOAS's allowed ranges: they narrow as devices attach and widen
+ * as they leave. The domain reads sink.ranges only inside its own calls, which
+ * iommufd_lock keeps from overlapping with this for the IOAS sinks.
+ */
+static int ioas_read_ranges(struct ioas *io)
+{
+    struct iommu_ioas_iova_ranges q = {.size = sizeof(q), .ioas_id = io->id};
+    struct npv_iova_range *r = NULL;
+
+    /* EMSGSIZE hands back the count; the count may change in between, so loop a few times. */
+    for (int tries = 0; tries < 4; tries++) {
+        q.allowed_iovas = (uintptr_t)r;
+        uint32_t cap = q.num_iovas;
+        if (ioctl(io->iommufd, IOMMU_IOAS_IOVA_RANGES, &q) == 0) {
+            if (q.num_iovas > cap || q.num_iovas == 0) {
+                free(r);
+                return -EPROTO;
+            }
+            for (uint32_t i = 0; i < q.num_iovas; i++)
+                if (r[i].start > r[i].last) {
+                    free(r);
+                    return -EPROTO;
+                }
+            free(io->ranges);
+            io->ranges = r;
+            io->nr_ranges = q.num_iovas;
+            io->sink.ranges = r;
+            io->sink.nr_ranges = q.num_iovas;
+            return 0;
+        }
+        int err = -errno;
+        free(r);
+        r = NULL;
+        if (err != -EMSGSIZE)
+            return err;
+        if (q.num_iovas == 0 || q.num_iovas > 65536)
+            return -EPROTO;
+        /* struct iommu_iova_range and struct npv_iova_range are both {u64 start, u64 last}. */
+        r = calloc(q.num_iovas, sizeof(*r));
+        if (r == NULL)
+            return -ENOMEM;
+    }
+    free(r);
+    return -EAGAIN;
+}
+_Static_assert(sizeof(struct iommu_iova_range) == sizeof(struct npv_iova_range), "range layout");
+
+static void ioas_destroy(struct ioas *io)
+{
+    struct iommu_destroy d = {.size = sizeof(d), .id = io->id};
+    /* EBUSY while a device is still on it: it then dies with the iommufd. */
+    if (ioctl(io->iommufd, IOMMU_DESTROY, &d) < 0)
+        npv_debug(io->ctx, "IOMMU_DESTROY ioas %u: %s", io->id, npv_strerror(-errno));
+    free(io->ranges);
+    free(io);
+}
+
+static int ioas_new(struct npv_ctx *ctx, int iommufd, struct ioas **out)
+{
+    struct iommu_ioas_alloc a = {.size = sizeof(a)};
+    if (ioctl(iommufd, IOMMU_IOAS_ALLOC, &a) < 0) {
+        int err = -errno;
+        npv_err(ctx, "IOMMU_IOAS_ALLOC: %s", npv_strerror(err));
+        return err;
+    }
+    struct ioas *io = calloc(1, sizeof(*io));
+    if (io == NULL) {
+        struct iommu_destroy d = {.size = sizeof(d), .id = a.out_ioas_id};
+        ioctl(iommufd, IOMMU_DESTROY, &d);
+        return -ENOMEM;
+    }
+    io->ctx = ctx;
+    io->iommufd = iommufd;
+    io->id = a.out_ioas_id;
+    io->sink.ops = &ioas_sink_ops;
+    io->sink.priv = io;
+    io->sink.coherent = 0; /* see the top of this file */
+    int ret = ioas_read_ranges(io);
+    if (ret < 0) {
+        npv_err(ctx, "IOMMU_IOAS_IOVA_RANGES ioas %u: %s", io->id, npv_strerror(ret));
+        ioas_destroy(io);
+        return ret;
+    }
+    *out = io;
+    return 0;
+}
+
+/* After a device joined or left io: re-read its ranges and let dom narrow or widen. */
+static void ioas_ranges_changed(struct ioas *io, struct npv_domain *dom)
+{
+    int ret = ioas_read_ranges(io);
+    if (ret == 0)
+        ret = npv_domain_refresh_ranges(dom);
+    if (ret < 0)
+        npv_warn(io->ctx, "ioas %u: IOVA ranges not refreshed: %s", io->id, npv_strerror(ret));
+}
+
+/* A device left io, which sits in dom: destroy io with its last user. Under iommufd_lock. */
+static void ioas_release(struct ioas *io, struct npv_domain *dom)
+{
+    if (io->sink.users > 0)
+        io->sink.users--;
+    if (io->sink.users > 0) {
+        ioas_ranges_changed(io, dom);
+        return;
+    }
+    /* No unmapping one by one: destroying the IOAS drops its mappings. */
+    npv_domain_remove_sink(dom, &io->sink, false);
+    ioas_destroy(io);
+}
+
+/* ---- the device ---- */
+
+static int iommufd_attach(struct npv_dev *dev, struct npv_domain *dom)
+{
+    struct iommufd_dev *fd_dev = ((struct npv_vfio_device *)dev->priv)->backend;
+    struct npv_ctx *ctx = dev->ctx;
+    struct ioas *target;
+    bool created = false;
+    int ret = 0;
+
+    pthread_mutex_lock(&ctx->iommufd_lock);
+    struct npv_iommu_sink *s = npv_domain_find_sink(dom, &ioas_sink_ops);
+    if (s != NULL) {
+        target = s->priv;
+        if (target == fd_dev->ioas)
+            goto out;
+    } else {
+        /* A new IOAS gets the domain's journal before the device moves onto it. */
+        ret = ioas_new(ctx, ctx->iommufd, &target);
+        if (ret < 0)
+            goto out;
+        ret = npv_domain_add_sink(dom, &target->sink);
+        if (ret < 0) {
+            ioas_destroy(target);
+            goto out;
+        }
+        created = true;
+    }
+
+    struct vfio_device_attach_iommufd_pt at = {.argsz = sizeof(at), .pt_id = target->id};
+    if (ioctl(fd_dev->vdev.fd, VFIO_DEVICE_ATTACH_IOMMUFD_PT, &at) < 0) {
+        ret = -errno;
+        if (ret == -EADDRINUSE)
+            npv_err(ctx,
+                    "%s: VFIO_DEVICE_ATTACH_IOMMUFD_PT ioas %u: a mapping of the domain "
+                    "lies in a region the device reserves (e.g. the MSI window)",
+                    dev->name, target->id);
+        else
+            npv_err(ctx, "%s: VFIO_DEVICE_ATTACH_IOMMUFD_PT ioas %u: %s", dev->name, target->id,
+                    npv_strerror(ret));
+        if (created) {
+            npv_domain_remove_sink(dom, &target->sink, false);
+            ioas_destroy(target);
+        }
+        goto out;
+    }
+    target->sink.users++;
+    ioas_ranges_changed(target, dom);
+    if (fd_dev->ioas != NULL)
+        ioas_release(fd_dev->ioas, dev->domain);
+    fd_dev->ioas = target;
+out:
+    pthread_mutex_unlock(&ctx->iommufd_lock);
+    if (ret == 0)
+        dev->coherent = false; /* see the top of this file */
+    return ret;
+}
+
+static void iommufd_dev_free(struct iommufd_dev *fd_dev)
+{
+    /* Closing the cdev unbinds it from the iommufd; only then may the iommufd go. */
+    npv_vfio_device_release(&fd_dev->vdev);
+    if (fd_dev->holds_iommufd)
+        iommufd_put(fd_dev->ctx);
+    free(fd_dev);
+}
+
+static void iommufd_close(struct npv_dev *dev)
+{
+    struct npv_vfio_device *vdev = dev->priv;
+    if (vdev == NULL)
+        return;
+    struct iommufd_dev *fd_dev = vdev->backend;
+    struct npv_ctx *ctx = dev->ctx;
+
+    pthread_mutex_lock(&ctx->iommufd_lock);
+    if (fd_dev->ioas != NULL) {
+        /* Detach before the IOAS may be destroyed: an attached HWPT keeps it busy. */
+        struct vfio_device_detach_iommufd_pt dt = {.argsz = sizeof(dt)};
+        if (ioctl(vdev->fd, VFIO_DEVICE_DETACH_IOMMUFD_PT, &dt) < 0)
+            npv_warn(ctx, "%s: VFIO_DEVICE_DETACH_IOMMUFD_PT: %s", dev->name, npv_strerror(-errno));
+        ioas_release(fd_dev->ioas, dev->domain);
+        fd_dev->ioas = NULL;
+    }
+    pthread_mutex_unlock(&ctx->iommufd_lock);
+    iommufd_dev_free(fd_dev);
+    dev->priv = NULL;
+}
+
+static const struct npv_dev_ops iommufd_ops = {
+    .get_info = npv_vfio_get_info,
+    .region_info = npv_vfio_region_info,
+    .region_mmap_fd = npv_vfio_region_mmap_fd,
+    .region_read = npv_vfio_region_read,
+    .region_write = npv_vfio_region_write,
+    .irq_info = npv_vfio_irq_info,
+    .set_irqs = npv_vfio_set_irqs,
+    .reset = npv_vfio_reset,
+    .attach = iommufd_attach,
+    .close = iommufd_close,
+};
+
+static int open_cdev(struct iommufd_dev *fd_dev)
+{
+    struct npv_ctx *ctx = fd_dev->ctx;
+    char cdev[64], path[96];
+
+    int ret = npv_vfio_cdev_name(ctx, fd_dev->name, cdev, sizeof(cdev));
+    if (ret < 0) {
+        npv_err(ctx,
+                "%s: no VFIO device cdev in sysfs (vfio-dev/): not bound to vfio-pci, or a "
+                "kernel without CONFIG_VFIO_DEVICE_CDEV",
+                fd_dev->name);
+        return -ENODEV;
+    }
+    snprintf(path, sizeof(path), "/dev/vfio/devices/%s", cdev);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        ret = -errno;
+        npv_err(ctx, "%s: %s: %s", fd_dev->name, path, npv_strerror(ret));
+        return ret == -ENOENT ? -ENODEV : ret;
+    }
+    int iommufd;
+    ret = iommufd_get(ctx, &iommufd);
+    if (ret < 0)
+        goto err_close;
+    fd_dev->holds_iommufd = true;
+
+    struct vfio_device_bind_iommufd bind = {.argsz = sizeof(bind), .iommufd = iommufd};
+    if (ioctl(fd, VFIO_DEVICE_BIND_IOMMUFD, &bind) < 0) {
+        ret = -errno;
+        if (ret == -EPERM)
+            npv_err(ctx,
+                    "%s: VFIO_DEVICE_BIND_IOMMUFD: EPERM: the platform cannot isolate MSI "
+                    "(no interrupt remapping); iommufd.allow_unsafe_interrupts=1 overrides "
+                    "this at your own risk",
+                    fd_dev->name);
+        else if (ret == -EBUSY)
+            npv_err(ctx,
+                    "%s: VFIO_DEVICE_BIND_IOMMUFD: EBUSY: the device is in use, or another "
+                    "function of its IOMMU group is on a host driver",
+                    fd_dev->name);
+        else
+            npv_err(ctx, "%s: VFIO_DEVICE_BIND_IOMMUFD: %s", fd_dev->name, npv_strerror(ret));
+        goto err_close;
+    }
+    fd_dev->devid = bind.out_devid;
+    ret = npv_vfio_device_init(ctx, &fd_dev->vdev, fd);
+    if (ret < 0)
+        goto err_close;
+    return 0;
+
+err_close:
+    close(fd);
+    return ret;
+}
+
+int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
+                          struct npv_dev **out)
+{
+    struct npv_pci_func func;
+    int ret;
+
+    *out = NULL;
+    ret = npv_pci_func_read(ctx, bdf, &func);
+    if (ret < 0) {
+        npv_err(ctx, "%s: %s", bdf, npv_strerror(ret));
+        return ret;
+    }
+    if (access("/dev/iommu", F_OK) != 0) {
+        npv_err(ctx, "%s: no /dev/iommu: the kernel has no iommufd (CONFIG_IOMMUFD)", func.addr);
+        return -ENODEV;
+    }
+    ret = npv_vfio_check_viable(ctx, func.addr);
+    if (ret < 0)
+        return ret;
+
+    struct iommufd_dev *fd_dev = calloc(1, sizeof(*fd_dev));
+    if (fd_dev == NULL)
+        return -ENOMEM;
+    fd_dev->ctx = ctx;
+    fd_dev->vdev.fd = -1;
+    fd_dev->vdev.backend = fd_dev;
+    snprintf(fd_dev->name, sizeof(fd_dev->name), "%s", func.addr);
+
+    ret = open_cdev(fd_dev);
+    if (ret < 0)
+        goto err_free;
+    struct npv_dev *dev =
+        npv_dev_alloc(ctx, &iommufd_ops, NPV_TRANSPORT_IOMMUFD, fd_dev->name, opts);
+    if (dev == NULL) {
+        ret = errno > 0 ? -errno : -ENOMEM;
+        goto err_free;
+    }
+    dev->priv = &fd_dev->vdev;
+    *out = dev;
+    return 0;
+
+err_free:
+    iommufd_dev_free(fd_dev);
+    return ret;
+}
+
+#else /* !NPV_HAVE_IOMMUFD */
+
+int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
+                          struct npv_dev **out)
+{
+    (void)opts;
+    *out = NULL;
+    npv_err(ctx,
+            "%s: this build of npuvfio has no iommufd support (built against uapi headers "
+            "without linux/iommufd.h); use the legacy backend",
+            bdf);
+    return -ENOTSUP;
+}
+
+#endif
