@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/* npuvfio info: one function's identity, IOMMU group and viability, and what VFIO reports. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <npuvfio/pci.h>
+
+#include "cli.h"
+#include "info_vfio.h"
+#include "json_out.h"
+
+#define MAX_BLOCKERS 64
+
+enum open_mode { OPEN_AUTO, OPEN_REQUIRED, OPEN_NEVER };
+
+static void help(void)
+{
+    printf("Usage: npuvfio info [--json] [--open | --no-open] ADDR\n"
+           "\n"
+           "Show the PCI function ADDR (DDDD:BB:DD.F): ids, driver, NUMA node, its IOMMU\n"
+           "group's members and whether the group is viable for VFIO (every other member\n"
+           "unbound or on vfio, pci-stub or pcieport), naming the members that block it.\n"
+           "When ADDR is bound to vfio-pci, it is opened in a fresh IOVA domain and its\n"
+           "backend, regions (size, flags, mmap areas), IRQs, the domain's IOVA ranges\n"
+           "and DMA coherency are shown too.\n"
+           "\n"
+           "  --json      one JSON document\n"
+           "  --open      the VFIO part is required: fail (exit 1) when ADDR is not bound\n"
+           "              to vfio-pci or cannot be opened\n"
+           "  --no-open   skip the VFIO part\n"
+           "\n"
+           "Without --open, a failed open is reported in the output (with its reason) and\n"
+           "the exit status is still 0: the sysfs part, which was asked for, succeeded.\n");
+}
+
+static bool is_blocker(const struct npv_pci_func *b, size_t nb, const char *addr)
+{
+    for (size_t i = 0; i < nb && i < MAX_BLOCKERS; i++)
+        if (strcmp(b[i].addr, addr) == 0)
+            return true;
+    return false;
+}
+
+struct group_view {
+    struct npv_pci_func *members;
+    size_t nmembers;
+    struct npv_pci_func blockers[MAX_BLOCKERS];
+    size_t nblockers;
+    int viable; /* 1, 0, or negative errno */
+};
+
+static void json_func_id(struct json_out *j, const struct npv_pci_func *f)
+{
+    char v[8], d[8];
+    snprintf(v, sizeof(v), "%04x", f->vendor);
+    snprintf(d, sizeof(d), "%04x", f->device);
+    json_kv_string(j, "address", f->addr);
+    json_kv_string(j, "vendor", v);
+    json_kv_string(j, "device", d);
+    json_kv_string(j, "driver", f->driver[0] ? f->driver : NULL);
+}
+
+static void print_json_head(struct json_out *j, const struct npv_pci_func *f,
+                            const struct group_view *g)
+{
+    char cls[8], sv[8], sd[8];
+    snprintf(cls, sizeof(cls), "%06x", f->class_code);
+    snprintf(sv, sizeof(sv), "%04x", f->subsystem_vendor);
+    snprintf(sd, sizeof(sd), "%04x", f->subsystem_device);
+    json_func_id(j, f);
+    json_kv_string(j, "class", cls);
+    json_kv_string(j, "subsystem_vendor", sv);
+    json_kv_string(j, "subsystem_device", sd);
+    json_kv_string(j, "npu", npv_pci_known_npu(f->vendor, f->device));
+    json_kv_bool(j, "vfio_bound", f->vfio_bound);
+    json_key(j, "numa_node");
+    if (f->numa_node < 0)
+        json_null(j);
+    else
+        json_int(j, f->numa_node);
+    json_key(j, "iommu_group");
+    if (f->iommu_group < 0) {
+        json_null(j);
+        return;
+    }
+    json_begin_object(j);
+    json_kv_int(j, "id", f->iommu_group);
+    json_key(j, "viable");
+    if (g->viable < 0)
+        json_null(j);
+    else
+        json_bool(j, g->viable == 1);
+    json_key(j, "members");
+    json_begin_array(j);
+    for (size_t i = 0; i < g->nmembers; i++) {
+        json_begin_object(j);
+        json_func_id(j, &g->members[i]);
+        json_kv_bool(j, "blocks_vfio", is_blocker(g->blockers, g->nblockers, g->members[i].addr));
+        json_end_object(j);
+    }
+    json_end_array(j);
+    json_key(j, "blockers");
+    json_begin_array(j);
+    for (size_t i = 0; i < g->nblockers && i < MAX_BLOCKERS; i++) {
+        json_begin_object(j);
+        json_kv_string(j, "address", g->blockers[i].addr);
+        json_kv_string(j, "driver", g->blockers[i].driver);
+        json_end_object(j);
+    }
+    json_end_array(j);
+    json_end_object(j);
+}
+
+static void print_text_head(const struct npv_pci_func *f, const struct group_view *g)
+{
+    const char *npu = npv_pci_known_npu(f->vendor, f->device);
+    printf("%s  %04x:%04x  class %06x%s%s\n", f->addr, f->vendor, f->device, f->class_code,
+           npu ? "  npu: " : "", npu ? npu : "");
+    printf("  driver:         %s\n", f->driver[0] ? f->driver : "none");
+    printf("  subsystem:      %04x:%04x\n", f->subsystem_vendor, f->subsystem_device);
+    if (f->numa_node >= 0)
+        printf("  numa node:      %d\n", f->numa_node);
+    else
+        printf("  numa node:      unknown\n");
+    if (f->iommu_group < 0) {
+        printf("  iommu group:    none (IOMMU off? VFIO cannot take this function)\n");
+        return;
+    }
+    printf("  iommu group:    %d\n", f->iommu_group);
+    printf("  group members:\n");
+    for (size_t i = 0; i < g->nmembers; i++) {
+        const struct npv_pci_func *m = &g->members[i];
+        printf("    %s  %04x:%04x  %-16s%s\n", m->addr, m->vendor, m->device,
+               m->driver[0] ? m->driver : "none",
+               is_blocker(g->blockers, g->nblockers, m->addr) ? "  <- host driver, blocks VFIO"
+                                                              : "");
+    }
+    if (g->viable == 1) {
+        printf("  viable:         yes\n");
+    } else if (g->viable == 0) {
+        printf("  viable:         no:");
+        for (size_t i = 0; i < g->nblockers && i < MAX_BLOCKERS; i++)
+            printf("%s %s (%s)", i ? "," : "", g->blockers[i].addr, g->blockers[i].driver);
+        printf(" on a host driver\n");
+    } else {
+        printf("  viable:         unknown (%s)\n", npv_strerror(g->viable));
+    }
+}
+
+int cmd_info(struct npv_cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, 'j'},
+        {"open", no_argument, NULL, 'o'},
+        {"no-open", no_argument, NULL, 'O'},
+        {NULL, 0, NULL, 0},
+    };
+    enum open_mode mode = OPEN_AUTO;
+    int c;
+    while ((c = cli_getopt(cli, argc, argv, ":h", opts)) != -1) {
+        switch (c) {
+        case 'h':
+            help();
+            return CLI_OK;
+        case 'j':
+            cli->json = true;
+            break;
+        case 'o':
+            mode = OPEN_REQUIRED;
+            break;
+        case 'O':
+            mode = OPEN_NEVER;
+            break;
+        default:
+            return CLI_USAGE;
+        }
+    }
+    if (optind >= argc)
+        return cli_usage(cli, "missing the PCI address (DDDD:BB:DD.F)");
+    if (optind + 1 < argc)
+        return cli_usage(cli, "unexpected argument '%s'", argv[optind + 1]);
+
+    char canon[NPV_PCI_ADDR_LEN];
+    int ret = cli_pci_function(cli, argv[optind], canon);
+    if (ret != CLI_OK)
+        return ret;
+    struct npv_pci_func f;
+    ret = npv_pci_func_read(cli->ctx, canon, &f);
+    if (ret < 0)
+        return cli_fail(cli, canon, ret);
+
+    struct group_view g = {.viable = -ENOENT};
+    if (f.iommu_group >= 0) {
+        ret = npv_pci_group_members(cli->ctx, canon, &g.members, &g.nmembers);
+        if (ret < 0)
+            return cli_fail(cli, canon, ret);
+        g.viable = npv_pci_group_viable(cli->ctx, canon, g.blockers, MAX_BLOCKERS, &g.nblockers);
+        cli_clear_error(cli);
+    }
+
+    struct json_out j;
+    if (cli->json) {
+        json_init(&j, stdout);
+        json_begin_object(&j);
+        print_json_head(&j, &f, &g);
+    } else {
+        print_text_head(&f, &g);
+    }
+
+    int status = CLI_OK;
+    bool want_open = mode == OPEN_REQUIRED || (mode == OPEN_AUTO && f.vfio_bound);
+    if (want_open && !f.vfio_bound) {
+        if (cli->json) {
+            json_key(&j, "vfio");
+            json_begin_object(&j);
+            json_kv_bool(&j, "opened", false);
+            json_kv_string(&j, "error", "not bound to vfio-pci");
+            json_end_object(&j);
+        } else {
+            printf("  vfio:           not bound to vfio-pci\n");
+        }
+        status = CLI_FAILED;
+    } else if (want_open) {
+        if (cli->json)
+            json_key(&j, "vfio");
+        ret = info_vfio(cli, canon, cli->json ? &j : NULL);
+        if (ret < 0 && mode == OPEN_REQUIRED)
+            status = CLI_FAILED;
+    }
+    if (cli->json) {
+        json_end_object(&j);
+        json_finish(&j);
+    }
+    fflush(stdout);
+    if (status != CLI_OK)
+        cli_error(cli, "%s: cannot open through VFIO (%s)", canon,
+                  f.vfio_bound ? "see the report above"
+                               : "not bound to vfio-pci; run npuvfio bind");
+    free(g.members);
+    return status;
+}

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/* npuvfio list: every PCI function with its IOMMU group, driver and NUMA node. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <npuvfio/pci.h>
+
+#include "cli.h"
+#include "json_out.h"
+
+static void help(void)
+{
+    printf("Usage: npuvfio list [--json] [--npu]\n"
+           "\n"
+           "List the PCI functions under SYSFS/bus/pci/devices: address, vendor:device, class,\n"
+           "bound driver, IOMMU group, NUMA node, whether vfio-pci has it, and the NPU family\n"
+           "of the ones npuvfio drives (edgetpu 1ac1:089a, aicore 19e5:d100/d801, testdev\n"
+           "1234:4e50). The RK3588 NPU is a platform device, not PCI, so it is never listed.\n"
+           "\n"
+           "  --json   one JSON document: {\"functions\": [...]}\n"
+           "  --npu    only the known NPUs\n");
+}
+
+static void print_json(const struct npv_pci_func *f, size_t n, bool npu_only)
+{
+    struct json_out j;
+    json_init(&j, stdout);
+    json_begin_object(&j);
+    json_key(&j, "functions");
+    json_begin_array(&j);
+    for (size_t i = 0; i < n; i++) {
+        const char *npu = npv_pci_known_npu(f[i].vendor, f[i].device);
+        if (npu_only && npu == NULL)
+            continue;
+        char v[8], d[8], cls[8];
+        snprintf(v, sizeof(v), "%04x", f[i].vendor);
+        snprintf(d, sizeof(d), "%04x", f[i].device);
+        snprintf(cls, sizeof(cls), "%06x", f[i].class_code);
+        json_begin_object(&j);
+        json_kv_string(&j, "address", f[i].addr);
+        json_kv_string(&j, "vendor", v);
+        json_kv_string(&j, "device", d);
+        json_kv_string(&j, "class", cls);
+        json_kv_string(&j, "driver", f[i].driver[0] ? f[i].driver : NULL);
+        json_key(&j, "iommu_group");
+        if (f[i].iommu_group < 0)
+            json_null(&j);
+        else
+            json_int(&j, f[i].iommu_group);
+        json_key(&j, "numa_node");
+        if (f[i].numa_node < 0)
+            json_null(&j);
+        else
+            json_int(&j, f[i].numa_node);
+        json_kv_bool(&j, "vfio_bound", f[i].vfio_bound);
+        json_kv_string(&j, "npu", npu);
+        json_end_object(&j);
+    }
+    json_end_array(&j);
+    json_end_object(&j);
+    json_finish(&j);
+}
+
+static void print_table(const struct npv_pci_func *f, size_t n, bool npu_only)
+{
+    printf("%-13s %-9s %-6s %-16s %-5s %-4s %-4s %s\n", "ADDRESS", "ID", "CLASS", "DRIVER", "GROUP",
+           "NUMA", "VFIO", "NPU");
+    for (size_t i = 0; i < n; i++) {
+        const char *npu = npv_pci_known_npu(f[i].vendor, f[i].device);
+        if (npu_only && npu == NULL)
+            continue;
+        char group[16] = "-", node[16] = "-";
+        if (f[i].iommu_group >= 0)
+            snprintf(group, sizeof(group), "%d", f[i].iommu_group);
+        if (f[i].numa_node >= 0)
+            snprintf(node, sizeof(node), "%d", f[i].numa_node);
+        printf("%-13s %04x:%04x %06x %-16s %-5s %-4s %-4s %s\n", f[i].addr, f[i].vendor,
+               f[i].device, f[i].class_code, f[i].driver[0] ? f[i].driver : "-", group, node,
+               f[i].vfio_bound ? "yes" : "no", npu ? npu : "");
+    }
+}
+
+int cmd_list(struct npv_cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, 'j'},
+        {"npu", no_argument, NULL, 'n'},
+        {NULL, 0, NULL, 0},
+    };
+    bool npu_only = false;
+    int c;
+    while ((c = cli_getopt(cli, argc, argv, ":h", opts)) != -1) {
+        switch (c) {
+        case 'h':
+            help();
+            return CLI_OK;
+        case 'j':
+            cli->json = true;
+            break;
+        case 'n':
+            npu_only = true;
+            break;
+        default:
+            return CLI_USAGE;
+        }
+    }
+    if (optind < argc)
+        return cli_usage(cli, "unexpected argument '%s'", argv[optind]);
+
+    struct npv_pci_func *funcs;
+    size_t n;
+    int ret = npv_pci_list(cli->ctx, &funcs, &n);
+    if (ret < 0)
+        return cli_fail(cli, "bus/pci/devices", ret);
+    if (cli->json)
+        print_json(funcs, n, npu_only);
+    else
+        print_table(funcs, n, npu_only);
+    free(funcs);
+    return CLI_OK;
+}

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/* What VFIO says about an opened function: regions, IRQs, IOVA ranges, coherency. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include <npuvfio/dev.h>
+#include <npuvfio/domain.h>
+
+#include "info_vfio.h"
+
+#ifndef NPV_CLI_VFIO_OPEN
+#define NPV_CLI_VFIO_OPEN 0
+#endif
+
+#if NPV_CLI_VFIO_OPEN
+
+static const char *const irq_names[] = {"INTx", "MSI", "MSI-X", "ERR", "REQ"};
+static const char *const region_names[] = {"BAR0", "BAR1", "BAR2",   "BAR3", "BAR4",
+                                           "BAR5", "ROM",  "CONFIG", "VGA"};
+
+#define MAX_RANGES 32
+
+static void region_flags(uint32_t flags, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s", flags & NPV_REGION_READ ? "r" : "-",
+             flags & NPV_REGION_WRITE ? "w" : "-", flags & NPV_REGION_MMAP ? "m" : "-");
+}
+
+static void print_text(struct npv_dev *dev, struct npv_domain *dom, const struct npv_dev_info *di)
+{
+    printf("  vfio:\n");
+    printf("    backend:        %s\n", npv_transport_name(npv_dev_transport(dev)));
+    printf("    reset:          %s\n", di->flags & NPV_DEV_FLAG_RESET ? "yes" : "no");
+    printf("    coherent DMA:   %s\n", npv_dev_coherent(dev) ? "yes" : "no");
+    printf("    no-snoop off:   %s\n", npv_dev_no_snoop_cleared(dev) ? "yes" : "no");
+    printf("    regions:\n");
+    for (uint32_t i = 0; i < di->num_regions; i++) {
+        struct npv_region_info ri;
+        if (npv_dev_region_info(dev, i, &ri) < 0 || ri.size == 0)
+            continue;
+        char fl[8];
+        region_flags(ri.flags, fl, sizeof(fl));
+        printf("      %-6s size 0x%-10" PRIx64 " %s", i < 9 ? region_names[i] : "dev", ri.size, fl);
+        for (uint32_t a = 0; a < ri.nr_mmap_areas && a < NPV_REGION_MAX_SPARSE; a++)
+            printf(" mmap[0x%" PRIx64 "+0x%" PRIx64 "]", ri.mmap_areas[a].offset,
+                   ri.mmap_areas[a].size);
+        printf("%s\n", ri.msix_mappable ? " msix-mappable" : "");
+    }
+    printf("    irqs:\n");
+    for (uint32_t i = 0; i < di->num_irqs; i++) {
+        struct npv_irq_info ii;
+        if (npv_dev_irq_info(dev, i, &ii) < 0 || ii.count == 0)
+            continue;
+        printf("      %-6s count %u%s%s\n", i < 5 ? irq_names[i] : "dev", ii.count,
+               ii.flags & NPV_IRQ_INFO_EVENTFD ? " eventfd" : "",
+               ii.flags & NPV_IRQ_INFO_MASKABLE ? " maskable" : "");
+    }
+    struct npv_iova_range r[MAX_RANGES];
+    int nr = npv_domain_iova_ranges(dom, r, MAX_RANGES);
+    printf("    iova ranges:\n");
+    for (int i = 0; i < nr && i < MAX_RANGES; i++)
+        printf("      0x%016" PRIx64 "-0x%016" PRIx64 "\n", r[i].start, r[i].last);
+}
+
+static void print_json(struct json_out *j, struct npv_dev *dev, struct npv_domain *dom,
+                       const struct npv_dev_info *di)
+{
+    json_begin_object(j);
+    json_kv_bool(j, "opened", true);
+    json_kv_string(j, "backend", npv_transport_name(npv_dev_transport(dev)));
+    json_kv_bool(j, "reset", di->flags & NPV_DEV_FLAG_RESET);
+    json_kv_bool(j, "coherent", npv_dev_coherent(dev));
+    json_kv_bool(j, "no_snoop_cleared", npv_dev_no_snoop_cleared(dev));
+    json_key(j, "regions");
+    json_begin_array(j);
+    for (uint32_t i = 0; i < di->num_regions; i++) {
+        struct npv_region_info ri;
+        if (npv_dev_region_info(dev, i, &ri) < 0 || ri.size == 0)
+            continue;
+        json_begin_object(j);
+        json_kv_uint(j, "index", i);
+        json_kv_string(j, "name", i < 9 ? region_names[i] : NULL);
+        json_kv_uint(j, "size", ri.size);
+        json_kv_bool(j, "read", ri.flags & NPV_REGION_READ);
+        json_kv_bool(j, "write", ri.flags & NPV_REGION_WRITE);
+        json_kv_bool(j, "mmap", ri.flags & NPV_REGION_MMAP);
+        json_kv_bool(j, "msix_mappable", ri.msix_mappable);
+        json_key(j, "mmap_areas");
+        json_begin_array(j);
+        for (uint32_t a = 0; a < ri.nr_mmap_areas && a < NPV_REGION_MAX_SPARSE; a++) {
+            json_begin_object(j);
+            json_kv_uint(j, "offset", ri.mmap_areas[a].offset);
+            json_kv_uint(j, "size", ri.mmap_areas[a].size);
+            json_end_object(j);
+        }
+        json_end_array(j);
+        json_end_object(j);
+    }
+    json_end_array(j);
+    json_key(j, "irqs");
+    json_begin_array(j);
+    for (uint32_t i = 0; i < di->num_irqs; i++) {
+        struct npv_irq_info ii;
+        if (npv_dev_irq_info(dev, i, &ii) < 0)
+            continue;
+        json_begin_object(j);
+        json_kv_uint(j, "index", i);
+        json_kv_string(j, "name", i < 5 ? irq_names[i] : NULL);
+        json_kv_uint(j, "count", ii.count);
+        json_kv_bool(j, "eventfd", ii.flags & NPV_IRQ_INFO_EVENTFD);
+        json_kv_bool(j, "maskable", ii.flags & NPV_IRQ_INFO_MASKABLE);
+        json_end_object(j);
+    }
+    json_end_array(j);
+    struct npv_iova_range r[MAX_RANGES];
+    int nr = npv_domain_iova_ranges(dom, r, MAX_RANGES);
+    json_key(j, "iova_ranges");
+    json_begin_array(j);
+    for (int i = 0; i < nr && i < MAX_RANGES; i++) {
+        json_begin_object(j);
+        json_kv_uint(j, "start", r[i].start);
+        json_kv_uint(j, "last", r[i].last);
+        json_end_object(j);
+    }
+    json_end_array(j);
+    json_end_object(j);
+}
+
+int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j)
+{
+    struct npv_domain *dom = NULL;
+    struct npv_dev *dev = NULL;
+    struct npv_dev_info di;
+    const char *stage = "domain";
+    int ret = npv_domain_new(cli->ctx, NULL, &dom);
+    if (ret == 0) {
+        stage = "open";
+        ret = npv_dev_open_pci(cli->ctx, canon, dom, NULL, &dev);
+    }
+    if (ret == 0) {
+        stage = "device info";
+        ret = npv_dev_info(dev, &di);
+    }
+    if (ret == 0) {
+        if (j != NULL)
+            print_json(j, dev, dom, &di);
+        else
+            print_text(dev, dom, &di);
+    } else {
+        const char *why = cli->last_err[0] ? cli->last_err : npv_strerror(ret);
+        if (j != NULL) {
+            json_begin_object(j);
+            json_kv_bool(j, "opened", false);
+            json_kv_string(j, "error", why);
+            json_end_object(j);
+        } else {
+            printf("  vfio:           cannot %s: %s\n", stage, why);
+        }
+        cli_clear_error(cli);
+    }
+    npv_dev_close(dev);
+    npv_domain_put(dom);
+    return ret;
+}
+
+#else
+
+/* Built without the device layer (lib/vfio_pci_open.c absent at configure time). */
+int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j)
+{
+    (void)cli;
+    (void)canon;
+    const char *why = "this build has no kernel VFIO device layer";
+    if (j != NULL) {
+        json_begin_object(j);
+        json_kv_bool(j, "opened", false);
+        json_kv_string(j, "error", why);
+        json_end_object(j);
+    } else {
+        printf("  vfio:           %s\n", why);
+    }
+    return -ENOTSUP;
+}
+
+#endif
