@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/* npuvfio sim: run a device model as a vfio-user server in the foreground. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <npuvfio/vfio_user_server.h>
+
+#include "cli.h"
+#include "registry.h"
+
+/* The signal handler's only way to reach the running server. */
+static struct npv_vus *volatile sim_server;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    struct npv_vus *srv = sim_server;
+    if (srv != NULL)
+        npv_vus_stop(srv); /* an eventfd write: async-signal-safe */
+}
+
+static void help(void)
+{
+    printf("Usage: npuvfio sim --device NAME --socket PATH [--once]\n"
+           "\n"
+           "Run a device model as a vfio-user server on the UNIX socket PATH (created\n"
+           "mode 0600) until SIGTERM or SIGINT; the socket is removed on exit. Any\n"
+           "vfio-user client can drive it, e.g. npv_dev_open_vfio_user().\n"
+           "\n"
+           "  --device NAME   the model to run (see below)\n"
+           "  --socket PATH   where to listen\n"
+           "  --once          exit when the first client disconnects\n"
+           "\n"
+           "Models:\n");
+    for (size_t i = 0; npv_device_model_at(i) != NULL; i++) {
+        const struct npv_device_model *m = npv_device_model_at(i);
+        printf("  %-10s %04x:%04x  %s\n", m->name, m->vendor_id, m->device_id, m->summary);
+    }
+}
+
+int cmd_sim(struct npv_cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"device", required_argument, NULL, 'd'},
+        {"socket", required_argument, NULL, 's'},
+        {"once", no_argument, NULL, 'o'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *device = NULL, *path = NULL;
+    bool once = false;
+    int c;
+
+    while ((c = cli_getopt(cli, argc, argv, ":h", opts)) != -1) {
+        switch (c) {
+        case 'h':
+            help();
+            return CLI_OK;
+        case 'd':
+            device = optarg;
+            break;
+        case 's':
+            path = optarg;
+            break;
+        case 'o':
+            once = true;
+            break;
+        default:
+            return CLI_USAGE;
+        }
+    }
+    if (optind < argc)
+        return cli_usage(cli, "unexpected argument '%s'", argv[optind]);
+    if (device == NULL)
+        return cli_usage(cli, "--device is required");
+    if (path == NULL)
+        return cli_usage(cli, "--socket is required");
+    const struct npv_device_model *model = npv_device_model_find(device);
+    if (model == NULL)
+        return cli_usage(cli, "no device model named '%s'", device);
+
+    void *m;
+    struct npv_vus *srv;
+    int r = model->create(cli->ctx, &m, &srv);
+    if (r < 0)
+        return cli_fail(cli, device, r);
+    r = npv_vus_listen(srv, path);
+    if (r < 0) {
+        model->destroy(m);
+        return cli_fail(cli, path, r);
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sim_server = srv;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    fprintf(stderr, "npuvfio sim: %s listening on %s\n", model->name, path);
+    r = npv_vus_run(srv, once);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    sim_server = NULL;
+    model->destroy(m);
+    if (r < 0)
+        return cli_fail(cli, path, r);
+    return CLI_OK;
+}
