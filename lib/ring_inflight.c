@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bookkeeping of jobs in flight: cookies, deadlines, statuses, in-order
+ * completion and the fan-out of a failure. Shared by ring-shaped and
+ * register-driven devices.
+ *
+ * Three free-running sequence numbers split the jobs:
+ *   [head, done)  finished, waiting to be reaped
+ *   [done, tail)  in flight
+ * tail - head <= capacity, so a slot (seq & mask) is reused only after its
+ * job was reaped.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <npuvfio/ring.h>
+
+#include "ctx_internal.h"
+
+struct npv_inflight_slot {
+    uint64_t cookie;
+    uint64_t deadline_ns;
+    int32_t status;
+    uint32_t dev_error;
+};
+
+struct npv_inflight {
+    struct npv_ctx *ctx;
+    uint32_t mask;
+    uint32_t head, done, tail;
+    struct npv_inflight_slot *slots;
+};
+
+int npv_inflight_new(struct npv_ctx *ctx, uint32_t capacity, struct npv_inflight **out)
+{
+    if (out == NULL || capacity == 0 || capacity > (1u << 24) || (capacity & (capacity - 1)))
+        return -EINVAL;
+    struct npv_inflight *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return -ENOMEM;
+    t->slots = calloc(capacity, sizeof(*t->slots));
+    if (t->slots == NULL)
+        goto err_table;
+    t->ctx = ctx;
+    t->mask = capacity - 1;
+    *out = t;
+    return 0;
+
+err_table:
+    free(t);
+    return -ENOMEM;
+}
+
+void npv_inflight_free(struct npv_inflight *t)
+{
+    if (t == NULL)
+        return;
+    free(t->slots);
+    free(t);
+}
+
+int npv_inflight_add(struct npv_inflight *t, uint64_t cookie, uint64_t deadline_ns, uint32_t *seq)
+{
+    if (t->tail - t->head > t->mask)
+        return -EAGAIN;
+    struct npv_inflight_slot *s = &t->slots[t->tail & t->mask];
+    s->cookie = cookie;
+    s->deadline_ns = deadline_ns;
+    s->status = 0;
+    s->dev_error = 0;
+    if (seq != NULL)
+        *seq = t->tail;
+    t->tail++;
+    return 0;
+}
+
+int npv_inflight_complete(struct npv_inflight *t, uint32_t end)
+{
+    if (end - t->done > t->tail - t->done)
+        return -NPV_EDEVFAULT;
+    t->done = end;
+    return 0;
+}
+
+int npv_inflight_set_status(struct npv_inflight *t, uint32_t seq, int32_t status,
+                            uint32_t dev_error)
+{
+    if (seq - t->done >= t->tail - t->done)
+        return -ERANGE;
+    struct npv_inflight_slot *s = &t->slots[seq & t->mask];
+    s->status = status;
+    s->dev_error = dev_error;
+    return 0;
+}
+
+uint32_t npv_inflight_fail_all(struct npv_inflight *t, int32_t first_status, int32_t others_status)
+{
+    uint32_t n = t->tail - t->done;
+    for (uint32_t i = 0; i < n; i++) {
+        struct npv_inflight_slot *s = &t->slots[(t->done + i) & t->mask];
+        s->status = i == 0 ? first_status : others_status;
+        s->dev_error = 0;
+    }
+    t->done = t->tail;
+    return n;
+}
+
+unsigned npv_inflight_reap(struct npv_inflight *t, struct npv_cpl *cpl, unsigned max)
+{
+    uint32_t avail = t->done - t->head;
+    unsigned n = avail < max ? (unsigned)avail : max;
+    for (unsigned i = 0; i < n; i++) {
+        const struct npv_inflight_slot *s = &t->slots[(t->head + i) & t->mask];
+        cpl[i].cookie = s->cookie;
+        cpl[i].status = s->status;
+        cpl[i].dev_error = s->dev_error;
+    }
+    t->head += n;
+    return n;
+}
+
+uint32_t npv_inflight_unfinished(const struct npv_inflight *t)
+{
+    return t->tail - t->done;
+}
+
+uint32_t npv_inflight_unreaped(const struct npv_inflight *t)
+{
+    return t->done - t->head;
+}
+
+uint32_t npv_inflight_done(const struct npv_inflight *t)
+{
+    return t->done;
+}
+
+uint32_t npv_inflight_tail(const struct npv_inflight *t)
+{
+    return t->tail;
+}
+
+uint64_t npv_inflight_next_deadline(const struct npv_inflight *t)
+{
+    uint64_t best = 0;
+    for (uint32_t seq = t->done; seq != t->tail; seq++) {
+        uint64_t d = t->slots[seq & t->mask].deadline_ns;
+        if (d != 0 && (best == 0 || d < best))
+            best = d;
+    }
+    return best;
+}
