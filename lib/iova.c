@@ -480,3 +480,13 @@ size_t npv_iova_count(const struct npv_iova_space *sp)
 {
     return sp->used.count;
 }
+
+size_t npv_iova_holes(const struct npv_iova_space *sp, struct npv_iova_range *out, size_t max)
+{
+    size_t n = 0;
+    for (struct npv_avl_node *it = npv_avl_first(&sp->free_by_start); it != NULL;
+         it = npv_avl_next(&sp->free_by_start, it), n++)
+        if (n < max)
+            out[n] = (struct npv_iova_range){seg_of_start(it)->start, seg_of_start(it)->last};
+    return n;
+}

@@ -50,6 +50,8 @@ int npv_iova_alloc_at(struct npv_iova_space *sp, npv_iova_t iova, uint64_t size)
 /* iova must be the start of an allocation; -ENOENT otherwise. Never fails otherwise. */
 int npv_iova_free(struct npv_iova_space *sp, npv_iova_t iova);
 size_t npv_iova_count(const struct npv_iova_space *sp);
+/* The free holes in address order: writes up to max, returns how many there are. O(n). */
+size_t npv_iova_holes(const struct npv_iova_space *sp, struct npv_iova_range *out, size_t max);
 
 /*
  * Range sets. Inputs in any order, overlapping allowed; outputs sorted,
