@@ -52,6 +52,8 @@ EDU=$(find_fn 0x1234 0x11e8)
 SATA=$(find_fn 0x8086 0x2922)
 SMBUS=$(find_fn 0x8086 0x2930)
 [ -n "$SATA" ] && bind_vfio "$SATA"
+# pci-testdev (1b36:0005) stays on no driver: opening it must be refused.
+TESTDEV=$(find_fn 0x1b36 0x0005)
 [ -n "$SMBUS" ] && echo "VMTEST smbus $SMBUS driver=$(driver_of "$SMBUS")"
 for g in /sys/kernel/iommu_groups/*; do
   m=""; for f in "$g"/devices/*; do m="$m ${f##*/}($(driver_of "${f##*/}"))"; done
@@ -61,7 +63,7 @@ echo "VMTEST nodes: $(ls /dev/vfio /dev/vfio/devices /dev/iommu 2>&1 | tr '\n' '
 echo "VMTEST hugepages: $(cat /proc/sys/vm/nr_hugepages 2>/dev/null) x $(sed -n 's/Hugepagesize: *//p' /proc/meminfo)"
 
 BACKEND=$(arg backend)
-export NPVTEST_BACKEND=$BACKEND NPVTEST_EDU=$EDU NPVTEST_SATA=$SATA NPVTEST_SMBUS=$SMBUS
+export NPVTEST_BACKEND=$BACKEND NPVTEST_EDU=$EDU NPVTEST_SATA=$SATA NPVTEST_SMBUS=$SMBUS NPVTEST_TESTDEV=$TESTDEV
 for t in /tests/*; do
   [ -x "$t" ] || continue
   echo "VMTEST run ${t##*/} backend=$BACKEND uptime=$(cut -d' ' -f1 /proc/uptime)s"
