@@ -48,6 +48,9 @@ struct run {
     struct npv_domain *dom_a, *dom_b;
     struct npv_dev *dev;
     struct npv_bar *bar;
+    /* While counting: lines of the library's log naming the attach ioctls. */
+    bool counting;
+    int attach_lines, detach_lines;
 };
 
 static const struct npv_domain_opts edu_aperture = {.aperture_start = 0,
@@ -55,7 +58,11 @@ static const struct npv_domain_opts edu_aperture = {.aperture_start = 0,
 
 static void log_to_console(void *user, enum npv_log_level level, const char *msg)
 {
-    (void)user;
+    struct run *r = user;
+    if (r->counting) {
+        r->attach_lines += strstr(msg, "VFIO_DEVICE_ATTACH_IOMMUFD_PT") != NULL;
+        r->detach_lines += strstr(msg, "VFIO_DEVICE_DETACH_IOMMUFD_PT") != NULL;
+    }
     tap_diag("lib[%d]: %s", (int)level, msg);
 }
 
@@ -365,10 +372,23 @@ static void check_two_domains(struct run *r)
 
     round_trip(r, src_a, 0, in_a, 0, 256, 5, "attached to A, buffer in A");
 
+    /* The library names each attach ioctl in its debug log: count them. */
+    enum npv_log_level level = npv_ctx_log_level(r->ctx);
+    npv_ctx_set_log_level(r->ctx, NPV_LOG_DEBUG);
+    r->counting = true;
+    r->attach_lines = r->detach_lines = 0;
     rc = npv_dev_attach(r->dev, r->dom_b);
+    r->counting = false;
+    npv_ctx_set_log_level(r->ctx, level);
     if (!tap_check(t, rc == 0 && npv_dev_domain(r->dev) == r->dom_b,
                    "npv_dev_attach moves the device from A to B (%s)", npv_strerror(rc)))
         goto out;
+    /* iommufd moves a device with one ATTACH_IOMMUFD_PT that replaces the old one. */
+    if (r->transport == NPV_TRANSPORT_IOMMUFD)
+        tap_check(t, r->attach_lines == 1 && r->detach_lines == 0,
+                  "the move is a single replace: %d ATTACH_IOMMUFD_PT, %d DETACH_IOMMUFD_PT "
+                  "in the debug log",
+                  r->attach_lines, r->detach_lines);
     uint8_t *va = npv_dma_vaddr(in_a);
     memset(va, 0x3c, SZ_4K);
     /* edu's buffer still holds the last round trip's data, which differs from 0x3c. */
@@ -500,7 +520,7 @@ int main(void)
     int rc = npv_ctx_new(&r.ctx);
     if (!tap_check(&r.t, rc == 0, "npv_ctx_new (%s)", npv_strerror(rc)))
         return tap_done(&r.t);
-    npv_ctx_set_log_sink(r.ctx, log_to_console, NULL);
+    npv_ctx_set_log_sink(r.ctx, log_to_console, &r);
     npv_ctx_set_iommu_backend(r.ctx, r.backend);
 
     if (check_open(&r)) {
