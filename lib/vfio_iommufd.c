@@ -334,6 +334,8 @@ static int iommufd_attach(struct npv_dev *dev, struct npv_domain *dom)
         }
         goto out;
     }
+    npv_debug(ctx, "%s: VFIO_DEVICE_ATTACH_IOMMUFD_PT ioas %u%s", dev->name, target->id,
+              fd_dev->ioas != NULL ? " (replaces the old attachment)" : "");
     target->sink.users++;
     ioas_ranges_changed(target, dom);
     if (fd_dev->ioas != NULL)
@@ -367,6 +369,7 @@ static void iommufd_close(struct npv_dev *dev)
     if (fd_dev->ioas != NULL) {
         /* Detach before the IOAS may be destroyed: an attached HWPT keeps it busy. */
         struct vfio_device_detach_iommufd_pt dt = {.argsz = sizeof(dt)};
+        npv_debug(ctx, "%s: VFIO_DEVICE_DETACH_IOMMUFD_PT", dev->name);
         if (ioctl(vdev->fd, VFIO_DEVICE_DETACH_IOMMUFD_PT, &dt) < 0)
             npv_warn(ctx, "%s: VFIO_DEVICE_DETACH_IOMMUFD_PT: %s", dev->name, npv_strerror(-errno));
         ioas_release(fd_dev->ioas, dev->domain);
