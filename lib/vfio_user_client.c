@@ -636,7 +636,7 @@ static int negotiate(struct vu_client *c, uint64_t deadline)
     struct npv_vu_hdr h = {.msg_id = 0, .cmd = NPV_VU_CMD_VERSION, .flags = NPV_VU_F_TYPE_COMMAND};
     int ret = npv_vu_sendv(c->sock, &h, iov, 2, NULL, 0, ns_to_i64(npv_deadline_left(deadline)));
     if (ret < 0)
-        return ret == -EPIPE ? -ENOTCONN : ret;
+        return ret == -EPIPE || ret == -ECONNRESET ? -ENOTCONN : ret;
     c->next_id = 1;
 
     struct npv_vu_msg m;

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+#include "harness.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <npuvfio/ctx.h>
+
+#include "model.h"
+
+static void nap_ms(unsigned ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool probe_connect(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+void vu_server_start(struct vu_server *s, vu_server_fn fn, void *arg)
+{
+    memset(s, 0, sizeof(*s));
+    snprintf(s->dir, sizeof(s->dir), "/tmp/npv-vu-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(s->dir));
+    snprintf(s->path, sizeof(s->path), "%s/dev.sock", s->dir);
+    pid_t parent = getpid();
+    s->pid = fork();
+    ck_assert_int_ge(s->pid, 0);
+    if (s->pid == 0) {
+        /* A failing test exits without teardown: the server must not outlive it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+        fn(s->path, arg);
+        _exit(0);
+    }
+    uint64_t deadline = mono_ns() + GENEROUS_NS;
+    for (;;) {
+        struct stat st;
+        int status;
+        ck_assert_msg(waitpid(s->pid, &status, WNOHANG) == 0, "server child died at start");
+        if (stat(s->path, &st) == 0 && S_ISSOCK(st.st_mode))
+            break;
+        ck_assert_msg(mono_ns() < deadline, "server socket never appeared");
+        nap_ms(5);
+    }
+}
+
+void vu_server_kill(struct vu_server *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+    if (s->path[0] != '\0') {
+        unlink(s->path);
+        s->path[0] = '\0';
+    }
+    if (s->dir[0] != '\0') {
+        rmdir(s->dir);
+        s->dir[0] = '\0';
+    }
+}
+
+void vu_serve_testdev(const char *path, void *arg)
+{
+    (void)arg;
+    int r = npv_testdev_serve(path, false);
+    if (r < 0)
+        fprintf(stderr, "testdev server: %s\n", npv_strerror(r));
+}
+
+/* Bind under a temporary name and rename into place: the path exists only once it listens. */
+void vu_serve_fake(const char *path, void *arg)
+{
+    const struct vu_fake *f = arg;
+    char tmp[108];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", tmp);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 4) < 0 ||
+        rename(tmp, path) < 0)
+        _exit(2);
+    for (unsigned nth = 0;; nth++) {
+        int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            _exit(3);
+        f->script(c, nth, f);
+        close(c);
+    }
+}
+
+void fake_send(int sock, struct npv_vu_hdr *h, const void *body, size_t len)
+{
+    if (npv_vu_send(sock, h, body, len, NULL, 0, (int64_t)GENEROUS_NS) < 0)
+        _exit(5);
+}
+
+void fake_reply_fds(int sock, const struct npv_vu_msg *m, const void *body, size_t len,
+                    const int *fds, unsigned nr_fds)
+{
+    struct npv_vu_hdr h = {
+        .msg_id = m->hdr.msg_id, .cmd = m->hdr.cmd, .flags = NPV_VU_F_TYPE_REPLY};
+    if (npv_vu_send(sock, &h, body, len, fds, nr_fds, (int64_t)GENEROUS_NS) < 0)
+        _exit(5);
+}
+
+void fake_reply(int sock, const struct npv_vu_msg *m, const void *body, size_t len)
+{
+    fake_reply_fds(sock, m, body, len, NULL, 0);
+}
+
+void fake_hang(void)
+{
+    for (;;)
+        pause();
+}
+
+int fake_next(int sock, const struct vu_fake *f, struct npv_vu_msg *m)
+{
+    for (;;) {
+        if (npv_vu_recv(sock, m, 1u << 22, NPV_VU_MAX_MSG_FDS, (int64_t)GENEROUS_NS) < 0)
+            return -1;
+        if (m->hdr.cmd == NPV_VU_CMD_VERSION) {
+            char body[64];
+            struct npv_vu_version v = {.major = f->major, .minor = 0};
+            const char json[] = "{\"capabilities\":{\"max_msg_fds\":8}}";
+            memcpy(body, &v, sizeof(v));
+            memcpy(body + sizeof(v), json, sizeof(json));
+            fake_reply(sock, m, body, sizeof(v) + sizeof(json));
+        } else if (m->hdr.cmd == NPV_VU_CMD_DEVICE_GET_INFO) {
+            struct npv_vu_device_info di = {.argsz = sizeof(di), .num_regions = 9, .num_irqs = 5};
+            fake_reply(sock, m, &di, sizeof(di));
+        } else {
+            return 0;
+        }
+        npv_vu_msg_release(m);
+    }
+}
+
+int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own fd */
+}
+
+int count_maps(void)
+{
+    FILE *fp = fopen("/proc/self/maps", "re");
+    ck_assert_ptr_nonnull(fp);
+    int n = 0, c;
+    while ((c = fgetc(fp)) != EOF)
+        n += c == '\n';
+    fclose(fp);
+    return n;
+}
+
+/* ---- the test device ---- */
+
+static void td_connect(struct td *t, const char *path)
+{
+    memset(t, 0, sizeof(*t));
+    ck_assert_int_eq(npv_ctx_new(&t->ctx), 0);
+    ck_assert_int_eq(npv_domain_new(t->ctx, NULL, &t->dom), 0);
+    /* npv_vus_listen binds before it listens: wait until a connection is taken. */
+    uint64_t deadline = mono_ns() + GENEROUS_NS;
+    while (!probe_connect(path)) {
+        ck_assert_msg(mono_ns() < deadline, "server never accepted");
+        nap_ms(5);
+    }
+    struct npv_dev_opts opts = {.request_timeout_ns = GENEROUS_NS};
+    int r = npv_dev_open_vfio_user(t->ctx, path, t->dom, &opts, &t->dev);
+    ck_assert_msg(r == 0, "open: %s", npv_strerror(r));
+    ck_assert_int_eq(npv_bar_map(t->dev, 0, &t->bar), 0);
+    ck_assert_int_eq(npv_dma_alloc(t->ctx, 4096, NULL, &t->ring), 0);
+    ck_assert_int_eq(npv_dma_alloc(t->ctx, 4096, NULL, &t->status), 0);
+}
+
+void td_open(struct td *t, const char *path)
+{
+    td_connect(t, path);
+    ck_assert_int_eq(npv_dma_map(t->ring, t->dom, NPV_DMA_RW, &t->ring_iova), 0);
+    ck_assert_int_eq(npv_dma_map(t->status, t->dom, NPV_DMA_RW, &t->status_iova), 0);
+}
+
+void td_open_at(struct td *t, const char *path, npv_iova_t ring_iova, npv_iova_t status_iova)
+{
+    td_connect(t, path);
+    t->ring_iova = ring_iova;
+    t->status_iova = status_iova;
+    ck_assert_int_eq(npv_dma_map_at(t->ring, t->dom, ring_iova, NPV_DMA_RW), 0);
+    ck_assert_int_eq(npv_dma_map_at(t->status, t->dom, status_iova, NPV_DMA_RW), 0);
+}
+
+void td_close(struct td *t)
+{
+    npv_bar_unmap(t->bar);
+    npv_dev_close(t->dev);
+    npv_dma_free(t->ring);
+    npv_dma_free(t->status);
+    npv_domain_put(t->dom);
+    npv_ctx_free(t->ctx);
+    memset(t, 0, sizeof(*t));
+}
+
+void td_enable(struct td *t, uint32_t extra_ctrl)
+{
+    memset(npv_dma_vaddr(t->status), 0, 4096);
+    memset(npv_dma_vaddr(t->ring), 0, 4096);
+    t->tail = 0;
+    /* Enabling starts the engine only from disabled (a fault leaves CTRL.ENABLE set). */
+    npv_bar_write32(t->bar, TESTDEV_REG_CTRL, 0);
+    npv_bar_write64(t->bar, TESTDEV_REG_RING_BASE, t->ring_iova);
+    npv_bar_write32(t->bar, TESTDEV_REG_RING_ENTRIES, TD_ENTRIES);
+    npv_bar_write64(t->bar, TESTDEV_REG_STATUS_BASE, t->status_iova);
+    npv_bar_write32(t->bar, TESTDEV_REG_CTRL, TESTDEV_CTRL_ENABLE | extra_ctrl);
+    ck_assert_uint_eq(npv_bar_read32(t->bar, TESTDEV_REG_STATUS) & TESTDEV_STATUS_RUNNING,
+                      TESTDEV_STATUS_RUNNING);
+}
+
+void td_submit(struct td *t, const struct testdev_desc *d)
+{
+    struct testdev_desc *ring = npv_dma_vaddr(t->ring);
+    ring[t->tail % TD_ENTRIES] = *d;
+    t->tail++;
+    npv_bar_write32_release(t->bar, TESTDEV_REG_DOORBELL, t->tail);
+}
+
+const volatile struct testdev_status *td_status(struct td *t)
+{
+    return npv_dma_vaddr(t->status);
+}
+
+int td_wait(struct td *t, uint64_t timeout_ns)
+{
+    uint64_t deadline = mono_ns() + timeout_ns;
+    const struct testdev_status *st = npv_dma_vaddr(t->status);
+    for (;;) {
+        if (__atomic_load_n(&st->completed_head, __ATOMIC_ACQUIRE) == t->tail)
+            return 0;
+        if (mono_ns() >= deadline)
+            return -ETIMEDOUT;
+        nap_ms(1);
+    }
+}

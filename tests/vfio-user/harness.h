@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the vfio-user suites share: a device server in a child process (the
+ * testdev model, or a scripted fake speaking raw protocol), and a small
+ * driver for the test device's ring.
+ */
+#ifndef NPV_TEST_VU_HARNESS_H
+#define NPV_TEST_VU_HARNESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <npuvfio/bar.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/dma.h>
+#include <npuvfio/domain.h>
+
+#include "regs.h"
+#include "vfio_user_msg.h"
+
+#define MS 1000000ull
+/* Deadlines no healthy run comes near on a loaded machine; a test never waits them out. */
+#define GENEROUS_NS (30000 * MS)
+
+struct vu_server {
+    pid_t pid;
+    char dir[64];
+    char path[108];
+};
+
+/* Run in the child: serve on path until killed. */
+typedef void (*vu_server_fn)(const char *path, void *arg);
+
+/* Fork a child running fn; return once its socket exists. The child dies with us. */
+void vu_server_start(struct vu_server *s, vu_server_fn fn, void *arg);
+/* SIGKILL the child, reap it, remove the socket and its directory. Idempotent. */
+void vu_server_kill(struct vu_server *s);
+/* The testdev model, serving client after client. */
+void vu_serve_testdev(const char *path, void *arg);
+
+/*
+ * A scripted server speaking raw protocol: listens on path and, client after
+ * client, calls script(sock, nth, arg) with the connection (nth counts from 0).
+ */
+struct vu_fake;
+typedef void (*vu_script_fn)(int sock, unsigned nth, const struct vu_fake *f);
+struct vu_fake {
+    vu_script_fn script;
+    void *arg;
+    uint16_t major; /* what fake_next answers VERSION with */
+};
+void vu_serve_fake(const char *path, void *arg);
+/*
+ * The next message the script must handle: VERSION and DEVICE_GET_INFO (a
+ * non-PCI device with 9 regions and 5 IRQ indexes) are answered on the way.
+ * 0, or -1 when the client left.
+ */
+int fake_next(int sock, const struct vu_fake *f, struct npv_vu_msg *m);
+/* Reply to m with body (and fds); exits the child on error. */
+void fake_reply(int sock, const struct npv_vu_msg *m, const void *body, size_t len);
+void fake_reply_fds(int sock, const struct npv_vu_msg *m, const void *body, size_t len,
+                    const int *fds, unsigned nr_fds);
+/* Send a raw header + body. */
+void fake_send(int sock, struct npv_vu_hdr *h, const void *body, size_t len);
+/* Keep the connection open and do nothing until killed. */
+void fake_hang(void) __attribute__((noreturn));
+
+int count_fds(void);
+int count_maps(void);
+
+/* The test device with a ring of TD_ENTRIES descriptors and a status block. */
+#define TD_ENTRIES 64u
+
+struct td {
+    struct npv_ctx *ctx;
+    struct npv_domain *dom;
+    struct npv_dev *dev;
+    struct npv_bar *bar;
+    struct npv_dma *ring, *status;
+    npv_iova_t ring_iova, status_iova;
+    uint32_t tail;
+};
+
+/* Open the device at path in a new domain, map BAR0, ring and status; enable the engine. */
+void td_open(struct td *t, const char *path);
+/* Map ring and status at fixed IOVAs (for tests that switch domains). */
+void td_open_at(struct td *t, const char *path, npv_iova_t ring_iova, npv_iova_t status_iova);
+void td_close(struct td *t);
+/* Program ring and status registers and set CTRL (ENABLE plus extra bits). */
+void td_enable(struct td *t, uint32_t extra_ctrl);
+/* Put one descriptor on the ring and ring the doorbell with a plain store. */
+void td_submit(struct td *t, const struct testdev_desc *d);
+/* Poll the status block until completed_head reaches the tail. 0 or -ETIMEDOUT. */
+int td_wait(struct td *t, uint64_t timeout_ns);
+const volatile struct testdev_status *td_status(struct td *t);
+
+#endif
