@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/domain.h>
 #include <npuvfio/pci.h>
 #include "guest_tap.h"
 
@@ -41,6 +43,23 @@ int main(void)
         tap_check(&t, is_chr("/dev/vfio/vfio"), "/dev/vfio/vfio exists");
         tap_check(&t, is_chr(grp), "%s exists", grp);
     }
+
+    /* AUTO takes iommufd exactly when kernel, device and build all offer it. */
+    char cdev_dir[96];
+    snprintf(cdev_dir, sizeof(cdev_dir), "/sys/bus/pci/devices/%s/vfio-dev", edu ? edu : "-");
+    struct stat st;
+    bool want_iommufd = npv_build_has_iommufd() && is_chr("/dev/iommu") && stat(cdev_dir, &st) == 0;
+    struct npv_domain *dom = NULL;
+    struct npv_dev *dev = NULL;
+    npv_ctx_set_iommu_backend(ctx, NPV_IOMMU_AUTO);
+    rc = npv_domain_new(ctx, NULL, &dom);
+    if (rc == 0 && edu)
+        rc = npv_dev_open_pci(ctx, edu, dom, NULL, &dev);
+    enum npv_transport want = want_iommufd ? NPV_TRANSPORT_IOMMUFD : NPV_TRANSPORT_LEGACY;
+    tap_check(&t, rc == 0 && dev && npv_dev_transport(dev) == want,
+              "the auto backend picks %s here (%s)", npv_transport_name(want), npv_strerror(rc));
+    npv_dev_close(dev);
+    npv_domain_put(dom);
     npv_ctx_free(ctx);
     return tap_done(&t);
 }
