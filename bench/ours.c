@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ring engine against the generic test device's model, over vfio-user.
+ * The model runs in a child process pinned to the "device" core (its poller
+ * spins on the doorbell page, which is shared memory); the submitter is
+ * pinned to the other core. The ring and status block live in one DMA buffer
+ * of the page size under test, shared with the model by fd.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <npuvfio/bar.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/dma.h>
+#include <npuvfio/domain.h>
+#include <npuvfio/irq.h>
+#include <npuvfio/ring.h>
+
+#include "bench.h"
+#include "model.h"
+#include "regs.h"
+
+#define RING_ENTRIES 256u
+#define STATUS_OFF   (RING_ENTRIES * sizeof(struct testdev_desc))
+#define BUF_SIZE     (STATUS_OFF + 4096u)
+#define WAIT_NS      (5ull * 1000000000ull) /* a wait never near this on a healthy run */
+
+struct ours {
+    const struct bench_opts *o;
+    struct npv_ctx *ctx;
+    struct npv_domain *dom;
+    struct npv_dev *dev;
+    struct npv_bar *bar;
+    struct npv_irq *irq;
+    struct npv_dma *dma;
+    npv_iova_t iova;
+    struct npv_ring *ring;
+    int err;
+};
+
+static pid_t model_pid = -1;
+static char model_dir[64];
+static char model_path[128];
+
+static int model_start(const struct bench_cpus *c)
+{
+    snprintf(model_dir, sizeof(model_dir), "/tmp/npv-bench-XXXXXX");
+    if (mkdtemp(model_dir) == NULL)
+        return -errno;
+    snprintf(model_path, sizeof(model_path), "%s/testdev.sock", model_dir);
+    model_pid = fork();
+    if (model_pid < 0)
+        return -errno;
+    if (model_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* Every thread of the model, its poller included, on the device core. */
+        bench_pin(c->dev, true);
+        int rc = npv_testdev_serve(model_path, false);
+        _exit(rc < 0 ? 1 : 0);
+    }
+    uint64_t give_up = bench_now() + 10000000000ull;
+    struct stat st;
+    while (stat(model_path, &st) != 0) {
+        if (bench_now() > give_up)
+            return -ETIMEDOUT;
+        usleep(1000);
+    }
+    return 0;
+}
+
+static void model_stop(void)
+{
+    if (model_pid > 0) {
+        kill(model_pid, SIGKILL);
+        waitpid(model_pid, NULL, 0);
+        model_pid = -1;
+    }
+    unlink(model_path);
+    rmdir(model_dir);
+}
+
+/* The test device's ring set-up: CTRL.RESET forgets the ring; then base, size, status, enable. */
+static int program(void *arg)
+{
+    struct ours *t = arg;
+    int rc = npv_bar_write(t->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
+    if (rc == 0)
+        rc = npv_bar_write(t->bar, TESTDEV_REG_RING_BASE, 8, t->iova);
+    if (rc == 0)
+        rc = npv_bar_write(t->bar, TESTDEV_REG_RING_ENTRIES, 4, RING_ENTRIES);
+    if (rc == 0)
+        rc = npv_bar_write(t->bar, TESTDEV_REG_STATUS_BASE, 8, t->iova + STATUS_OFF);
+    if (rc == 0)
+        rc = npv_bar_write(t->bar, TESTDEV_REG_CTRL, 4,
+                           TESTDEV_CTRL_ENABLE | TESTDEV_CTRL_IRQ_ENABLE);
+    return rc;
+}
+
+static int ours_open(struct ours *t)
+{
+    int rc = npv_ctx_new(&t->ctx);
+    if (rc < 0)
+        return rc;
+    rc = npv_domain_new(t->ctx, NULL, &t->dom);
+    if (rc == 0)
+        rc = npv_dev_open_vfio_user(t->ctx, model_path, t->dom, NULL, &t->dev);
+    if (rc == 0)
+        rc = npv_bar_map(t->dev, 0, &t->bar);
+    if (rc == 0)
+        rc = npv_irq_enable(t->dev, NPV_IRQ_MSIX, 1, &t->irq);
+    return rc;
+}
+
+static void ours_close(struct ours *t)
+{
+    npv_irq_disable(t->irq);
+    npv_bar_unmap(t->bar);
+    npv_dev_close(t->dev);
+    npv_domain_put(t->dom);
+    npv_ctx_free(t->ctx);
+}
+
+static int ring_setup(struct ours *t, enum npv_dma_page page, size_t *page_size)
+{
+    struct npv_dma_opts dopts = {.page = page, .numa_node = -1, .require_page = 1};
+    int rc = npv_dma_alloc(t->ctx, BUF_SIZE, &dopts, &t->dma);
+    if (rc < 0)
+        return rc;
+    *page_size = npv_dma_page_size(t->dma);
+    rc = npv_dma_map(t->dma, t->dom, NPV_DMA_RW, &t->iova);
+    if (rc == 0)
+        rc = program(t);
+    if (rc < 0)
+        goto err_dma;
+    uint8_t *mem = npv_dma_vaddr(t->dma);
+    struct npv_ring_config cfg = {
+        .entries = RING_ENTRIES,
+        .desc_size = sizeof(struct testdev_desc),
+        .desc_vaddr = mem,
+        .desc_iova = t->iova,
+        .status_vaddr = mem + STATUS_OFF,
+        .status_iova = t->iova + STATUS_OFF,
+        .status_size = sizeof(struct testdev_status),
+        .fields = {.head = offsetof(struct testdev_status, completed_head),
+                   .error = offsetof(struct testdev_status, error),
+                   .error_index = offsetof(struct testdev_status, error_index)},
+        .desc_dma = t->dma,
+        .status_dma = t->dma,
+        .db_bar = t->bar,
+        .db_off = TESTDEV_REG_DOORBELL,
+        .db_width = 4,
+        .db_format = NPV_RING_DB_INDEX,
+        .irq = t->irq,
+        .irq_vec = 0,
+        .reset = program,
+        .reset_arg = t,
+    };
+    rc = npv_ring_new(t->ctx, &cfg, &t->ring);
+    if (rc < 0)
+        goto err_dma;
+    return 0;
+
+err_dma:
+    npv_dma_free(t->dma);
+    t->dma = NULL;
+    return rc;
+}
+
+static void ring_teardown(struct ours *t)
+{
+    npv_ring_free(t->ring);
+    t->ring = NULL;
+    npv_bar_write(t->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
+    npv_dma_free(t->dma);
+    t->dma = NULL;
+}
+
+static inline int push_nop(struct ours *t, uint64_t cookie, bool irq)
+{
+    void *slot;
+    int rc = npv_ring_next(t->ring, cookie, &slot);
+    if (rc < 0)
+        return rc;
+    struct testdev_desc *d = slot;
+    d->opcode = TESTDEV_OP_NOP;
+    d->flags = irq ? TESTDEV_DESC_IRQ : 0;
+    d->src = d->dst = 0;
+    d->len = 0;
+    d->pattern = 0;
+    return 0;
+}
+
+/* One submit + wait, QD1. Returns 0 or a negative errno. */
+static inline int round_trip(struct ours *t, enum npv_ring_wait_mode mode, uint64_t cookie)
+{
+    struct npv_cpl cpl;
+    int rc = push_nop(t, cookie, mode != NPV_RING_WAIT_POLL);
+    if (rc < 0)
+        return rc;
+    npv_ring_submit(t->ring);
+    rc = npv_ring_wait(t->ring, mode, 1, WAIT_NS, &cpl, 1);
+    if (rc < 0)
+        return rc;
+    if (cpl.cookie != cookie || cpl.status != 0)
+        return -EIO;
+    return 0;
+}
+
+static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct lat *out)
+{
+    struct samples smp;
+    int rc = samples_init(&smp, 4u << 20);
+    if (rc < 0)
+        return rc;
+    uint64_t start = bench_now(), measure_from = start + t->o->warmup_ns;
+    uint64_t end = measure_from + t->o->point_ns, cookie = 0;
+    for (uint64_t t0 = start; t0 < end;) {
+        rc = round_trip(t, mode, cookie++);
+        if (rc < 0)
+            break;
+        uint64_t t1 = bench_now();
+        if (t0 >= measure_from)
+            samples_add(&smp, t1 - t0);
+        t0 = t1;
+    }
+    lat_compute(&smp, out);
+    samples_free(&smp);
+    return rc;
+}
+
+/* Keep qd descriptors in flight; one interrupt per refill batch in irq and hybrid modes. */
+static int refill(struct ours *t, unsigned n, bool irq, uint64_t *cookie)
+{
+    for (unsigned i = 0; i < n; i++) {
+        int rc = push_nop(t, (*cookie)++, irq && i == n - 1);
+        if (rc < 0)
+            return rc;
+    }
+    npv_ring_submit(t->ring);
+    return 0;
+}
+
+static int run_rate(struct ours *t, enum npv_ring_wait_mode mode, unsigned qd, double *rate)
+{
+    struct npv_cpl cpl[RING_ENTRIES];
+    bool irq = mode != NPV_RING_WAIT_POLL;
+    uint64_t cookie = 0, done = 0, t_first = 0;
+    int rc = refill(t, qd, irq, &cookie);
+    uint64_t start = bench_now(), measure_from = start + t->o->warmup_ns, now = start;
+    uint64_t end = measure_from + t->o->point_ns;
+    while (rc == 0 && now < end) {
+        int got = npv_ring_wait(t->ring, mode, 1, WAIT_NS, cpl, RING_ENTRIES);
+        if (got < 0) {
+            rc = got;
+            break;
+        }
+        for (int i = 0; i < got; i++)
+            if (cpl[i].status != 0)
+                rc = -EIO;
+        now = bench_now();
+        if (now >= measure_from) {
+            if (t_first == 0)
+                t_first = now;
+            else
+                done += (uint64_t)got;
+        }
+        if (rc == 0)
+            rc = refill(t, (unsigned)got, irq, &cookie);
+    }
+    /* Drain, so the next point starts empty. */
+    while (rc == 0 && npv_ring_in_flight(t->ring) > 0) {
+        int got = npv_ring_wait(t->ring, mode, 1, WAIT_NS, cpl, RING_ENTRIES);
+        if (got < 0)
+            rc = got;
+    }
+    *rate = now > t_first && t_first != 0 ? (double)done * 1e9 / (double)(now - t_first) : 0;
+    return rc;
+}
+
+static int run_mem(struct ours *t, struct ours_mem *m)
+{
+    int rc;
+    for (int mode = 0; mode < BENCH_MODES; mode++) {
+        rc = run_rtt(t, (enum npv_ring_wait_mode)mode, &m->rtt[mode]);
+        if (rc < 0) {
+            fprintf(stderr, "npuvfio-bench: %s QD1 round trips: %s\n", bench_mode_names[mode],
+                    npv_strerror(rc));
+            return rc;
+        }
+        for (unsigned q = 0; q < m->nqd; q++) {
+            rc = run_rate(t, (enum npv_ring_wait_mode)mode, m->qd[q], &m->rate[mode][q]);
+            if (rc < 0) {
+                fprintf(stderr, "npuvfio-bench: %s at QD %u: %s\n", bench_mode_names[mode],
+                        m->qd[q], npv_strerror(rc));
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- system calls per round trip ---- */
+
+struct sc_job {
+    struct ours *t;
+    enum npv_ring_wait_mode mode;
+    uint64_t n, done, syscalls;
+    int last_nr;
+    int rc;
+};
+
+static void sc_loop(void *arg, const uint64_t *counter, const int *last_nr)
+{
+    struct sc_job *j = arg;
+    uint64_t before = __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+    for (j->done = 0; j->done < j->n; j->done++) {
+        j->rc = round_trip(j->t, j->mode, j->done);
+        if (j->rc < 0)
+            break;
+    }
+    j->syscalls = __atomic_load_n(counter, __ATOMIC_ACQUIRE) - before;
+    j->last_nr = j->syscalls != 0 ? __atomic_load_n(last_nr, __ATOMIC_RELAXED) : -1;
+}
+
+static int count_syscalls(struct ours *t, struct ours_results *r)
+{
+    /* Warm the path first so first-touch page faults are not in the window (they are not calls). */
+    for (uint64_t i = 0; i < 1000; i++) {
+        int rc = round_trip(t, NPV_RING_WAIT_POLL, i);
+        if (rc < 0)
+            return rc;
+    }
+    struct sc_job j = {.t = t, .mode = NPV_RING_WAIT_POLL, .n = t->o->quick ? 20000 : 200000};
+    int rc = syscount_run(sc_loop, &j);
+    if (rc < 0)
+        return rc;
+    if (j.rc < 0)
+        return j.rc;
+    r->sys_poll = j.syscalls;
+    r->rt_poll = j.done;
+    r->last_nr_poll = j.last_nr;
+    struct sc_job ji = {.t = t, .mode = NPV_RING_WAIT_IRQ, .n = t->o->quick ? 200 : 2000};
+    rc = syscount_run(sc_loop, &ji);
+    if (rc < 0)
+        return rc;
+    if (ji.rc < 0)
+        return ji.rc;
+    r->sys_irq = ji.syscalls;
+    r->rt_irq = ji.done;
+    return 0;
+}
+
+int ours_run(const struct bench_opts *o, const struct bench_cpus *c, struct ours_results *r)
+{
+    struct ours t = {.o = o};
+    static const enum npv_dma_page pages[BENCH_MEMS] = {NPV_DMA_PAGE_2M, NPV_DMA_PAGE_4K};
+    int rc = model_start(c);
+    if (rc < 0) {
+        fprintf(stderr, "npuvfio-bench: cannot start the testdev model: %s\n", npv_strerror(rc));
+        model_stop();
+        return rc;
+    }
+    bench_pin(c->sub, false);
+    rc = ours_open(&t);
+    if (rc < 0) {
+        fprintf(stderr, "npuvfio-bench: cannot open the testdev model over vfio-user: %s\n",
+                npv_strerror(rc));
+        goto out;
+    }
+    r->syscount_rc = -ENODATA;
+    for (int m = 0; m < BENCH_MEMS; m++) {
+        struct ours_mem *mem = &r->mem[m];
+        mem->nqd = 0;
+        for (unsigned qd = 1; qd <= o->qd_max && mem->nqd < BENCH_MAX_QD; qd *= 2)
+            mem->qd[mem->nqd++] = qd;
+        rc = ring_setup(&t, pages[m], &mem->page_size);
+        if (rc < 0) {
+            mem->skipped = pages[m] == NPV_DMA_PAGE_2M
+                               ? "no free 2 MiB hugepage (reserve some: npuvfio hugepages)"
+                               : "cannot allocate 4 KiB DMA memory";
+            fprintf(stderr, "npuvfio-bench: %s: %s\n", mem->skipped, npv_strerror(rc));
+            if (pages[m] == NPV_DMA_PAGE_2M)
+                continue;
+            goto out;
+        }
+        rc = run_mem(&t, mem);
+        if (rc == 0 && r->syscount_rc == -ENODATA) {
+            r->syscount_rc = count_syscalls(&t, r);
+            if (r->syscount_rc < 0)
+                fprintf(stderr, "npuvfio-bench: counting system calls: %s\n",
+                        npv_strerror(r->syscount_rc));
+        }
+        ring_teardown(&t);
+        if (rc < 0)
+            goto out;
+        mem->ran = true;
+    }
+    rc = 0;
+out:
+    ours_close(&t);
+    model_stop();
+    return rc;
+}
