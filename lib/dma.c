@@ -24,6 +24,11 @@
 #include "domain_internal.h"
 #include "numa.h"
 
+/* Linux 5.14; older C libraries do not name it, older kernels answer EINVAL. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 #define SZ_4K (4096ul)
 #define SZ_1M (1ul << 20)
 #define SZ_2M (2ul << 20)

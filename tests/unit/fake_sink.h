@@ -3,6 +3,8 @@
 #ifndef NPV_TEST_FAKE_SINK_H
 #define NPV_TEST_FAKE_SINK_H
 
+#include <stdbool.h>
+
 #include "domain_internal.h"
 
 #define FAKE_SINK_MAX 256
@@ -15,6 +17,7 @@ struct fake_sink {
     unsigned unmap_calls;
     unsigned fail_map_at; /* nonzero: the fail_map_at-th map call (1-based) fails */
     int fail_err;
+    bool fail_unmaps; /* every unmap fails (and leaves the mapping in place) */
 };
 
 extern const struct npv_iommu_sink_ops fake_sink_ops;

@@ -230,6 +230,26 @@ START_TEST(domain_add_sink_failing_on_nth_replay_undoes_and_is_not_added)
 }
 END_TEST
 
+START_TEST(domain_unmap_failing_in_a_sink_still_forgets_the_mapping)
+{
+    struct fake_sink ok, bad;
+    fake_sink_init(&ok, 1);
+    fake_sink_init(&bad, 1);
+    ck_assert_int_eq(npv_domain_add_sink(dom, &bad.sink), 0);
+    ck_assert_int_eq(npv_domain_add_sink(dom, &ok.sink), 0);
+    struct npv_mapping m = mapping(0x10000000, PG);
+    ck_assert_int_eq(npv_domain_map(dom, &m, PG), 0);
+    bad.fail_unmaps = true;
+    /* The error is reported, the other sink is still unmapped and the journal forgets it. */
+    ck_assert_int_eq(npv_domain_unmap(dom, m.iova), -EIO);
+    ck_assert_uint_eq(ok.nr_live, 0);
+    ck_assert_uint_eq(npv_domain_mapping_count(dom), 0);
+    ck_assert_int_eq(npv_domain_unmap(dom, m.iova), -ENOENT);
+    npv_domain_remove_sink(dom, &ok.sink, true);
+    npv_domain_remove_sink(dom, &bad.sink, false);
+}
+END_TEST
+
 START_TEST(domain_translates_both_ways)
 {
     struct npv_mapping a = mapping(0x7f0000000000, 16 * PG);
@@ -464,6 +484,7 @@ static Suite *domain_suite(void)
     tcase_add_test(tc, domain_remove_sink_unmaps_the_journal_from_it);
     tcase_add_test(tc, domain_sink_failing_midway_leaves_nothing_mapped);
     tcase_add_test(tc, domain_add_sink_failing_on_nth_replay_undoes_and_is_not_added);
+    tcase_add_test(tc, domain_unmap_failing_in_a_sink_still_forgets_the_mapping);
     tcase_add_test(tc, domain_translates_both_ways);
     tcase_add_test(tc, domain_refuses_overlapping_host_ranges);
     tcase_add_test(tc, domain_map_at_checks_overlap_and_range);
