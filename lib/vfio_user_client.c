@@ -412,9 +412,12 @@ static int vu_region_rw(struct npv_dev *dev, uint32_t index, uint64_t off, void 
         return -EINVAL;
     size_t done = 0;
     while (done < len) {
+        /* Bounded by the server's limit and by what our receive path takes in a reply. */
         size_t n = len - done;
         if (n > c->server_caps.max_data_xfer_size)
             n = c->server_caps.max_data_xfer_size;
+        if (n > NPV_VU_CLIENT_MAX_XFER)
+            n = NPV_VU_CLIENT_MAX_XFER;
         int ret = rbuf != NULL
                       ? region_read_chunk(c, index, off + done, (uint8_t *)rbuf + done, (uint32_t)n)
                       : region_write_chunk(c, index, off + done, (const uint8_t *)wbuf + done,
@@ -681,7 +684,7 @@ static int negotiate(struct vu_client *c, uint64_t deadline)
 int npv_vfio_user_open(struct npv_ctx *ctx, const char *socket_path,
                        const struct npv_dev_opts *opts, struct npv_dev **out)
 {
-    struct vu_client *c;
+    struct vu_client *c = NULL;
     int ret = client_new(&c);
     if (ret < 0)
         return ret;

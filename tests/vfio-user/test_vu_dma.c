@@ -7,9 +7,11 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "vfio_user_client.h"
 
 static struct vu_server srv;
 static struct td t;
@@ -136,6 +138,54 @@ START_TEST(device_write_to_a_read_only_mapping_is_refused)
 }
 END_TEST
 
+/* ---- memory shared without an fd: the server's DMA_READ/DMA_WRITE messages ---- */
+
+#define NOFD_IOVA 0x7000000000ull
+
+START_TEST(model_reaches_memory_without_fd_through_dma_messages)
+{
+    /* npv_dma always has a memfd; the connection's sink takes a mapping without one. */
+    struct vu_client *c = t.dev->priv;
+    uint8_t *mem = aligned_alloc(4096, 8192);
+    ck_assert_ptr_nonnull(mem);
+    memset(mem, 0, 8192);
+    struct npv_mapping m = {
+        .iova = NOFD_IOVA, .len = 8192, .vaddr = mem, .fd = -1, .prot = NPV_DMA_RW};
+    ck_assert_int_eq(c->sink.ops->map(&c->sink, &m), 0);
+
+    td_enable(&t, 0);
+    struct testdev_desc fill = {
+        .opcode = TESTDEV_OP_FILL, .dst = NOFD_IOVA, .len = 4096, .pattern = 0x42};
+    struct testdev_desc copy = {
+        .opcode = TESTDEV_OP_COPY, .src = NOFD_IOVA, .dst = NOFD_IOVA + 4096, .len = 4096};
+    td_submit(&t, &fill);
+    td_submit(&t, &copy);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
+    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_NONE);
+    ck_assert_uint_eq(mem[0], 0x42);
+    ck_assert_uint_eq(mem[4095], 0x42);
+    ck_assert_uint_eq(mem[4096], 0x42);
+    ck_assert_uint_eq(mem[8191], 0x42);
+
+    /* A DMA reaching past the mapping is refused, not copied. */
+    struct testdev_desc past = {
+        .opcode = TESTDEV_OP_FILL, .dst = NOFD_IOVA + 4096, .len = 8192, .pattern = 0x99};
+    td_submit(&t, &past);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
+    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(mem[4096], 0x42);
+
+    ck_assert_int_eq(c->sink.ops->unmap(&c->sink, &m), 0);
+    memset(mem, 0, 8192);
+    td_enable(&t, 0);
+    td_submit(&t, &fill);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
+    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(mem[0], 0);
+    free(mem);
+}
+END_TEST
+
 /* ---- moving the device between domains ---- */
 
 #define RING_IOVA   0x10000ull
@@ -205,6 +255,7 @@ static Suite *suite(void)
     tcase_add_test(tc, dma_to_an_unmapped_iova_is_a_device_fault);
     tcase_add_test(tc, injected_wild_dma_is_refused_by_the_server);
     tcase_add_test(tc, device_write_to_a_read_only_mapping_is_refused);
+    tcase_add_test(tc, model_reaches_memory_without_fd_through_dma_messages);
     suite_add_tcase(s, tc);
     tc = tcase_create("domains");
     tcase_add_checked_fixture(tc, setup_server, teardown_server);

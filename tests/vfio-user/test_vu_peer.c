@@ -378,6 +378,64 @@ START_TEST(region_read_reply_with_an_inconsistent_count_is_refused)
 }
 END_TEST
 
+/* Send the client a DMA command and return the errno of its (error) reply, 0 for success. */
+static uint16_t dma_probe(int sock, uint16_t cmd, uint64_t address, uint64_t count, size_t data)
+{
+    uint8_t body[sizeof(struct npv_vu_dma_access) + 16] = {0};
+    struct npv_vu_dma_access a = {.address = address, .count = count};
+    memcpy(body, &a, sizeof(a));
+    struct npv_vu_hdr h = {.msg_id = 77, .cmd = cmd, .flags = NPV_VU_F_TYPE_COMMAND};
+    fake_send(sock, &h, body, sizeof(a) + data);
+    struct npv_vu_msg r;
+    if (npv_vu_recv(sock, &r, 1u << 22, 0, (int64_t)GENEROUS_NS) < 0 || r.hdr.msg_id != 77 ||
+        (r.hdr.flags & NPV_VU_F_TYPE_MASK) != NPV_VU_F_TYPE_REPLY)
+        _exit(8);
+    uint16_t err = (r.hdr.flags & NPV_VU_F_ERROR) ? (uint16_t)r.hdr.error : 0;
+    npv_vu_msg_release(&r);
+    return err;
+}
+
+/* Answers the first REGION_READ with the errnos the client gave to DMA probes. */
+static void script_dma_probes(int sock, unsigned nth, const struct vu_fake *f)
+{
+    (void)nth;
+    struct npv_vu_msg m;
+    if (fake_next(sock, f, &m) != 0)
+        return;
+    uint16_t e[4] = {
+        dma_probe(sock, NPV_VU_CMD_DMA_WRITE, 0x1000, 8, 8),         /* nothing mapped there */
+        dma_probe(sock, NPV_VU_CMD_DMA_READ, 0x1000, 8, 0),          /* nothing mapped there */
+        dma_probe(sock, NPV_VU_CMD_DMA_WRITE, 0x1000, 16, 8),        /* count beyond the data */
+        dma_probe(sock, NPV_VU_CMD_DMA_READ, 0x1000, 1ull << 40, 0), /* beyond any transfer */
+    };
+    struct npv_vu_region_access a;
+    memcpy(&a, m.body, sizeof(a));
+    uint8_t buf[sizeof(a) + 8];
+    memcpy(buf, &a, sizeof(a));
+    memcpy(buf + sizeof(a), e, 8);
+    fake_reply(sock, &m, buf, sizeof(a) + 8);
+    npv_vu_msg_release(&m);
+    struct npv_vu_msg rest;
+    while (fake_next(sock, f, &rest) == 0)
+        npv_vu_msg_release(&rest);
+}
+
+START_TEST(server_dma_outside_our_mappings_is_refused)
+{
+    struct vu_fake f = {.script = script_dma_probes};
+    vu_server_start(&srv, vu_serve_fake, &f);
+    struct npv_dev *dev;
+    ck_assert_int_eq(open_dev(GENEROUS_NS, &dev), 0);
+    uint16_t e[4];
+    ck_assert_int_eq(npv_dev_region_read(dev, 0, 0, e, 8), 0);
+    ck_assert_uint_eq(e[0], EFAULT);
+    ck_assert_uint_eq(e[1], EFAULT);
+    ck_assert_uint_eq(e[2], EINVAL);
+    ck_assert_uint_eq(e[3], EINVAL);
+    npv_dev_close(dev);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("vfio-user peer");
@@ -402,6 +460,7 @@ static Suite *suite(void)
     tcase_add_test(tc, region_info_with_mmap_but_no_fd_is_reported_trapped);
     tcase_add_test(tc, reply_to_a_request_never_sent_ends_the_connection);
     tcase_add_test(tc, region_read_reply_with_an_inconsistent_count_is_refused);
+    tcase_add_test(tc, server_dma_outside_our_mappings_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }
