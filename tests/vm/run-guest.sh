@@ -112,7 +112,11 @@ wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 echo "run-guest: qemu exited rc=$qrc after ${wall}s; serial log $log"
 
 # ---- verdict -------------------------------------------------------------------------
-[ -s "$log" ] || { cat "$work/qemu.out"; fail "QEMU did not start or wrote no console output"; }
+if [ ! -s "$log" ]; then
+  cat "$work/qemu.out"
+  [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ] && fail "the guest wrote nothing to its console within ${timeout}s"
+  fail "QEMU did not start (rc=$qrc)"
+fi
 tr -d '\r' < "$log" > "$work/serial.txt"
 grep -aE '^VMTEST (guest-up|bind|smbus|group|nodes|hugepages|run|exit)|^(not )?ok [0-9]|^# ' "$work/serial.txt" || true
 pass=$(grep -acE '^ok [0-9]' "$work/serial.txt" || true)
