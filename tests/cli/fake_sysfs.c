@@ -1,0 +1,484 @@
+/* SPDX-License-Identifier: MIT */
+/* The fake sysfs tree and the fake kernel that services it. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "fake_sysfs.h"
+
+#define DEV_PARENT "devices/pci0000:00"
+
+static void pathf(struct fake_sysfs *fs, char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/*
+ * Used by the fake kernel's threads too, so no Check call here: a thread that
+ * holds Check's lock when the test forks the CLI would deadlock the child.
+ */
+static void pathf(struct fake_sysfs *fs, char *buf, size_t len, const char *fmt, ...)
+{
+    int n = snprintf(buf, len, "%s/", fs->root);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = n < 0 || (size_t)n >= len ? -1 : vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (m < 0 || (size_t)m >= len - (size_t)n)
+        abort();
+}
+
+static void mkdirs(const char *path)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        ck_assert_msg(mkdir(buf, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", buf,
+                      strerror(errno));
+        *p = '/';
+    }
+    ck_assert_msg(mkdir(buf, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", buf, strerror(errno));
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "we");
+    ck_assert_msg(f != NULL, "fopen %s: %s", path, strerror(errno));
+    fputs(text, f);
+    ck_assert(fclose(f) == 0);
+}
+
+static void symlink_ok(const char *target, const char *link)
+{
+    ck_assert_msg(symlink(target, link) == 0, "symlink %s -> %s: %s", link, target,
+                  strerror(errno));
+}
+
+void fake_sysfs_init(struct fake_sysfs *fs)
+{
+    memset(fs, 0, sizeof(*fs));
+    const char *tmp = getenv("TMPDIR");
+    snprintf(fs->root, sizeof(fs->root), "%s/npv-sysfs-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    ck_assert_msg(mkdtemp(fs->root) != NULL, "mkdtemp: %s", strerror(errno));
+    /* The state directory lives outside the tree: it is npuvfio's, not the kernel's. */
+    snprintf(fs->state_dir, sizeof(fs->state_dir), "%s.state", fs->root);
+    char p[PATH_MAX];
+    pathf(fs, p, sizeof(p), "bus/pci/devices");
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), "bus/pci/drivers");
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), "bus/pci/drivers_probe");
+    write_file(p, "");
+    pathf(fs, p, sizeof(p), "kernel/iommu_groups");
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), DEV_PARENT);
+    mkdirs(p);
+    atomic_init(&fs->stop, false);
+}
+
+void fake_add_driver(struct fake_sysfs *fs, const char *name)
+{
+    char p[PATH_MAX];
+    pathf(fs, p, sizeof(p), "bus/pci/drivers/%s", name);
+    struct stat st;
+    if (stat(p, &st) == 0)
+        return;
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), "bus/pci/drivers/%s/bind", name);
+    write_file(p, "");
+    pathf(fs, p, sizeof(p), "bus/pci/drivers/%s/unbind", name);
+    write_file(p, "");
+}
+
+void fake_add_id(struct fake_sysfs *fs, uint16_t vendor, uint16_t device, const char *driver)
+{
+    ck_assert(fs->nids < FAKE_MAX_IDS);
+    fs->ids[fs->nids].vendor = vendor;
+    fs->ids[fs->nids].device = device;
+    snprintf(fs->ids[fs->nids].driver, sizeof(fs->ids[0].driver), "%s", driver);
+    fs->nids++;
+    fake_add_driver(fs, driver);
+}
+
+/* What the kernel does in really_probe / device_release_driver: both links at once. */
+static void link_driver(struct fake_sysfs *fs, const char *addr, const char *driver)
+{
+    char target[PATH_MAX], link[PATH_MAX];
+    snprintf(target, sizeof(target), "../../../bus/pci/drivers/%s", driver);
+    pathf(fs, link, sizeof(link), DEV_PARENT "/%s/driver", addr);
+    if (symlink(target, link) != 0)
+        return;
+    snprintf(target, sizeof(target), "../../../../" DEV_PARENT "/%s", addr);
+    pathf(fs, link, sizeof(link), "bus/pci/drivers/%s/%s", driver, addr);
+    if (symlink(target, link) != 0)
+        return;
+}
+
+static void unlink_driver(struct fake_sysfs *fs, const char *addr, const char *driver)
+{
+    char link[PATH_MAX];
+    pathf(fs, link, sizeof(link), DEV_PARENT "/%s/driver", addr);
+    unlink(link);
+    pathf(fs, link, sizeof(link), "bus/pci/drivers/%s/%s", driver, addr);
+    unlink(link);
+}
+
+void fake_add_func(struct fake_sysfs *fs, const char *addr, uint16_t vendor, uint16_t device,
+                   uint32_t class_code, const char *driver, int group, int numa)
+{
+    char p[PATH_MAX];
+    pathf(fs, p, sizeof(p), DEV_PARENT "/%s", addr);
+    mkdirs(p);
+    struct {
+        const char *name;
+        char value[32];
+    } attrs[] = {
+        {"vendor", ""},
+        {"device", ""},
+        {"class", ""},
+        {"subsystem_vendor", ""},
+        {"subsystem_device", ""},
+        {"numa_node", ""},
+        {"driver_override", "(null)\n"},
+    };
+    snprintf(attrs[0].value, sizeof(attrs[0].value), "0x%04x\n", vendor);
+    snprintf(attrs[1].value, sizeof(attrs[1].value), "0x%04x\n", device);
+    snprintf(attrs[2].value, sizeof(attrs[2].value), "0x%06x\n", class_code);
+    snprintf(attrs[3].value, sizeof(attrs[3].value), "0x%04x\n", vendor);
+    snprintf(attrs[4].value, sizeof(attrs[4].value), "0x%04x\n", device);
+    snprintf(attrs[5].value, sizeof(attrs[5].value), "%d\n", numa);
+    for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+        pathf(fs, p, sizeof(p), DEV_PARENT "/%s/%s", addr, attrs[i].name);
+        write_file(p, attrs[i].value);
+    }
+    pathf(fs, p, sizeof(p), "bus/pci/devices/%s", addr);
+    char target[PATH_MAX];
+    snprintf(target, sizeof(target), "../../../" DEV_PARENT "/%s", addr);
+    symlink_ok(target, p);
+    if (group >= 0) {
+        pathf(fs, p, sizeof(p), "kernel/iommu_groups/%d/devices", group);
+        mkdirs(p);
+        pathf(fs, p, sizeof(p), "kernel/iommu_groups/%d/devices/%s", group, addr);
+        snprintf(target, sizeof(target), "../../../../" DEV_PARENT "/%s", addr);
+        symlink_ok(target, p);
+        pathf(fs, p, sizeof(p), DEV_PARENT "/%s/iommu_group", addr);
+        snprintf(target, sizeof(target), "../../../kernel/iommu_groups/%d", group);
+        symlink_ok(target, p);
+    }
+    if (driver != NULL) {
+        fake_add_driver(fs, driver);
+        link_driver(fs, addr, driver);
+    }
+}
+
+int fake_read(struct fake_sysfs *fs, const char *rel, char *buf, size_t len)
+{
+    char p[PATH_MAX];
+    pathf(fs, p, sizeof(p), "%s", rel);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, len - 1);
+    int err = n < 0 ? -errno : 0;
+    close(fd);
+    if (n < 0)
+        return err;
+    buf[n] = '\0';
+    return (int)n;
+}
+
+void fake_driver_of(struct fake_sysfs *fs, const char *addr, char *buf, size_t len)
+{
+    char p[PATH_MAX], target[PATH_MAX];
+    pathf(fs, p, sizeof(p), DEV_PARENT "/%s/driver", addr);
+    ssize_t n = readlink(p, target, sizeof(target) - 1);
+    if (n < 0) {
+        buf[0] = '\0';
+        return;
+    }
+    target[n] = '\0';
+    const char *s = strrchr(target, '/');
+    snprintf(buf, len, "%s", s ? s + 1 : target);
+}
+
+bool fake_wait_driver(struct fake_sysfs *fs, const char *addr, const char *want)
+{
+    char now[64];
+    /* Generous: the machine is shared; the fake kernel normally answers in a few ms. */
+    for (int i = 0; i < 30000; i++) {
+        fake_driver_of(fs, addr, now, sizeof(now));
+        if (strcmp(now, want) == 0)
+            return true;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+/* ---- the fake kernel ---- */
+
+/* Take a command written to an attribute file: its text, and the file emptied again. */
+static bool take_command(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, len - 1);
+    if (n <= 0) {
+        close(fd);
+        return false;
+    }
+    buf[n] = '\0';
+    if (ftruncate(fd, 0) != 0) {
+        close(fd);
+        return false;
+    }
+    close(fd);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    return n > 0;
+}
+
+static void read_override(struct fake_sysfs *fs, const char *addr, char *buf, size_t len)
+{
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof(rel), DEV_PARENT "/%s/driver_override", addr);
+    if (fake_read(fs, rel, buf, len) < 0)
+        buf[0] = '\0';
+    size_t n = strlen(buf);
+    while (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = '\0';
+    if (strcmp(buf, "(null)") == 0)
+        buf[0] = '\0';
+}
+
+static bool device_exists(struct fake_sysfs *fs, const char *addr)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    if (strchr(addr, '/') != NULL)
+        return false;
+    pathf(fs, p, sizeof(p), DEV_PARENT "/%s", addr);
+    return stat(p, &st) == 0;
+}
+
+static const char *id_driver(struct fake_sysfs *fs, const char *addr)
+{
+    char rel[PATH_MAX], v[32], d[32];
+    snprintf(rel, sizeof(rel), DEV_PARENT "/%s/vendor", addr);
+    if (fake_read(fs, rel, v, sizeof(v)) < 0)
+        return NULL;
+    snprintf(rel, sizeof(rel), DEV_PARENT "/%s/device", addr);
+    if (fake_read(fs, rel, d, sizeof(d)) < 0)
+        return NULL;
+    unsigned long vendor = strtoul(v, NULL, 16), device = strtoul(d, NULL, 16);
+    for (size_t i = 0; i < fs->nids; i++)
+        if (fs->ids[i].vendor == vendor && fs->ids[i].device == device)
+            return fs->ids[i].driver;
+    return NULL;
+}
+
+static bool driver_exists(struct fake_sysfs *fs, const char *driver)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    pathf(fs, p, sizeof(p), "bus/pci/drivers/%s", driver);
+    return stat(p, &st) == 0;
+}
+
+/* driver_match_device: an override names the only driver that may bind; else the id tables. */
+static bool driver_matches(struct fake_sysfs *fs, const char *addr, const char *driver)
+{
+    char override[64];
+    read_override(fs, addr, override, sizeof(override));
+    if (override[0] != '\0')
+        return strcmp(override, driver) == 0;
+    const char *id = id_driver(fs, addr);
+    return id != NULL && strcmp(id, driver) == 0;
+}
+
+static void do_probe(struct fake_sysfs *fs, const char *addr)
+{
+    char cur[64], override[64];
+    if (!device_exists(fs, addr))
+        return;
+    fake_driver_of(fs, addr, cur, sizeof(cur));
+    if (cur[0] != '\0')
+        return;
+    read_override(fs, addr, override, sizeof(override));
+    const char *drv = override[0] ? override : id_driver(fs, addr);
+    if (drv != NULL && driver_exists(fs, drv))
+        link_driver(fs, addr, drv);
+}
+
+static void do_bind(struct fake_sysfs *fs, const char *driver, const char *addr)
+{
+    char cur[64];
+    if (!device_exists(fs, addr))
+        return;
+    fake_driver_of(fs, addr, cur, sizeof(cur));
+    if (cur[0] == '\0' && driver_matches(fs, addr, driver))
+        link_driver(fs, addr, driver);
+}
+
+static void do_unbind(struct fake_sysfs *fs, const char *driver, const char *addr)
+{
+    char cur[64];
+    if (!device_exists(fs, addr))
+        return;
+    fake_driver_of(fs, addr, cur, sizeof(cur));
+    if (strcmp(cur, driver) == 0)
+        unlink_driver(fs, addr, driver);
+}
+
+static void *kernel_main(void *arg)
+{
+    struct fake_sysfs *fs = arg;
+    char p[PATH_MAX], cmd[256];
+    while (!atomic_load(&fs->stop)) {
+        pathf(fs, p, sizeof(p), "bus/pci/drivers_probe");
+        if (take_command(p, cmd, sizeof(cmd)))
+            do_probe(fs, cmd);
+        pathf(fs, p, sizeof(p), "bus/pci/drivers");
+        DIR *dir = opendir(p);
+        if (dir != NULL) {
+            struct dirent *de;
+            while ((de = readdir(dir)) != NULL) {
+                if (de->d_name[0] == '.')
+                    continue;
+                pathf(fs, p, sizeof(p), "bus/pci/drivers/%s/unbind", de->d_name);
+                if (take_command(p, cmd, sizeof(cmd)))
+                    do_unbind(fs, de->d_name, cmd);
+                pathf(fs, p, sizeof(p), "bus/pci/drivers/%s/bind", de->d_name);
+                if (take_command(p, cmd, sizeof(cmd)))
+                    do_bind(fs, de->d_name, cmd);
+            }
+            closedir(dir);
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+void fake_kernel_start(struct fake_sysfs *fs)
+{
+    ck_assert(pthread_create(&fs->kernel, NULL, kernel_main, fs) == 0);
+    fs->kernel_running = true;
+}
+
+/* ---- hugepage pools ---- */
+
+static void *pool_main(void *arg)
+{
+    struct fake_pool *pool = arg;
+    char fifo[PATH_MAX + 16], free_path[PATH_MAX + 16], buf[64];
+    snprintf(fifo, sizeof(fifo), "%s/nr_hugepages", pool->dir);
+    snprintf(free_path, sizeof(free_path), "%s/free_hugepages", pool->dir);
+    while (!atomic_load(&pool->fs->stop)) {
+        /* The store: blocks until a writer comes, as the lib's write arrives. */
+        int fd = open(fifo, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            break;
+        size_t n = 0;
+        ssize_t r;
+        while (n < sizeof(buf) - 1 && (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0)
+            n += (size_t)r;
+        close(fd);
+        if (atomic_load(&pool->fs->stop))
+            break;
+        buf[n] = '\0';
+        uint64_t want = strtoull(buf, NULL, 10);
+        uint64_t got = want < pool->capacity ? want : pool->capacity;
+        snprintf(buf, sizeof(buf), "%" PRIu64 "\n", got);
+        FILE *f = fopen(free_path, "we");
+        if (f == NULL)
+            break;
+        fputs(buf, f);
+        fclose(f);
+        /* The show that follows: answered with what the pool now holds. */
+        fd = open(fifo, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            break;
+        if (!atomic_load(&pool->fs->stop) && write(fd, buf, strlen(buf)) < 0) {
+            close(fd);
+            break;
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+void fake_add_pool(struct fake_sysfs *fs, int node, unsigned size_kb, uint64_t capacity, bool fifo)
+{
+    ck_assert(fs->npools < FAKE_MAX_POOLS);
+    struct fake_pool *pool = &fs->pools[fs->npools++];
+    pool->fs = fs;
+    pool->capacity = capacity;
+    if (node < 0)
+        pathf(fs, pool->dir, sizeof(pool->dir), "kernel/mm/hugepages/hugepages-%ukB", size_kb);
+    else
+        pathf(fs, pool->dir, sizeof(pool->dir),
+              "devices/system/node/node%d/hugepages/hugepages-%ukB", node, size_kb);
+    mkdirs(pool->dir);
+    char p[PATH_MAX + 16], v[32];
+    snprintf(v, sizeof(v), "%" PRIu64 "\n", fifo ? 0 : capacity);
+    snprintf(p, sizeof(p), "%s/free_hugepages", pool->dir);
+    write_file(p, v);
+    snprintf(p, sizeof(p), "%s/nr_hugepages", pool->dir);
+    if (!fifo) {
+        write_file(p, v);
+        return;
+    }
+    ck_assert(mkfifo(p, 0600) == 0);
+    ck_assert(pthread_create(&pool->thread, NULL, pool_main, pool) == 0);
+    pool->running = true;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void fake_sysfs_destroy(struct fake_sysfs *fs)
+{
+    atomic_store(&fs->stop, true);
+    if (fs->kernel_running)
+        pthread_join(fs->kernel, NULL);
+    for (size_t i = 0; i < fs->npools; i++) {
+        struct fake_pool *pool = &fs->pools[i];
+        if (!pool->running)
+            continue;
+        /*
+         * O_RDWR on a FIFO never blocks and releases the pool's blocked open on
+         * either side; closing it again ends the pool's read. Repeat until the
+         * thread has seen the stop flag, wherever it was.
+         */
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof(p), "%s/nr_hugepages", pool->dir);
+        while (pthread_tryjoin_np(pool->thread, NULL) != 0) {
+            int fd = open(p, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+            if (fd >= 0)
+                close(fd);
+        }
+    }
+    nftw(fs->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    nftw(fs->state_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}

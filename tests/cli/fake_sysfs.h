@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A fake sysfs tree with a fake kernel: a thread that services the files a
+ * real kernel would (drivers_probe, drivers/X/bind, drivers/X/unbind, with
+ * driver_override honoured) by moving the driver symlinks, and synchronous
+ * hugepage pools (nr_hugepages is a FIFO the pool's thread answers, so the
+ * value read back right after a write is the pool's verdict, as with the
+ * kernel's synchronous allocation).
+ */
+#ifndef NPV_TEST_FAKE_SYSFS_H
+#define NPV_TEST_FAKE_SYSFS_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FAKE_MAX_IDS   16
+#define FAKE_MAX_POOLS 4
+
+struct fake_pool {
+    char dir[PATH_MAX];
+    uint64_t capacity; /* pages the fake kernel can find */
+    pthread_t thread;
+    bool running;
+    struct fake_sysfs *fs;
+};
+
+struct fake_sysfs {
+    char root[PATH_MAX];
+    char state_dir[PATH_MAX + 16];
+    struct {
+        uint16_t vendor, device;
+        char driver[64];
+    } ids[FAKE_MAX_IDS]; /* the drivers' id tables: who drivers_probe picks */
+    size_t nids;
+    struct fake_pool pools[FAKE_MAX_POOLS];
+    size_t npools;
+    pthread_t kernel;
+    bool kernel_running;
+    atomic_bool stop;
+};
+
+/* A fresh tree under $TMPDIR with bus/pci/{devices,drivers,drivers_probe} and kernel/iommu_groups.
+ */
+void fake_sysfs_init(struct fake_sysfs *fs);
+/* Stop the fake kernel and pools, remove the tree and the state directory. */
+void fake_sysfs_destroy(struct fake_sysfs *fs);
+
+/* bus/pci/drivers/NAME with bind and unbind. */
+void fake_add_driver(struct fake_sysfs *fs, const char *name);
+/* NAME claims vendor:device when drivers_probe runs without an override. */
+void fake_add_id(struct fake_sysfs *fs, uint16_t vendor, uint16_t device, const char *driver);
+/*
+ * A PCI function: driver NULL for unbound (the driver is added if missing),
+ * group -1 for none, numa -1 for unknown.
+ */
+void fake_add_func(struct fake_sysfs *fs, const char *addr, uint16_t vendor, uint16_t device,
+                   uint32_t class_code, const char *driver, int group, int numa);
+
+/*
+ * A hugepage pool of size_kb pages (node -1: the machine-wide one). With
+ * fifo, nr_hugepages is answered by a thread granting at most capacity;
+ * without, plain files holding nr = free = capacity (read-only use).
+ */
+void fake_add_pool(struct fake_sysfs *fs, int node, unsigned size_kb, uint64_t capacity, bool fifo);
+
+void fake_kernel_start(struct fake_sysfs *fs);
+
+/* The driver link's name, "" when unbound. */
+void fake_driver_of(struct fake_sysfs *fs, const char *addr, char *buf, size_t len);
+/* Wait (bounded, generous) until addr's driver is want; true when it is. */
+bool fake_wait_driver(struct fake_sysfs *fs, const char *addr, const char *want);
+/* Read a file of the tree (relative path) into buf; -errno on failure. */
+int fake_read(struct fake_sysfs *fs, const char *rel, char *buf, size_t len);
+
+#endif
