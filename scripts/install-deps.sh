@@ -23,7 +23,7 @@ BASE_PACKAGES=(
     dpdk-dev
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross
     busybox-static kmod cpio xz-utils zstd
-    bison flex bc libelf-dev libssl-dev python3
+    bison flex bc libelf-dev file python3
 )
 # Packages taken from bookworm-backports.
 BACKPORTS_PACKAGES=(
@@ -84,6 +84,6 @@ fi
 if [ "${#need_bpo[@]}" -gt 0 ]; then
     apt_update
     echo "install-deps.sh: installing from bookworm-backports: ${need_bpo[*]}"
-    apt-get -o DPkg::Lock::Timeout=900 install -y -q -t bookworm-backports "${need_bpo[@]}"
+    apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends -t bookworm-backports "${need_bpo[@]}"
 fi
 echo "install-deps.sh: all packages present"
