@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <npuvfio/irq.h>
@@ -168,6 +169,30 @@ START_TEST(reset_returns_the_device_to_idle)
 }
 END_TEST
 
+static void *read_registers(void *arg)
+{
+    const struct npv_bar *bar = arg;
+    for (int i = 0; i < 200; i++) {
+        if (npv_bar_read32(bar, TESTDEV_REG_ID) != TESTDEV_ID_VALUE ||
+            npv_bar_read32(bar, TESTDEV_REG_DESC_SIZE) != sizeof(struct testdev_desc))
+            return (void *)1;
+    }
+    return NULL;
+}
+
+START_TEST(requests_from_many_threads_get_their_own_replies)
+{
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, read_registers, t.bar), 0);
+    for (int i = 0; i < 4; i++) {
+        void *bad;
+        pthread_join(th[i], &bad);
+        ck_assert_ptr_null(bad);
+    }
+}
+END_TEST
+
 START_TEST(attach_to_the_same_domain_is_a_noop)
 {
     ck_assert_int_eq(npv_dev_attach(t.dev, t.dom), 0);
@@ -189,6 +214,7 @@ static Suite *suite(void)
     tcase_add_test(tc, irq_reaches_an_eventfd_waited_through_io_uring);
     tcase_add_test(tc, reset_returns_the_device_to_idle);
     tcase_add_test(tc, attach_to_the_same_domain_is_a_noop);
+    tcase_add_test(tc, requests_from_many_threads_get_their_own_replies);
     suite_add_tcase(s, tc);
     return s;
 }
