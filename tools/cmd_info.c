@@ -133,10 +133,9 @@ static void print_text_head(const struct npv_pci_func *f, const struct group_vie
     printf("  group members:\n");
     for (size_t i = 0; i < g->nmembers; i++) {
         const struct npv_pci_func *m = &g->members[i];
-        printf("    %s  %04x:%04x  %-16s%s\n", m->addr, m->vendor, m->device,
-               m->driver[0] ? m->driver : "none",
-               is_blocker(g->blockers, g->nblockers, m->addr) ? "  <- host driver, blocks VFIO"
-                                                              : "");
+        bool blocks = is_blocker(g->blockers, g->nblockers, m->addr);
+        printf("    %s  %04x:%04x  %-*s%s\n", m->addr, m->vendor, m->device, blocks ? 16 : 0,
+               m->driver[0] ? m->driver : "none", blocks ? "  <- host driver, blocks VFIO" : "");
     }
     if (g->viable == 1) {
         printf("  viable:         yes\n");
@@ -212,6 +211,7 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
     }
 
     int status = CLI_OK;
+    char why[640] = "not bound to vfio-pci; run npuvfio bind";
     bool want_open = mode == OPEN_REQUIRED || (mode == OPEN_AUTO && f.vfio_bound);
     if (want_open && !f.vfio_bound) {
         if (cli->json) {
@@ -227,7 +227,7 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
     } else if (want_open) {
         if (cli->json)
             json_key(&j, "vfio");
-        ret = info_vfio(cli, canon, cli->json ? &j : NULL);
+        ret = info_vfio(cli, canon, cli->json ? &j : NULL, why, sizeof(why));
         if (ret < 0 && mode == OPEN_REQUIRED)
             status = CLI_FAILED;
     }
@@ -237,9 +237,7 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
     }
     fflush(stdout);
     if (status != CLI_OK)
-        cli_error(cli, "%s: cannot open through VFIO (%s)", canon,
-                  f.vfio_bound ? "see the report above"
-                               : "not bound to vfio-pci; run npuvfio bind");
+        cli_error(cli, "%s: VFIO: %s", canon, why);
     free(g.members);
     return status;
 }

@@ -127,7 +127,7 @@ static void print_json(struct json_out *j, struct npv_dev *dev, struct npv_domai
     json_end_object(j);
 }
 
-int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j)
+int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j, char *why_out, size_t len)
 {
     struct npv_domain *dom = NULL;
     struct npv_dev *dev = NULL;
@@ -148,14 +148,17 @@ int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j)
         else
             print_text(dev, dom, &di);
     } else {
-        const char *why = cli->last_err[0] ? cli->last_err : npv_strerror(ret);
+        char why[sizeof(cli->last_err) + 64];
+        snprintf(why, sizeof(why), "cannot %s: %s", stage,
+                 cli->last_err[0] ? cli->last_err : npv_strerror(ret));
+        snprintf(why_out, len, "%s", why);
         if (j != NULL) {
             json_begin_object(j);
             json_kv_bool(j, "opened", false);
             json_kv_string(j, "error", why);
             json_end_object(j);
         } else {
-            printf("  vfio:           cannot %s: %s\n", stage, why);
+            printf("  vfio:           %s\n", why);
         }
         cli_clear_error(cli);
     }
@@ -167,11 +170,12 @@ int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j)
 #else
 
 /* Built without the device layer (lib/vfio_pci_open.c absent at configure time). */
-int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j)
+int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j, char *why_out, size_t len)
 {
     (void)cli;
     (void)canon;
     const char *why = "this build has no kernel VFIO device layer";
+    snprintf(why_out, len, "%s", why);
     if (j != NULL) {
         json_begin_object(j);
         json_kv_bool(j, "opened", false);

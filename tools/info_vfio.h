@@ -10,8 +10,8 @@
  * Open canon (bound to vfio-pci) in a fresh domain and print its backend,
  * regions, IRQs, IOVA ranges and coherency: text on stdout, or as the value of
  * the current JSON key when j is not NULL. Returns 0, or a negative errno
- * after printing the reason as part of the report.
+ * after printing the reason as part of the report (and copying it to why).
  */
-int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j);
+int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j, char *why, size_t len);
 
 #endif

@@ -277,7 +277,33 @@ START_TEST(info_open_required_fails_when_not_on_vfio)
     run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "info", "--open", "0000:02:00.0"));
     ck_assert_int_eq(r.status, 1);
     ck_assert(strstr(r.out, "vfio:           not bound to vfio-pci") != NULL);
-    assert_one_line_error("npuvfio info: 0000:02:00.0: ");
+    assert_one_line_error("npuvfio info: 0000:02:00.0: VFIO: not bound to vfio-pci");
+}
+END_TEST
+
+START_TEST(info_on_vfio_function_reports_open_outcome)
+{
+    run_cli(&r, NULL,
+            ARGS("--sysfs-root", fs.root, "bind", "--state-dir", fs.state_dir, "0000:03:00.0"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert(fake_wait_driver(&fs, "0000:03:00.0", "vfio-pci"));
+    /*
+     * The fake tree has no /dev/vfio behind it, so the open normally fails:
+     * without --open that is part of the report and the exit status is 0.
+     */
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "info", "0000:03:00.0"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "  vfio:") != NULL, "%s", r.out);
+    bool failed = strstr(r.out, "  vfio:           cannot") != NULL;
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "info", "--open", "--json", "0000:03:00.0"));
+    ck_assert_msg(json_valid_document(r.out), "%s", r.out);
+    if (failed) {
+        ck_assert_int_eq(r.status, 1);
+        ck_assert(strstr(r.out, "\"vfio\":{\"opened\":false,\"error\":\"cannot ") != NULL);
+        assert_one_line_error("npuvfio info: 0000:03:00.0: VFIO: cannot ");
+    } else {
+        ck_assert_int_eq(r.status, 0);
+    }
 }
 END_TEST
 
@@ -558,6 +584,7 @@ static Suite *cli_suite(void)
     tcase_add_test(l, info_viable_with_pcieport_and_pci_stub);
     tcase_add_test(l, info_json_is_one_document);
     tcase_add_test(l, info_open_required_fails_when_not_on_vfio);
+    tcase_add_test(l, info_on_vfio_function_reports_open_outcome);
     tcase_add_test(l, malformed_address_is_one_line_error);
     tcase_add_test(l, missing_device_is_one_line_error);
     suite_add_tcase(s, l);
