@@ -283,6 +283,27 @@ static int open_group(struct legacy *lg)
     return 0;
 }
 
+/*
+ * The domain's allocator aligns IOVAs to the CPU page size at least; an IOMMU
+ * whose smallest page is larger (64 KiB SMMU granules) refuses such maps.
+ */
+static void check_page_sizes(struct legacy *lg, const void *buf)
+{
+    struct vfio_iommu_type1_info info;
+    memcpy(&info, buf, sizeof(info));
+    if (!(info.flags & VFIO_IOMMU_INFO_PGSIZES) || info.iova_pgsizes == 0)
+        return;
+    uint64_t smallest = info.iova_pgsizes & -info.iova_pgsizes;
+    long cpu_page = sysconf(_SC_PAGESIZE);
+    npv_debug(lg->ctx, "%s: IOMMU page sizes %#llx", lg->name,
+              (unsigned long long)info.iova_pgsizes);
+    if (cpu_page > 0 && smallest > (uint64_t)cpu_page)
+        npv_warn(lg->ctx,
+                 "%s: the IOMMU's smallest page is %llu bytes, larger than the CPU's %ld: "
+                 "buffers smaller than that or not aligned to it cannot be mapped",
+                 lg->name, (unsigned long long)smallest, cpu_page);
+}
+
 static int setup_iommu(struct legacy *lg)
 {
     struct npv_ctx *ctx = lg->ctx;
@@ -308,6 +329,8 @@ static int setup_iommu(struct legacy *lg)
                                   sizeof(struct vfio_iommu_type1_info), &len);
     if (ret == 0)
         ret = npv_vfio_parse_type1_ranges(buf, len, &lg->ranges, &lg->nr_ranges);
+    if (ret == 0)
+        check_page_sizes(lg, buf);
     free(buf);
     if (ret < 0) {
         npv_err(ctx, "%s: VFIO_IOMMU_GET_INFO: %s", lg->name, npv_strerror(ret));
