@@ -294,7 +294,7 @@ static int iommufd_attach(struct npv_dev *dev, struct npv_domain *dom)
 {
     struct iommufd_dev *fd_dev = ((struct npv_vfio_device *)dev->priv)->backend;
     struct npv_ctx *ctx = dev->ctx;
-    struct ioas *target;
+    struct ioas *target = NULL;
     bool created = false;
     int ret = 0;
 
@@ -413,7 +413,7 @@ static int open_cdev(struct iommufd_dev *fd_dev)
         npv_err(ctx, "%s: %s: %s", fd_dev->name, path, npv_strerror(ret));
         return ret == -ENOENT ? -ENODEV : ret;
     }
-    int iommufd;
+    int iommufd = -1;
     ret = iommufd_get(ctx, &iommufd);
     if (ret < 0)
         goto err_close;

@@ -417,7 +417,7 @@ START_TEST(iova_random_sequence_matches_reference_model)
         if (kind < 45) {
             unsigned len = rnd(4) == 0 ? 1 + rnd(128) : 1 + rnd(8);
             unsigned align = aligns[rnd(5)];
-            unsigned want;
+            unsigned want = 0;
             npv_iova_t got;
             int fits = model_best_fit(&m, len, align, &want);
             int ret = npv_iova_alloc(&sp, len * PG, align * PG, &got);
