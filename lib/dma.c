@@ -12,16 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <linux/capability.h>
 #include <linux/memfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 
 #include <npuvfio/dma.h>
 
 #include "ctx_internal.h"
 #include "domain_internal.h"
+#include "memlock.h"
 #include "numa.h"
 
 /* Linux 5.14; older C libraries do not name it, older kernels answer EINVAL. */
@@ -52,16 +51,6 @@ struct npv_dma {
 
 /* ---- the memlock limit ---- */
 
-static bool has_cap_ipc_lock(void)
-{
-    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
-    memset(data, 0, sizeof(data));
-    if (syscall(SYS_capget, &hdr, data) != 0)
-        return false;
-    return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0;
-}
-
 /* VmLck of this process in bytes: type1 charges its pins to the same locked_vm. */
 static uint64_t locked_bytes(void)
 {
@@ -84,7 +73,7 @@ static uint64_t locked_bytes(void)
  */
 static int check_memlock(struct npv_ctx *ctx, size_t size)
 {
-    if (has_cap_ipc_lock())
+    if (npv_process_has_cap_ipc_lock())
         return 0;
     struct rlimit rl;
     if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)

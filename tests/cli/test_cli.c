@@ -561,6 +561,29 @@ START_TEST(hugepages_missing_pool_and_bad_args)
 }
 END_TEST
 
+START_TEST(status_reports_groups_driver_and_functions)
+{
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "status"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "vfio-pci driver loaded: yes") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "IOMMU      3 IOMMU groups") != NULL, "%s", r.out);
+    /* The PCI table follows, read from the same tree. */
+    char line[256];
+    ck_assert_ptr_nonnull(line_of(r.out, "0000:01:00.0", line, sizeof(line)));
+    ck_assert_msg(strstr(line, "edgetpu") != NULL, "%s", line);
+}
+END_TEST
+
+START_TEST(status_json_is_one_document)
+{
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "status", "--json"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(json_valid_document(r.out), "not one JSON document: %s", r.out);
+    ck_assert_msg(strstr(r.out, "\"iommu_groups\":3") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "\"vfio_pci_loaded\":true") != NULL, "%s", r.out);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -577,6 +600,8 @@ static Suite *cli_suite(void)
     TCase *l = tcase_create("list_info");
     tcase_add_checked_fixture(l, setup, teardown);
     tcase_add_test(l, list_text_marks_known_npus);
+    tcase_add_test(l, status_reports_groups_driver_and_functions);
+    tcase_add_test(l, status_json_is_one_document);
     tcase_add_test(l, list_json_is_one_document);
     tcase_add_test(l, list_reads_sysfs_root_from_environment);
     tcase_add_test(l, list_of_missing_tree_fails_with_one_line);
