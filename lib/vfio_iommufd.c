@@ -178,8 +178,12 @@ static const struct npv_iommu_sink_ops ioas_sink_ops = {
 
 /*
  * Re-read the IOAS's allowed ranges: they narrow as devices attach and widen
- * as they leave. The domain reads sink.ranges only inside its own calls, which
- * iommufd_lock keeps from overlapping with this for the IOAS sinks.
+ * as they leave. The domain reads sink.ranges under its own lock, inside
+ * add_sink/remove_sink/refresh_ranges. iommufd_lock keeps this swap from
+ * overlapping those calls when they come from iommufd devices; a legacy or
+ * vfio-user device attaching to the same domain in another thread at this
+ * very moment is not covered (a domain call that swaps a sink's ranges under
+ * the domain lock would close that gap).
  */
 static int ioas_read_ranges(struct ioas *io)
 {
