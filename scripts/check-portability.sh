@@ -47,10 +47,14 @@ x=$root/build/arm64
 rm -rf "$x" && mkdir -p "$x/inc"
 # Only the dependency headers we use, so the host's own libc headers stay out of the way.
 for h in liburing.h liburing hwloc.h hwloc; do ln -s "/usr/include/$h" "$x/inc/$h"; done
+# hwloc's generated config.h lives in the arch directory; it holds only
+# compiler-feature macros (no type sizes), so the amd64 copy serves.
+mkdir -p "$x/inc-arch/hwloc"
+ln -s /usr/include/x86_64-linux-gnu/hwloc/autogen "$x/inc-arch/hwloc/autogen"
 printf '#define NPV_HAVE_IOMMUFD 0\n#define NPV_VERSION "cross"\n' > "$x/inc/npv_config.h"
 for src in lib/*.c; do
     aarch64-linux-gnu-gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wno-sign-conversion \
-        -D_GNU_SOURCE -DNPUVFIO_BUILDING_LIBRARY -Iinclude -Ilib -I"$x/inc" \
+        -D_GNU_SOURCE -DNPUVFIO_BUILDING_LIBRARY -Iinclude -Ilib -I"$x/inc" -I"$x/inc-arch" \
         -c "$src" -o "$x/$(basename "$src" .c).o"
 done
 echo "ok: lib/ compiles for arm64"

@@ -39,9 +39,9 @@ extern "C" {
 
 /* Read-only for users; the fields exist so the accessors can be inline. */
 struct npv_bar {
-    volatile uint8_t *base;  /* start of the reserved range */
-    uint64_t size;           /* region size */
-    const uint8_t *direct;   /* per 4 KiB page: nonzero when mapped */
+    volatile uint8_t *base; /* start of the reserved range */
+    uint64_t size;          /* region size */
+    const uint8_t *direct;  /* per 4 KiB page: nonzero when mapped */
     struct npv_dev *dev;
     uint32_t index;
 };
@@ -76,7 +76,7 @@ static inline int npv_bar__direct(const struct npv_bar *bar, uint64_t off, unsig
     static inline uint##bits##_t npv_bar_read##bits(const struct npv_bar *bar, uint64_t off)       \
     {                                                                                              \
         if (npv_bar__direct(bar, off, (bits) / 8))                                                 \
-            return *(volatile uint##bits##_t *)(bar->base + off);                                 \
+            return *(volatile uint##bits##_t *)(bar->base + off);                                  \
         uint64_t v;                                                                                \
         if (npv_bar_read(bar, off, (bits) / 8, &v) < 0)                                            \
             return (uint##bits##_t) ~(uint##bits##_t)0;                                            \

@@ -145,8 +145,8 @@ NPV_API int npv_dev_irq_info(struct npv_dev *dev, uint32_t index, struct npv_irq
  */
 NPV_API int npv_dev_region_read(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf,
                                 size_t len);
-NPV_API int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t off,
-                                 const void *buf, size_t len);
+NPV_API int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
+                                 size_t len);
 
 /* Config space helpers (region NPV_PCI_CONFIG_REGION), little-endian values. */
 NPV_API int npv_dev_config_read(struct npv_dev *dev, uint32_t off, void *buf, size_t len);

@@ -70,8 +70,7 @@ NPV_API int npv_dma_map_at(struct npv_dma *dma, struct npv_domain *dom, npv_iova
                            unsigned prot);
 NPV_API int npv_dma_unmap(struct npv_dma *dma, struct npv_domain *dom);
 /* The buffer's IOVA in dom, or -ENOENT. */
-NPV_API int npv_dma_iova(const struct npv_dma *dma, const struct npv_domain *dom,
-                         npv_iova_t *iova);
+NPV_API int npv_dma_iova(const struct npv_dma *dma, const struct npv_domain *dom, npv_iova_t *iova);
 
 /*
  * Make CPU writes in [off, off+len) visible to the device / device writes

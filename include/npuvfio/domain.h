@@ -49,8 +49,7 @@ NPV_API int npv_domain_reserve(struct npv_domain *dom, npv_iova_t start, npv_iov
  * The ranges the allocator may use now. Writes up to max ranges and returns
  * how many there are in all (which may exceed max).
  */
-NPV_API int npv_domain_iova_ranges(struct npv_domain *dom, struct npv_iova_range *out,
-                                   size_t max);
+NPV_API int npv_domain_iova_ranges(struct npv_domain *dom, struct npv_iova_range *out, size_t max);
 
 /* Host address of iova, if it lies in a mapping. -ENOENT otherwise. O(log n). */
 NPV_API int npv_domain_iova_to_vaddr(struct npv_domain *dom, npv_iova_t iova, void **vaddr);

@@ -61,8 +61,8 @@ NPV_API int npv_irq_waitset_add(struct npv_irq_waitset *ws, struct npv_irq *irq,
  * cookies of fired vectors (their counters are consumed) and returns how
  * many, or -ETIMEDOUT.
  */
-NPV_API int npv_irq_waitset_wait(struct npv_irq_waitset *ws, uint64_t timeout_ns,
-                                 uint64_t *cookies, unsigned max);
+NPV_API int npv_irq_waitset_wait(struct npv_irq_waitset *ws, uint64_t timeout_ns, uint64_t *cookies,
+                                 unsigned max);
 
 #ifdef __cplusplus
 }

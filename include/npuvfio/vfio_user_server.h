@@ -141,6 +141,15 @@ NPV_API int npv_vus_dma_ptr(struct npv_vus *srv, npv_iova_t iova, uint64_t len, 
 NPV_API int npv_vus_dma_read(struct npv_vus *srv, npv_iova_t iova, void *buf, uint64_t len);
 NPV_API int npv_vus_dma_write(struct npv_vus *srv, npv_iova_t iova, const void *buf, uint64_t len);
 NPV_API size_t npv_vus_dma_count(struct npv_vus *srv);
+/*
+ * The mapping table's generation: it changes with every DMA_MAP, DMA_UNMAP
+ * and client loss. A pointer from npv_vus_dma_ptr() may be kept across
+ * begin/end sections and used again in a later section only while this value,
+ * read inside that section, is the one it was taken under: an unmap cannot
+ * run while a section is open, so inside the section the check is final.
+ * Thread-safe; outside a section the value is only a hint.
+ */
+NPV_API uint64_t npv_vus_dma_generation(struct npv_vus *srv);
 
 /*
  * Raise vector vec of IRQ index (VFIO numbering: 2 = MSI-X). A masked vector
