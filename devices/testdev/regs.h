@@ -24,21 +24,21 @@
 #define TESTDEV_PCI_DEVICE 0x4e50
 #define TESTDEV_PCI_CLASS  0x120000 /* processing accelerator */
 
-#define TESTDEV_BAR0_SIZE  0x4000u
+#define TESTDEV_BAR0_SIZE    0x4000u
 #define TESTDEV_MSIX_VECTORS 2u
 
 /* Page 0: control registers. */
-#define TESTDEV_REG_ID            0x000u /* RO: TESTDEV_ID_VALUE */
-#define TESTDEV_REG_CTRL          0x004u /* RW: TESTDEV_CTRL_* */
-#define TESTDEV_REG_STATUS        0x008u /* RO: TESTDEV_STATUS_* */
-#define TESTDEV_REG_DESC_SIZE     0x00cu /* RO: sizeof(struct testdev_desc) */
-#define TESTDEV_REG_RING_BASE     0x010u /* RW 64: IOVA of the descriptor ring */
-#define TESTDEV_REG_RING_ENTRIES  0x018u /* RW: power of two, 2..65536 */
-#define TESTDEV_REG_STATUS_BASE   0x020u /* RW 64: IOVA of struct testdev_status */
-#define TESTDEV_REG_FAULT_INJECT  0x030u /* WO: TESTDEV_FAULT_*, armed for the next descriptor */
-#define TESTDEV_REG_FAULT_IOVA    0x038u /* RO 64: IOVA of the last refused DMA */
-#define TESTDEV_REG_SCRATCH64     0x040u /* RW 64: plain storage */
-#define TESTDEV_REG_LAST_WIDTH    0x048u /* RO: width in bytes of the last SCRATCH64 access */
+#define TESTDEV_REG_ID           0x000u /* RO: TESTDEV_ID_VALUE */
+#define TESTDEV_REG_CTRL         0x004u /* RW: TESTDEV_CTRL_* */
+#define TESTDEV_REG_STATUS       0x008u /* RO: TESTDEV_STATUS_* */
+#define TESTDEV_REG_DESC_SIZE    0x00cu /* RO: sizeof(struct testdev_desc) */
+#define TESTDEV_REG_RING_BASE    0x010u /* RW 64: IOVA of the descriptor ring */
+#define TESTDEV_REG_RING_ENTRIES 0x018u /* RW: power of two, 2..65536 */
+#define TESTDEV_REG_STATUS_BASE  0x020u /* RW 64: IOVA of struct testdev_status */
+#define TESTDEV_REG_FAULT_INJECT 0x030u /* WO: TESTDEV_FAULT_*, armed for the next descriptor */
+#define TESTDEV_REG_FAULT_IOVA   0x038u /* RO 64: IOVA of the last refused DMA */
+#define TESTDEV_REG_SCRATCH64    0x040u /* RW 64: plain storage */
+#define TESTDEV_REG_LAST_WIDTH   0x048u /* RO: width in bytes of the last SCRATCH64 access */
 
 #define TESTDEV_ID_VALUE 0x4e500001u
 
