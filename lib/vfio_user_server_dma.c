@@ -47,6 +47,12 @@ static const struct npv_vus_mapping *find(const struct npv_vus *srv, uint64_t io
     return mp;
 }
 
+/* Under the write lock. Readers inside a begin/end section see it stable. */
+static void dma_gen_bump(struct npv_vus *srv)
+{
+    __atomic_store_n(&srv->dma_gen, srv->dma_gen + 1, __ATOMIC_RELEASE);
+}
+
 int npv_vus_handle_dma_map(struct npv_vus *srv, struct npv_vu_msg *m)
 {
     struct npv_vu_dma_map d;
@@ -105,6 +111,7 @@ int npv_vus_handle_dma_map(struct npv_vus *srv, struct npv_vu_msg *m)
     srv->maps[i] =
         (struct npv_vus_mapping){.iova = d.address, .size = d.size, .prot = d.flags, .addr = addr};
     srv->nr_maps++;
+    dma_gen_bump(srv);
     r = 0;
 out:
     pthread_rwlock_unlock(&srv->dma_lock);
@@ -141,6 +148,7 @@ int npv_vus_handle_dma_unmap(struct npv_vus *srv, struct npv_vu_msg *m)
         unmap_one(&srv->maps[i]);
         memmove(&srv->maps[i], &srv->maps[i + 1], (srv->nr_maps - i - 1) * sizeof(srv->maps[0]));
         srv->nr_maps--;
+        dma_gen_bump(srv);
     }
     pthread_rwlock_unlock(&srv->dma_lock);
     if (r != 0)
@@ -155,6 +163,7 @@ void npv_vus_dma_unmap_all(struct npv_vus *srv)
     for (size_t i = 0; i < srv->nr_maps; i++)
         unmap_one(&srv->maps[i]);
     srv->nr_maps = 0;
+    dma_gen_bump(srv);
     pthread_rwlock_unlock(&srv->dma_lock);
 }
 
@@ -166,6 +175,11 @@ NPV_API void npv_vus_dma_begin(struct npv_vus *srv)
 NPV_API void npv_vus_dma_end(struct npv_vus *srv)
 {
     pthread_rwlock_unlock(&srv->dma_lock);
+}
+
+NPV_API uint64_t npv_vus_dma_generation(struct npv_vus *srv)
+{
+    return __atomic_load_n(&srv->dma_gen, __ATOMIC_ACQUIRE);
 }
 
 NPV_API size_t npv_vus_dma_count(struct npv_vus *srv)

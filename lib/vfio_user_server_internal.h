@@ -65,6 +65,8 @@ struct npv_vus {
     pthread_rwlock_t dma_lock;
     struct npv_vus_mapping *maps;
     size_t nr_maps, cap_maps;
+    /* Bumped under the write lock on every table change: models cache translations against it. */
+    uint64_t dma_gen;
 
     /* Message DMA: one outstanding server->client request at a time. */
     pthread_mutex_t dma_msg_lock; /* serialises requesters */

@@ -9,6 +9,15 @@
  * The client's ring contents and register values are untrusted: every IOVA
  * goes through the server's mapping table (an unmapped one is a device fault,
  * as an IOMMU would make it), every length and index is bounded.
+ *
+ * Hot path: the poller looks at the doorbell on every pass without a lock,
+ * works everything up to it as one batch inside one DMA section of the
+ * server (a client DMA_UNMAP waits for the section to end), reads the ring
+ * and writes the status block through host pointers translated once per
+ * server mapping generation, and writes the status block once per batch.
+ * The event loop changes the engine only with the poller parked between two
+ * descriptors (park()), so a register write's reply means the engine has
+ * taken it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,12 +36,49 @@
 /* Spin this long on an idle doorbell before napping. */
 #define TESTDEV_SPIN_NS 1000000ll
 #define TESTDEV_NAP_NS  50000l
+/* The idle poller reads the clock once per this many doorbell looks (power of two). */
+#define TESTDEV_CLOCK_EVERY 1024u
+
+/*
+ * The engine: what the poller works with. The poller owns it, except while it
+ * is parked (see park()): then the event loop changes it under lock. The ring
+ * registers are latched here at CTRL.ENABLE, as a DMA engine latches its
+ * base registers when it starts; writes to them while running take effect at
+ * the next enable.
+ */
+struct engine {
+    bool running;
+    bool hung;
+    bool irq_enable;
+    uint32_t fault_armed;
+    uint64_t ring_base;
+    uint32_t entries;
+    uint64_t status_base;
+    uint32_t head;      /* descriptors consumed since enable */
+    uint32_t completed; /* descriptors completed since enable */
+    uint32_t err, err_index;
+    uint64_t err_iova;
+    /*
+     * Host pointers for the ring and the status block, valid only inside a
+     * DMA section while the server's mapping generation is xlat_gen. NULL when
+     * the range is not in one fd-backed mapping (or the status block is not
+     * 8-byte aligned): then each access goes through the server's copy calls.
+     */
+    bool xlat_ok;
+    uint64_t xlat_gen;
+    const uint8_t *ring;
+    struct testdev_status *st;
+};
 
 struct npv_testdev_model {
     struct npv_vus *srv;
     volatile uint32_t *doorbell;
 
-    /* Registers and engine state; the poller holds it while it works a batch. */
+    /*
+     * Registers, and the park handshake. The event loop holds lock for every
+     * register access; the poller takes it only to park and to publish a
+     * fault in STATUS / FAULT_IOVA, never per doorbell.
+     */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     uint32_t ctrl;
@@ -40,21 +86,19 @@ struct npv_testdev_model {
     uint64_t ring_base;
     uint32_t ring_entries;
     uint64_t status_base;
-    uint32_t fault_armed;
     bool fail_reset;
-    bool hung;
     uint64_t fault_iova;
     uint64_t scratch;
     uint32_t last_width;
-    uint32_t head;      /* descriptors consumed since enable */
-    uint32_t completed; /* descriptors completed since enable */
-    uint32_t err, err_index;
-    uint64_t err_iova;
+    bool parked;        /* the poller waits in poller_park() */
+    bool poller_exited; /* nobody to park */
+    atomic_bool park_req;
+
+    struct engine eng;
 
     pthread_t poller;
     bool poller_started;
     atomic_bool stop;
-    atomic_bool running;
 };
 
 static inline void cpu_relax(void)
@@ -73,7 +117,41 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Stop fetching and forget the ring state (CTRL.RESET, DEVICE_RESET, disconnect). Under lock. */
+/*
+ * Event loop, under lock: hold the poller between two descriptors so the
+ * engine can be changed. A register write that starts, stops or resets the
+ * engine is answered only after this, so once the client has its reply the
+ * engine reads and writes nothing of the old configuration (the ring engine
+ * zeroes the status block right after its reset callback returns).
+ */
+static void park(struct npv_testdev_model *td)
+{
+    if (!td->poller_started)
+        return;
+    atomic_store(&td->park_req, true);
+    pthread_cond_broadcast(&td->cond);
+    while (!td->parked && !td->poller_exited)
+        pthread_cond_wait(&td->cond, &td->lock);
+}
+
+static void unpark(struct npv_testdev_model *td)
+{
+    atomic_store(&td->park_req, false);
+    pthread_cond_broadcast(&td->cond);
+}
+
+static void poller_park(struct npv_testdev_model *td)
+{
+    pthread_mutex_lock(&td->lock);
+    td->parked = true;
+    pthread_cond_broadcast(&td->cond);
+    while (atomic_load(&td->park_req) && !atomic_load(&td->stop))
+        pthread_cond_wait(&td->cond, &td->lock);
+    td->parked = false;
+    pthread_mutex_unlock(&td->lock);
+}
+
+/* Stop fetching and forget the ring state (CTRL.RESET, DEVICE_RESET). Under lock, parked. */
 static void engine_reset(struct npv_testdev_model *td)
 {
     td->ctrl = 0;
@@ -81,13 +159,8 @@ static void engine_reset(struct npv_testdev_model *td)
     td->ring_base = 0;
     td->ring_entries = 0;
     td->status_base = 0;
-    td->fault_armed = TESTDEV_FAULT_NONE;
-    td->hung = false;
     td->fault_iova = 0;
-    td->head = td->completed = 0;
-    td->err = td->err_index = 0;
-    td->err_iova = 0;
-    atomic_store(&td->running, false);
+    memset(&td->eng, 0, sizeof(td->eng));
     __atomic_store_n(td->doorbell, 0, __ATOMIC_RELEASE);
 }
 
@@ -96,60 +169,129 @@ static bool ring_valid(uint32_t entries)
     return entries >= 2 && entries <= 65536 && (entries & (entries - 1)) == 0;
 }
 
+/* Under lock, parked. */
 static void engine_enable(struct npv_testdev_model *td)
 {
+    struct engine *e = &td->eng;
     if (!ring_valid(td->ring_entries)) {
         td->status |= TESTDEV_STATUS_FAULT;
-        td->err = TESTDEV_ERR_BAD_DESC;
+        e->err = TESTDEV_ERR_BAD_DESC;
         return;
     }
-    td->head = td->completed = 0;
-    td->err = td->err_index = 0;
-    td->err_iova = 0;
-    td->hung = false;
+    e->ring_base = td->ring_base;
+    e->entries = td->ring_entries;
+    e->status_base = td->status_base;
+    e->head = e->completed = 0;
+    e->err = e->err_index = 0;
+    e->err_iova = 0;
+    e->hung = false;
+    e->xlat_ok = false;
+    e->running = true;
     td->status = TESTDEV_STATUS_RUNNING;
     __atomic_store_n(td->doorbell, 0, __ATOMIC_RELEASE);
-    atomic_store(&td->running, true);
-    pthread_cond_broadcast(&td->cond);
 }
 
-/* Write the status block: fields first, completed_head last with release order. */
+/* Poller: the engine stops on a fault; STATUS and FAULT_IOVA say so. */
+static void engine_fault(struct npv_testdev_model *td, bool dma, uint64_t iova)
+{
+    td->eng.running = false;
+    pthread_mutex_lock(&td->lock);
+    td->status |= TESTDEV_STATUS_FAULT;
+    td->status &= ~TESTDEV_STATUS_RUNNING;
+    if (dma)
+        td->fault_iova = iova;
+    pthread_mutex_unlock(&td->lock);
+}
+
+/*
+ * Poller: a DMA section, in which the server cannot change its mapping table
+ * (a client DMA_UNMAP waits for section_leave). The cached ring and status
+ * pointers are taken again whenever the table changed since they were.
+ */
+static void section_enter(struct npv_testdev_model *td)
+{
+    struct engine *e = &td->eng;
+    npv_vus_dma_begin(td->srv);
+    uint64_t gen = npv_vus_dma_generation(td->srv);
+    if (e->xlat_ok && e->xlat_gen == gen)
+        return;
+    void *p;
+    e->ring = NULL;
+    e->st = NULL;
+    if (npv_vus_dma_ptr(td->srv, e->ring_base, (uint64_t)e->entries * sizeof(struct testdev_desc),
+                        1, &p) == 0)
+        e->ring = p;
+    /* Aligned, or the stores below would not be single-copy atomic. */
+    if (npv_vus_dma_ptr(td->srv, e->status_base, sizeof(struct testdev_status), 2, &p) == 0 &&
+        ((uintptr_t)p & 7) == 0)
+        e->st = p;
+    e->xlat_gen = gen;
+    e->xlat_ok = true;
+}
+
+static void section_leave(struct npv_testdev_model *td)
+{
+    npv_vus_dma_end(td->srv);
+}
+
+/*
+ * Write the status block: fields first, completed_head last with release
+ * order. Inside a section. Returns 0 or a negative errno.
+ */
 static int write_status(struct npv_testdev_model *td, uint32_t head)
 {
-    struct npv_vus *srv = td->srv;
-    void *p;
-    int r;
-
-    npv_vus_dma_begin(srv);
-    r = npv_vus_dma_ptr(srv, td->status_base, sizeof(struct testdev_status), 2, &p);
-    if (r == 0) {
-        struct testdev_status *st = p;
-        __atomic_store_n(&st->error, td->err, __ATOMIC_RELAXED);
-        __atomic_store_n(&st->error_index, td->err_index, __ATOMIC_RELAXED);
-        __atomic_store_n(&st->fault_iova, td->err_iova, __ATOMIC_RELAXED);
+    struct engine *e = &td->eng;
+    struct testdev_status *st = e->st;
+    if (st != NULL) {
+        __atomic_store_n(&st->error, e->err, __ATOMIC_RELAXED);
+        __atomic_store_n(&st->error_index, e->err_index, __ATOMIC_RELAXED);
+        __atomic_store_n(&st->fault_iova, e->err_iova, __ATOMIC_RELAXED);
         __atomic_store_n(&st->completed_head, head, __ATOMIC_RELEASE);
+        return 0;
     }
-    npv_vus_dma_end(srv);
-    if (r == -ENOTSUP) {
-        /* A mapping without fd: message DMA, the fields in one write, head last. */
-        struct testdev_status st = {
-            .error = td->err, .error_index = td->err_index, .fault_iova = td->err_iova};
-        r = npv_vus_dma_write(srv, td->status_base + 4, &st.error, 20);
-        if (r == 0)
-            r = npv_vus_dma_write(srv, td->status_base, &head, sizeof(head));
-    }
+    /* Message DMA or an odd placement: the fields in one write, head last, outside the section. */
+    struct testdev_status s = {
+        .error = e->err, .error_index = e->err_index, .fault_iova = e->err_iova};
+    section_leave(td);
+    int r = npv_vus_dma_write(td->srv, e->status_base + 4, &s.error, 20);
+    if (r == 0)
+        r = npv_vus_dma_write(td->srv, e->status_base, &head, sizeof(head));
+    section_enter(td);
     return r;
 }
 
-static void dma_fault(struct npv_testdev_model *td, uint64_t iova)
+/* Message DMA (client memory without fd): bounce through a buffer, outside the section. */
+static uint32_t execute_by_message(struct npv_testdev_model *td, const struct testdev_desc *d,
+                                   uint64_t src, uint64_t dst, uint64_t *bad_iova)
 {
-    td->status |= TESTDEV_STATUS_FAULT;
-    td->status &= ~TESTDEV_STATUS_RUNNING;
-    td->fault_iova = iova;
-    atomic_store(&td->running, false);
+    struct npv_vus *srv = td->srv;
+    int r = 0;
+    uint8_t *buf = malloc(d->len);
+    if (buf == NULL)
+        return TESTDEV_ERR_DMA;
+    section_leave(td);
+    if (d->opcode == TESTDEV_OP_COPY) {
+        r = npv_vus_dma_read(srv, src, buf, d->len);
+        if (r < 0)
+            *bad_iova = src;
+    } else {
+        memset(buf, (int)(d->pattern & 0xff), d->len);
+    }
+    if (r == 0) {
+        r = npv_vus_dma_write(srv, dst, buf, d->len);
+        if (r < 0)
+            *bad_iova = dst;
+    }
+    section_enter(td);
+    free(buf);
+    return r == 0 ? TESTDEV_ERR_NONE : TESTDEV_ERR_DMA;
 }
 
-/* Run one descriptor's DMA. Returns TESTDEV_ERR_*; *bad_iova names a refused address. */
+/*
+ * Run one descriptor's DMA, inside a section. d is the engine's own copy, so
+ * the client cannot change it between the checks and the use. Returns
+ * TESTDEV_ERR_*; *bad_iova names a refused address.
+ */
 static uint32_t execute(struct npv_testdev_model *td, const struct testdev_desc *d,
                         uint64_t *bad_iova)
 {
@@ -162,12 +304,11 @@ static uint32_t execute(struct npv_testdev_model *td, const struct testdev_desc 
     if ((d->opcode != TESTDEV_OP_COPY && d->opcode != TESTDEV_OP_FILL) || d->len == 0 ||
         d->len > TESTDEV_MAX_LEN)
         return TESTDEV_ERR_BAD_DESC;
-    if (td->fault_armed == TESTDEV_FAULT_DMA_UNMAPPED) {
-        td->fault_armed = TESTDEV_FAULT_NONE;
+    if (td->eng.fault_armed == TESTDEV_FAULT_DMA_UNMAPPED) {
+        td->eng.fault_armed = TESTDEV_FAULT_NONE;
         dst = TESTDEV_WILD_IOVA;
     }
     void *s = NULL, *t = NULL;
-    npv_vus_dma_begin(srv);
     r = npv_vus_dma_ptr(srv, dst, d->len, 2, &t);
     if (r == -EFAULT) {
         *bad_iova = dst;
@@ -181,137 +322,162 @@ static uint32_t execute(struct npv_testdev_model *td, const struct testdev_desc 
             memmove(t, s, d->len);
         else
             memset(t, (int)(d->pattern & 0xff), d->len);
-    }
-    npv_vus_dma_end(srv);
-    if (r == 0)
         return TESTDEV_ERR_NONE;
+    }
     if (r != -ENOTSUP)
         return TESTDEV_ERR_DMA;
-
-    /* Message DMA (client memory without fd): bounce through a buffer. */
-    uint8_t *buf = malloc(d->len);
-    if (buf == NULL)
-        return TESTDEV_ERR_DMA;
-    if (d->opcode == TESTDEV_OP_COPY) {
-        r = npv_vus_dma_read(srv, src, buf, d->len);
-        if (r < 0)
-            *bad_iova = src;
-    } else {
-        memset(buf, (int)(d->pattern & 0xff), d->len);
-    }
-    if (r == 0 || r == -ENOTSUP) {
-        r = npv_vus_dma_write(srv, dst, buf, d->len);
-        if (r < 0)
-            *bad_iova = dst;
-    }
-    free(buf);
-    return r == 0 ? TESTDEV_ERR_NONE : TESTDEV_ERR_DMA;
+    return execute_by_message(td, d, src, dst, bad_iova);
 }
 
-/* Work the ring up to the doorbell. Under lock. Returns whether anything was done. */
-static bool process(struct npv_testdev_model *td)
+/* Fetch descriptor head into d, inside a section. 0, or -EFAULT with *bad_iova set. */
+static int fetch(struct npv_testdev_model *td, struct testdev_desc *d, uint64_t *bad_iova)
 {
-    uint32_t tail = __atomic_load_n(td->doorbell, __ATOMIC_ACQUIRE);
-    uint32_t avail = tail - td->head;
+    struct engine *e = &td->eng;
+    uint32_t slot = e->head & (e->entries - 1);
+    if (e->ring != NULL) {
+        memcpy(d, e->ring + (size_t)slot * sizeof(*d), sizeof(*d));
+        return 0;
+    }
+    uint64_t iova = e->ring_base + (uint64_t)slot * sizeof(*d);
+    section_leave(td);
+    int r = npv_vus_dma_read(td->srv, iova, d, sizeof(*d));
+    section_enter(td);
+    if (r < 0) {
+        *bad_iova = iova;
+        memset(d, 0, sizeof(*d));
+        return -EFAULT;
+    }
+    return 0;
+}
+
+/*
+ * Work the ring up to the doorbell value tail, in one DMA section, and write
+ * the status block once for the batch. Stops early at a fault or when the
+ * event loop asks to park.
+ */
+static void process(struct npv_testdev_model *td, uint32_t tail)
+{
+    struct engine *e = &td->eng;
+    uint32_t avail = tail - e->head;
     bool irq = false;
 
-    if (avail == 0 || td->hung)
-        return false;
+    section_enter(td);
     /* A producer index more than a ring ahead names descriptors that do not exist. */
-    if (avail > td->ring_entries) {
-        td->err = TESTDEV_ERR_BAD_DESC;
-        td->err_index = td->head;
-        td->status |= TESTDEV_STATUS_FAULT;
-        td->status &= ~TESTDEV_STATUS_RUNNING;
-        atomic_store(&td->running, false);
-        write_status(td, td->completed);
-        return true;
+    if (avail > e->entries) {
+        e->err = TESTDEV_ERR_BAD_DESC;
+        e->err_index = e->head;
+        engine_fault(td, false, 0);
+        write_status(td, e->completed);
+        section_leave(td);
+        return;
     }
-    while (td->head != tail && atomic_load(&td->running)) {
-        uint32_t armed = td->fault_armed;
+    while (e->head != tail && e->running) {
+        if (atomic_load_explicit(&td->park_req, memory_order_relaxed))
+            break;
+        uint32_t armed = e->fault_armed;
         if (armed == TESTDEV_FAULT_HANG) {
-            td->fault_armed = TESTDEV_FAULT_NONE;
-            td->hung = true;
+            e->fault_armed = TESTDEV_FAULT_NONE;
+            e->hung = true;
             break;
         }
         if (armed == TESTDEV_FAULT_DISCONNECT) {
-            td->fault_armed = TESTDEV_FAULT_NONE;
+            e->fault_armed = TESTDEV_FAULT_NONE;
             npv_vus_disconnect(td->srv);
             break;
         }
         struct testdev_desc d;
-        uint64_t slot = td->ring_base + (uint64_t)(td->head & (td->ring_entries - 1)) * sizeof(d);
         uint64_t bad = 0;
-        uint32_t e;
-        if (npv_vus_dma_read(td->srv, slot, &d, sizeof(d)) < 0) {
-            e = TESTDEV_ERR_DMA;
-            bad = slot;
-            memset(&d, 0, sizeof(d));
-        } else {
-            e = execute(td, &d, &bad);
-        }
-        td->head++;
-        td->completed++;
-        if (e != TESTDEV_ERR_NONE) {
-            td->err = e;
-            td->err_index = td->head - 1;
-            td->err_iova = bad;
-            if (e == TESTDEV_ERR_DMA)
-                dma_fault(td, bad);
-            else
-                td->status |= TESTDEV_STATUS_FAULT;
-        }
+        uint32_t err = fetch(td, &d, &bad) < 0 ? TESTDEV_ERR_DMA : execute(td, &d, &bad);
+        e->head++;
+        e->completed++;
         if (d.flags & TESTDEV_DESC_IRQ)
             irq = true;
-        if (e != TESTDEV_ERR_NONE)
+        if (err != TESTDEV_ERR_NONE) {
+            e->err = err;
+            e->err_index = e->head - 1;
+            e->err_iova = bad;
+            engine_fault(td, err == TESTDEV_ERR_DMA, bad);
             break; /* the engine stops at the first failed descriptor */
+        }
     }
-    uint32_t head = td->completed;
-    if (td->fault_armed == TESTDEV_FAULT_WILD_HEAD) {
-        td->fault_armed = TESTDEV_FAULT_NONE;
-        head = tail + td->ring_entries + 7; /* beyond anything the driver submitted */
+    uint32_t head = e->completed;
+    if (e->fault_armed == TESTDEV_FAULT_WILD_HEAD) {
+        e->fault_armed = TESTDEV_FAULT_NONE;
+        head = tail + e->entries + 7; /* beyond anything the driver submitted */
     }
     if (write_status(td, head) < 0)
-        dma_fault(td, td->status_base);
-    if (irq && (td->ctrl & TESTDEV_CTRL_IRQ_ENABLE))
+        engine_fault(td, true, e->status_base);
+    section_leave(td);
+    if (irq && e->irq_enable)
         npv_vus_irq_raise(td->srv, 2 /* MSI-X */, 0);
-    return true;
 }
 
+/* Nothing to fetch: wait for the event loop (which parks us to change that) or a timeout. */
+static void poller_idle(struct npv_testdev_model *td)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 10000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&td->lock);
+    if (!atomic_load(&td->park_req) && !atomic_load(&td->stop))
+        pthread_cond_timedwait(&td->cond, &td->lock, &ts);
+    pthread_mutex_unlock(&td->lock);
+}
+
+/*
+ * The doorbell is shared memory: it is looked at on every pass, with an
+ * acquire load (the descriptors the driver wrote before it are then
+ * visible), so a doorbell is answered within one PAUSE. The clock is read
+ * only every TESTDEV_CLOCK_EVERY idle passes, to nap after TESTDEV_SPIN_NS of
+ * idleness so an idle model leaves the CPU.
+ */
 static void *poller_main(void *arg)
 {
     struct npv_testdev_model *td = arg;
-    int64_t idle_since = now_ns();
+    struct engine *e = &td->eng;
+    int64_t idle_since = 0;
+    uint32_t spins = 0;
+    bool napping = false;
 
-    pthread_mutex_lock(&td->lock);
-    while (!atomic_load(&td->stop)) {
-        if (!atomic_load(&td->running) || td->hung) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 10000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&td->cond, &td->lock, &ts);
-            idle_since = now_ns();
+    while (!atomic_load_explicit(&td->stop, memory_order_relaxed)) {
+        if (atomic_load_explicit(&td->park_req, memory_order_acquire)) {
+            poller_park(td);
+            spins = 0;
+            napping = false;
             continue;
         }
-        if (process(td)) {
-            idle_since = now_ns();
+        if (!e->running || e->hung) {
+            poller_idle(td);
             continue;
         }
-        pthread_mutex_unlock(&td->lock);
-        /* Spin first (a doorbell answered in ns), then nap so an idle model leaves the CPU. */
-        if (now_ns() - idle_since < TESTDEV_SPIN_NS) {
-            for (int i = 0; i < 64; i++)
-                cpu_relax();
-        } else {
+        uint32_t tail = __atomic_load_n(td->doorbell, __ATOMIC_ACQUIRE);
+        if (tail != e->head) {
+            process(td, tail);
+            spins = 0;
+            napping = false;
+            continue;
+        }
+        if (napping) {
             struct timespec nap = {.tv_sec = 0, .tv_nsec = TESTDEV_NAP_NS};
             nanosleep(&nap, NULL);
+            continue;
         }
-        pthread_mutex_lock(&td->lock);
+        if ((++spins & (TESTDEV_CLOCK_EVERY - 1)) == 0) {
+            int64_t now = now_ns();
+            if (spins == TESTDEV_CLOCK_EVERY)
+                idle_since = now;
+            else if (now - idle_since >= TESTDEV_SPIN_NS)
+                napping = true;
+        }
+        cpu_relax();
     }
+    pthread_mutex_lock(&td->lock);
+    td->poller_exited = true;
+    pthread_cond_broadcast(&td->cond);
     pthread_mutex_unlock(&td->lock);
     return NULL;
 }
@@ -343,6 +509,7 @@ static int reg_access64(uint64_t *reg, uint64_t off, uint64_t base, void *buf, s
     return -EINVAL;
 }
 
+/* Under lock, parked. */
 static int ctrl_write(struct npv_testdev_model *td, uint32_t v)
 {
     if (v & TESTDEV_CTRL_RESET) {
@@ -359,9 +526,10 @@ static int ctrl_write(struct npv_testdev_model *td, uint32_t v)
     if ((td->ctrl & TESTDEV_CTRL_ENABLE) && !(old & TESTDEV_CTRL_ENABLE))
         engine_enable(td);
     else if (!(td->ctrl & TESTDEV_CTRL_ENABLE) && (old & TESTDEV_CTRL_ENABLE)) {
-        atomic_store(&td->running, false);
+        td->eng.running = false;
         td->status &= ~TESTDEV_STATUS_RUNNING;
     }
+    td->eng.irq_enable = (td->ctrl & TESTDEV_CTRL_IRQ_ENABLE) != 0;
     return 0;
 }
 
@@ -408,7 +576,9 @@ static int regs_access(void *arg, uint32_t index, uint64_t off, void *buf, size_
         memcpy(&v32, buf, 4);
         switch (off) {
         case TESTDEV_REG_CTRL:
+            park(td);
             r = ctrl_write(td, v32);
+            unpark(td);
             break;
         case TESTDEV_REG_RING_ENTRIES:
             td->ring_entries = v32;
@@ -416,8 +586,11 @@ static int regs_access(void *arg, uint32_t index, uint64_t off, void *buf, size_
         case TESTDEV_REG_FAULT_INJECT:
             if (v32 == TESTDEV_FAULT_FAIL_RESET)
                 td->fail_reset = true;
-            else if (v32 <= TESTDEV_FAULT_DISCONNECT)
-                td->fault_armed = v32;
+            else if (v32 <= TESTDEV_FAULT_DISCONNECT) {
+                park(td);
+                td->eng.fault_armed = v32;
+                unpark(td);
+            }
             break;
         default:
             break; /* read-only or unassigned: dropped */
@@ -462,7 +635,9 @@ static int model_reset(void *arg)
         td->fail_reset = false;
         r = -EIO;
     } else {
+        park(td);
         engine_reset(td);
+        unpark(td);
     }
     pthread_mutex_unlock(&td->lock);
     return r;
@@ -473,9 +648,12 @@ static void model_disconnect(void *arg)
     struct npv_testdev_model *td = arg;
     /* The client's memory is gone: stop fetching, keep the registers. */
     pthread_mutex_lock(&td->lock);
+    park(td);
     td->ctrl &= ~TESTDEV_CTRL_ENABLE;
     td->status &= ~TESTDEV_STATUS_RUNNING;
-    atomic_store(&td->running, false);
+    td->eng.running = false;
+    td->eng.xlat_ok = false;
+    unpark(td);
     pthread_mutex_unlock(&td->lock);
 }
 
@@ -488,7 +666,7 @@ int npv_testdev_model_new(struct npv_ctx *ctx, struct npv_testdev_model **out)
     pthread_mutex_init(&td->lock, NULL);
     pthread_cond_init(&td->cond, NULL);
     atomic_init(&td->stop, false);
-    atomic_init(&td->running, false);
+    atomic_init(&td->park_req, false);
 
     struct npv_vus_config cfg = {
         .vendor_id = TESTDEV_PCI_VENDOR,
