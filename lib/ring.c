@@ -13,9 +13,14 @@
 
 #include "ctx_internal.h"
 #include "deadline.h"
+#include "ring_inflight.h"
 
 #define RING_DEFAULT_SPIN_NS 20000u
-/* Poll loops read the clock once per this many empty polls (power of two). */
+/*
+ * Poll loops read the clock once per this many empty polls (power of two),
+ * the first time only after that many: a completion that is already there,
+ * or comes within them, costs no clock read.
+ */
 #define RING_CLOCK_EVERY 16u
 
 struct npv_ring {
@@ -130,7 +135,7 @@ static volatile uint32_t *status_word(const struct npv_ring_config *c, uint32_t 
 /* The device restarts at index 0 with an empty status block. */
 static void ring_restart_indexes(struct npv_ring *r)
 {
-    r->dev_base = npv_inflight_tail(r->jobs);
+    r->dev_base = r->jobs->tail;
     r->dev_head = 0;
     r->rung = r->dev_base;
     r->last_error = 0;
@@ -211,7 +216,7 @@ int npv_ring_next(struct npv_ring *r, uint64_t cookie, void **desc)
     if (r->dead)
         return -EIO;
     uint32_t seq;
-    int rc = npv_inflight_add(r->jobs, cookie, 0, &seq);
+    int rc = inflight_add(r->jobs, cookie, 0, &seq);
     if (rc < 0)
         return rc;
     *desc = r->desc + (size_t)((seq - r->dev_base) & r->mask) * r->cfg.desc_size;
@@ -230,7 +235,7 @@ int npv_ring_push(struct npv_ring *r, const void *desc, uint64_t cookie)
 
 int npv_ring_submit(struct npv_ring *r)
 {
-    uint32_t tail = npv_inflight_tail(r->jobs);
+    uint32_t tail = r->jobs->tail;
     uint32_t n = tail - r->rung;
     if (n == 0 || r->dead)
         return 0;
@@ -298,7 +303,7 @@ static int ring_collect(struct npv_ring *r)
     }
     if (r->error_word != NULL)
         ring_take_error(r, r->dev_head, n);
-    npv_inflight_complete(r->jobs, r->dev_base + head);
+    inflight_complete(r->jobs, r->dev_base + head);
     r->dev_head = head;
     r->stats.completed += n;
     return 0;
@@ -309,7 +314,7 @@ int npv_ring_poll(struct npv_ring *r, struct npv_cpl *cpl, unsigned max)
     int rc = ring_collect(r);
     if (rc < 0)
         return rc;
-    return (int)npv_inflight_reap(r->jobs, cpl, max);
+    return (int)inflight_reap(r->jobs, cpl, max);
 }
 
 static int ring_timed_out(struct npv_ring *r)
@@ -327,7 +332,7 @@ static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
         int rc = ring_collect(r);
         if (rc < 0)
             return rc;
-        if (npv_inflight_unreaped(r->jobs) >= min)
+        if (inflight_unreaped(r->jobs) >= min)
             return 0;
         uint64_t now = npv_now_ns();
         if (now >= deadline)
@@ -340,23 +345,42 @@ static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
     }
 }
 
-static int ring_spin(struct npv_ring *r, unsigned min, uint64_t until, bool *reached)
+static uint64_t add_sat(uint64_t a, uint64_t b)
 {
+    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+/*
+ * Spin until min completions are collected, or until span nanoseconds after
+ * *start. *start 0: the clock is first read after RING_CLOCK_EVERY polls and
+ * that reading becomes *start (so a bound counts from at most that many polls
+ * after the call). *reached: the time ran out first.
+ */
+static int ring_spin(struct npv_ring *r, unsigned min, uint64_t span, uint64_t *start,
+                     bool *reached)
+{
+    uint64_t until = *start != 0 ? add_sat(*start, span) : 0;
     *reached = false;
     for (uint32_t i = 1;; i++) {
         int rc = ring_collect(r);
         if (rc < 0)
             return rc;
-        if (npv_inflight_unreaped(r->jobs) >= min)
+        if (inflight_unreaped(r->jobs) >= min)
             return 0;
-        if ((i & (RING_CLOCK_EVERY - 1)) == 0 && npv_now_ns() >= until) {
-            /* One last look: the deadline may have passed while the device finished. */
-            rc = ring_collect(r);
-            if (rc < 0)
-                return rc;
-            if (npv_inflight_unreaped(r->jobs) < min)
-                *reached = true;
-            return 0;
+        if ((i & (RING_CLOCK_EVERY - 1)) == 0) {
+            uint64_t now = npv_now_ns();
+            if (*start == 0) {
+                *start = now;
+                until = add_sat(now, span);
+            } else if (now >= until) {
+                /* One last look: the deadline may have passed while the device finished. */
+                rc = ring_collect(r);
+                if (rc < 0)
+                    return rc;
+                if (inflight_unreaped(r->jobs) < min)
+                    *reached = true;
+                return 0;
+            }
         }
         cpu_relax();
     }
@@ -369,34 +393,33 @@ int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsigned min
         return -EINVAL;
     if (mode != NPV_RING_WAIT_POLL && (mode > NPV_RING_WAIT_HYBRID || r->cfg.irq == NULL))
         return -EINVAL;
-    if (npv_inflight_unreaped(r->jobs) < min) {
-        if (npv_inflight_unfinished(r->jobs) + npv_inflight_unreaped(r->jobs) < min)
+    if (inflight_unreaped(r->jobs) < min) {
+        if (inflight_unfinished(r->jobs) + inflight_unreaped(r->jobs) < min)
             return -EINVAL;
-        uint64_t start = npv_now_ns();
-        uint64_t deadline = npv_deadline_after(timeout_ns);
+        uint64_t start = 0;
         int rc;
         bool reached;
         switch (mode) {
         case NPV_RING_WAIT_POLL:
-            rc = ring_spin(r, min, deadline, &reached);
+            rc = ring_spin(r, min, timeout_ns, &start, &reached);
             if (rc == 0 && reached)
                 rc = ring_timed_out(r);
             break;
         case NPV_RING_WAIT_HYBRID: {
-            uint64_t spin_until = timeout_ns < r->cfg.spin_ns ? deadline : start + r->cfg.spin_ns;
-            rc = ring_spin(r, min, spin_until, &reached);
+            uint64_t span = timeout_ns < r->cfg.spin_ns ? timeout_ns : r->cfg.spin_ns;
+            rc = ring_spin(r, min, span, &start, &reached);
             if (rc == 0 && reached)
-                rc = ring_wait_irq(r, min, deadline);
+                rc = ring_wait_irq(r, min, add_sat(start, timeout_ns));
             break;
         }
         default:
-            rc = ring_wait_irq(r, min, deadline);
+            rc = ring_wait_irq(r, min, npv_deadline_after(timeout_ns));
             break;
         }
         if (rc < 0)
             return rc;
     }
-    return (int)npv_inflight_reap(r->jobs, cpl, max);
+    return (int)inflight_reap(r->jobs, cpl, max);
 }
 
 void npv_ring_stats(const struct npv_ring *r, struct npv_ring_stats *st)

@@ -4,32 +4,12 @@
  * completion and the fan-out of a failure. Shared by ring-shaped and
  * register-driven devices.
  *
- * Three free-running sequence numbers split the jobs:
- *   [head, done)  finished, waiting to be reaped
- *   [done, tail)  in flight
- * tail - head <= capacity, so a slot (seq & mask) is reused only after its
- * job was reaped.
+ * The table's layout and per-job operations are in ring_inflight.h.
  */
-#include <errno.h>
 #include <stdlib.h>
 
-#include <npuvfio/ring.h>
-
 #include "ctx_internal.h"
-
-struct npv_inflight_slot {
-    uint64_t cookie;
-    uint64_t deadline_ns;
-    int32_t status;
-    uint32_t dev_error;
-};
-
-struct npv_inflight {
-    struct npv_ctx *ctx;
-    uint32_t mask;
-    uint32_t head, done, tail;
-    struct npv_inflight_slot *slots;
-};
+#include "ring_inflight.h"
 
 int npv_inflight_new(struct npv_ctx *ctx, uint32_t capacity, struct npv_inflight **out)
 {
@@ -61,25 +41,16 @@ void npv_inflight_free(struct npv_inflight *t)
 
 int npv_inflight_add(struct npv_inflight *t, uint64_t cookie, uint64_t deadline_ns, uint32_t *seq)
 {
-    if (t->tail - t->head > t->mask)
-        return -EAGAIN;
-    struct npv_inflight_slot *s = &t->slots[t->tail & t->mask];
-    s->cookie = cookie;
-    s->deadline_ns = deadline_ns;
-    s->status = 0;
-    s->dev_error = 0;
-    if (seq != NULL)
-        *seq = t->tail;
-    t->tail++;
-    return 0;
+    uint32_t s;
+    int rc = inflight_add(t, cookie, deadline_ns, &s);
+    if (rc == 0 && seq != NULL)
+        *seq = s;
+    return rc;
 }
 
 int npv_inflight_complete(struct npv_inflight *t, uint32_t end)
 {
-    if (end - t->done > t->tail - t->done)
-        return -NPV_EDEVFAULT;
-    t->done = end;
-    return 0;
+    return inflight_complete(t, end);
 }
 
 int npv_inflight_set_status(struct npv_inflight *t, uint32_t seq, int32_t status,
@@ -107,26 +78,17 @@ uint32_t npv_inflight_fail_all(struct npv_inflight *t, int32_t first_status, int
 
 unsigned npv_inflight_reap(struct npv_inflight *t, struct npv_cpl *cpl, unsigned max)
 {
-    uint32_t avail = t->done - t->head;
-    unsigned n = avail < max ? (unsigned)avail : max;
-    for (unsigned i = 0; i < n; i++) {
-        const struct npv_inflight_slot *s = &t->slots[(t->head + i) & t->mask];
-        cpl[i].cookie = s->cookie;
-        cpl[i].status = s->status;
-        cpl[i].dev_error = s->dev_error;
-    }
-    t->head += n;
-    return n;
+    return inflight_reap(t, cpl, max);
 }
 
 uint32_t npv_inflight_unfinished(const struct npv_inflight *t)
 {
-    return t->tail - t->done;
+    return inflight_unfinished(t);
 }
 
 uint32_t npv_inflight_unreaped(const struct npv_inflight *t)
 {
-    return t->done - t->head;
+    return inflight_unreaped(t);
 }
 
 uint32_t npv_inflight_done(const struct npv_inflight *t)

@@ -226,7 +226,10 @@ NPV_API int npv_ring_poll(struct npv_ring *r, struct npv_cpl *cpl, unsigned max)
  * cpl, or timeout_ns passes. Returns how many (>= min), -ETIMEDOUT (the ring
  * recovered as above; jobs failed by it are returned by the next calls),
  * -NPV_EDEVFAULT, -EINVAL (IRQ mode without an irq; min > max; min more than
- * the jobs in flight), or an error of the interrupt wait.
+ * the jobs in flight), or an error of the interrupt wait. In POLL and HYBRID
+ * modes timeout_ns counts from the wait's first clock reading, taken after a
+ * few empty polls (a completion already there, or arriving within them, costs
+ * no clock read).
  */
 NPV_API int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsigned min,
                           uint64_t timeout_ns, struct npv_cpl *cpl, unsigned max);
