@@ -397,6 +397,36 @@ static const struct npv_dev_ops iommufd_ops = {
     .close = iommufd_close,
 };
 
+/* Words for a failed VFIO_DEVICE_BIND_IOMMUFD, and the errno the caller should see. */
+static int bind_error(struct npv_ctx *ctx, const char *name, int err)
+{
+    switch (err) {
+    case -EPERM:
+        npv_err(ctx,
+                "%s: VFIO_DEVICE_BIND_IOMMUFD: EPERM: the platform cannot isolate MSI (no "
+                "interrupt remapping); iommufd.allow_unsafe_interrupts=1 overrides this at "
+                "your own risk",
+                name);
+        return err;
+    case -EINVAL:
+        /* vfio_df_open: a device already open through its cdev cannot be bound again. */
+        npv_err(ctx,
+                "%s: VFIO_DEVICE_BIND_IOMMUFD: EINVAL: the function is already open (in this "
+                "process or another); the kernel allows one open per function",
+                name);
+        return -EBUSY;
+    case -EBUSY:
+        npv_err(ctx,
+                "%s: VFIO_DEVICE_BIND_IOMMUFD: EBUSY: the device is in use, or another "
+                "function of its IOMMU group is on a host driver",
+                name);
+        return err;
+    default:
+        npv_err(ctx, "%s: VFIO_DEVICE_BIND_IOMMUFD: %s", name, npv_strerror(err));
+        return err;
+    }
+}
+
 static int open_cdev(struct iommufd_dev *fd_dev)
 {
     struct npv_ctx *ctx = fd_dev->ctx;
@@ -425,20 +455,7 @@ static int open_cdev(struct iommufd_dev *fd_dev)
 
     struct vfio_device_bind_iommufd bind = {.argsz = sizeof(bind), .iommufd = iommufd};
     if (ioctl(fd, VFIO_DEVICE_BIND_IOMMUFD, &bind) < 0) {
-        ret = -errno;
-        if (ret == -EPERM)
-            npv_err(ctx,
-                    "%s: VFIO_DEVICE_BIND_IOMMUFD: EPERM: the platform cannot isolate MSI "
-                    "(no interrupt remapping); iommufd.allow_unsafe_interrupts=1 overrides "
-                    "this at your own risk",
-                    fd_dev->name);
-        else if (ret == -EBUSY)
-            npv_err(ctx,
-                    "%s: VFIO_DEVICE_BIND_IOMMUFD: EBUSY: the device is in use, or another "
-                    "function of its IOMMU group is on a host driver",
-                    fd_dev->name);
-        else
-            npv_err(ctx, "%s: VFIO_DEVICE_BIND_IOMMUFD: %s", fd_dev->name, npv_strerror(ret));
+        ret = bind_error(ctx, fd_dev->name, -errno);
         goto err_close;
     }
     fd_dev->devid = bind.out_devid;

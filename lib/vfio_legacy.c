@@ -251,9 +251,9 @@ static int open_group(struct legacy *lg)
         int err = -errno;
         if (err == -EBUSY)
             npv_err(ctx,
-                    "%s: %s is already open (by another process, or by this one for "
-                    "another function of the group; one open function per group is "
-                    "supported on the legacy backend)",
+                    "%s: %s is already open, by another process or by this one (the "
+                    "kernel allows one open of a group, so the legacy backend opens one "
+                    "function per IOMMU group)",
                     lg->name, path);
         else if (err == -ENOENT)
             npv_err(ctx, "%s: %s does not exist: is the function bound to vfio-pci?", lg->name,
