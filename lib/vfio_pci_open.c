@@ -33,13 +33,21 @@ int npv_vfio_check_viable(struct npv_ctx *ctx, const char *bdf)
     }
     if (ret == 1)
         return 0;
+    /* One line: callers such as the CLI report the last error line as the reason. */
+    char list[NPV_MAX_BLOCKERS * (NPV_PCI_ADDR_LEN + NPV_PCI_DRIVER_LEN + 8)] = "";
+    size_t off = 0;
+    for (size_t i = 0; i < n && i < NPV_MAX_BLOCKERS && off < sizeof(list); i++) {
+        int w = snprintf(list + off, sizeof(list) - off, "%s%s (driver %s)", i ? ", " : "",
+                         blockers[i].addr, blockers[i].driver[0] ? blockers[i].driver : "?");
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
     npv_err(ctx,
-            "%s: its IOMMU group is not viable: %zu other function(s) are bound to host "
-            "drivers; bind them to vfio-pci or unbind them",
-            bdf, n);
-    for (size_t i = 0; i < n && i < NPV_MAX_BLOCKERS; i++)
-        npv_err(ctx, "%s:   blocker %s (driver %s)", bdf, blockers[i].addr,
-                blockers[i].driver[0] ? blockers[i].driver : "?");
+            "%s: its IOMMU group is not viable: %s%s on a host driver; bind %s to vfio-pci or "
+            "unbind %s",
+            bdf, list, n > NPV_MAX_BLOCKERS ? ", ..." : "", n == 1 ? "it" : "them",
+            n == 1 ? "it" : "them");
     return -NPV_ENOTVIABLE;
 }
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <npuvfio/dev.h>
 #include <npuvfio/domain.h>
@@ -33,7 +34,15 @@ static void print_text(struct npv_dev *dev, struct npv_domain *dom, const struct
     printf("    backend:        %s\n", npv_transport_name(npv_dev_transport(dev)));
     printf("    reset:          %s\n", di->flags & NPV_DEV_FLAG_RESET ? "yes" : "no");
     printf("    coherent DMA:   %s\n", npv_dev_coherent(dev) ? "yes" : "no");
-    printf("    no-snoop off:   %s\n", npv_dev_no_snoop_cleared(dev) ? "yes" : "no");
+    /*
+     * Open clears Enable No Snoop when the IOMMU does not enforce coherency and
+     * fails if it cannot; a non-coherent device left with it set therefore has
+     * no PCI Express capability, and so no No Snoop attribute to clear.
+     */
+    const char *ns = npv_dev_no_snoop_cleared(dev) ? "yes"
+                     : npv_dev_coherent(dev)       ? "no (not needed: coherent)"
+                                                   : "no (no PCIe capability: nothing to clear)";
+    printf("    no-snoop off:   %s\n", ns);
     printf("    regions:\n");
     for (uint32_t i = 0; i < di->num_regions; i++) {
         struct npv_region_info ri;
@@ -148,9 +157,13 @@ int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j, char *
         else
             print_text(dev, dom, &di);
     } else {
+        /* The library's messages start with the address the CLI's own line already names. */
+        const char *reason = cli->last_err[0] ? cli->last_err : npv_strerror(ret);
+        size_t clen = strlen(canon);
+        if (strncmp(reason, canon, clen) == 0 && strncmp(reason + clen, ": ", 2) == 0)
+            reason += clen + 2;
         char why[sizeof(cli->last_err) + 64];
-        snprintf(why, sizeof(why), "cannot %s: %s", stage,
-                 cli->last_err[0] ? cli->last_err : npv_strerror(ret));
+        snprintf(why, sizeof(why), "cannot %s: %s", stage, reason);
         snprintf(why_out, len, "%s", why);
         if (j != NULL) {
             json_begin_object(j);
