@@ -11,19 +11,23 @@
 # serial console.
 #
 # usage: run-guest.sh --kernel debian|custom --backend legacy|iommufd
-#                     --work DIR [--timeout SECONDS] PROGRAM...
+#                     --work DIR [--timeout SECONDS] [--tool PATH]... PROGRAM...
+# A --tool goes to the guest's /bin (the npuvfio CLI, which /init then uses
+# to bind edu); a PROGRAM goes to /tests and is run. Dynamically linked ones
+# bring their shared libraries along.
 # Prints every verdict line, then "N passed, N failed". Exits 0 only when the
 # guest ran to the end and nothing failed; never passes without running: a
 # missing QEMU, kernel or busybox is a failure with its reason.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-kernel="" backend="" work="" timeout=240 progs=()
+kernel="" backend="" work="" timeout=240 progs=() tools=()
 while [ $# -gt 0 ]; do
   case $1 in
     --kernel) kernel=$2; shift 2 ;;
     --backend) backend=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
+    --tool) tools+=("$2"); shift 2 ;;
     -*) echo "run-guest: unknown option $1" >&2; exit 2 ;;
     *) progs+=("$1"); shift ;;
   esac
@@ -79,17 +83,27 @@ fi
 cp "$busybox" "$work/root/bin/busybox"
 for a in $("$busybox" --list); do [ "$a" = busybox ] || ln -sf busybox "$work/root/bin/$a"; done
 cp "$here/guest-init.sh" "$work/root/init"
+# A dynamically linked executable (sanitizer builds, the CLI) brings its libraries along.
+copy_libs() {
+  file -L "$1" | grep -q 'ELF.*dynamically linked' || return 0
+  local libs
+  libs=$(ldd "$1" | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}') || fail "ldd $1 failed"
+  for lib in $libs; do
+    mkdir -p "$work/root$(dirname "$lib")"
+    cp -L "$lib" "$work/root$lib"
+  done
+  [ -e "$work/root/lib64" ] || ln -s lib "$work/root/lib64" 2>/dev/null || true
+}
 for p in "${progs[@]}"; do
   [ -x "$p" ] || fail "guest program $p missing"
   cp "$p" "$work/root/tests/"
-  # A dynamically linked program (sanitizer builds) brings its libraries along.
-  if ! file -L "$p" | grep -q 'statically linked'; then
-    ldd "$p" | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}' | while read -r lib; do
-      mkdir -p "$work/root$(dirname "$lib")"
-      cp -L "$lib" "$work/root$lib"
-    done
-    [ -e "$work/root/lib64" ] || ln -s lib "$work/root/lib64" 2>/dev/null || true
-  fi
+  copy_libs "$p"
+done
+for p in "${tools[@]}"; do
+  [ -x "$p" ] || fail "guest tool $p missing"
+  rm -f "$work/root/bin/${p##*/}" # a busybox applet link of the same name would be written through
+  cp "$p" "$work/root/bin/"
+  copy_libs "$p"
 done
 (cd "$work/root" && find . | cpio -o -H newc --quiet | gzip -1) > "$work/initrd.gz"
 
