@@ -111,15 +111,23 @@ static struct journal_entry *next_entry(const struct npv_domain *dom, struct jou
 
 /*
  * The usable ranges: the aperture, narrowed by the ranges of every sink (and
- * of extra), minus the reserved ranges.
+ * of extra), minus the reserved ranges. A sink's ranges are read through
+ * sink_ranges so that a change can be checked before it is made.
  */
-static int narrow(struct npv_iova_range **cur, size_t *ncur, const struct npv_iommu_sink *s)
+struct ranges_override {
+    const struct npv_iommu_sink *sink; /* whose ranges are replaced, or NULL */
+    const struct npv_iova_range *ranges;
+    size_t n;
+};
+
+static int narrow(struct npv_iova_range **cur, size_t *ncur, const struct npv_iova_range *r,
+                  size_t n)
 {
-    if (s->ranges == NULL || s->nr_ranges == 0)
+    if (r == NULL || n == 0)
         return 0;
     struct npv_iova_range *next = NULL;
     size_t nnext = 0;
-    int ret = npv_ranges_intersect(*cur, *ncur, s->ranges, s->nr_ranges, &next, &nnext);
+    int ret = npv_ranges_intersect(*cur, *ncur, r, n, &next, &nnext);
     if (ret < 0)
         return ret;
     free(*cur);
@@ -128,8 +136,17 @@ static int narrow(struct npv_iova_range **cur, size_t *ncur, const struct npv_io
     return 0;
 }
 
+static int narrow_by_sink(struct npv_iova_range **cur, size_t *ncur, const struct npv_iommu_sink *s,
+                          const struct ranges_override *ov)
+{
+    if (ov != NULL && ov->sink == s)
+        return narrow(cur, ncur, ov->ranges, ov->n);
+    return narrow(cur, ncur, s->ranges, s->nr_ranges);
+}
+
 static int compute_usable(const struct npv_domain *dom, const struct npv_iommu_sink *extra,
-                          struct npv_iova_range **out, size_t *nout)
+                          const struct ranges_override *ov, struct npv_iova_range **out,
+                          size_t *nout)
 {
     struct npv_iova_range *cur = malloc(sizeof(*cur));
     size_t ncur = 1;
@@ -138,12 +155,24 @@ static int compute_usable(const struct npv_domain *dom, const struct npv_iommu_s
     *cur = dom->aperture;
     int ret = 0;
     for (const struct npv_iommu_sink *s = dom->sinks; s != NULL && ret == 0; s = s->next)
-        ret = narrow(&cur, &ncur, s);
+        ret = narrow_by_sink(&cur, &ncur, s, ov);
     if (ret == 0 && extra != NULL)
-        ret = narrow(&cur, &ncur, extra);
+        ret = narrow_by_sink(&cur, &ncur, extra, ov);
     if (ret == 0)
         ret = npv_ranges_subtract(cur, ncur, dom->reserved, dom->nr_reserved, out, nout);
     free(cur);
+    return ret;
+}
+
+/* Recompute the usable space and give it to the allocator; all or nothing. */
+static int apply_usable(struct npv_domain *dom, const struct ranges_override *ov)
+{
+    struct npv_iova_range *usable = NULL;
+    size_t nusable = 0;
+    int ret = compute_usable(dom, NULL, ov, &usable, &nusable);
+    if (ret == 0)
+        ret = npv_iova_space_set_ranges(&dom->iova, usable, nusable);
+    free(usable);
     return ret;
 }
 
@@ -238,12 +267,7 @@ int npv_domain_reserve(struct npv_domain *dom, npv_iova_t start, npv_iova_t last
         goto out;
     dom->reserved = r;
     r[dom->nr_reserved++] = (struct npv_iova_range){start, last};
-    struct npv_iova_range *usable = NULL;
-    size_t nusable = 0;
-    ret = compute_usable(dom, NULL, &usable, &nusable);
-    if (ret == 0)
-        ret = npv_iova_space_set_ranges(&dom->iova, usable, nusable);
-    free(usable);
+    ret = apply_usable(dom, NULL);
     if (ret < 0)
         dom->nr_reserved--;
 out:
@@ -352,7 +376,7 @@ int npv_domain_add_sink(struct npv_domain *dom, struct npv_iommu_sink *sink)
     int ret = -EEXIST;
     if (has_sink(dom, sink))
         goto out;
-    ret = compute_usable(dom, sink, &usable, &nusable);
+    ret = compute_usable(dom, sink, NULL, &usable, &nusable);
     if (ret < 0)
         goto out;
     if (!npv_iova_space_fits(&dom->iova, usable, nusable)) {
@@ -406,12 +430,7 @@ void npv_domain_remove_sink(struct npv_domain *dom, struct npv_iommu_sink *sink,
     if (unmap)
         unmap_err = unmap_journal(dom, sink, NULL);
     /* Widening cannot strand a mapping; on -ENOMEM the narrower ranges stay, which is safe. */
-    struct npv_iova_range *usable = NULL;
-    size_t nusable = 0;
-    range_err = compute_usable(dom, NULL, &usable, &nusable);
-    if (range_err == 0)
-        range_err = npv_iova_space_set_ranges(&dom->iova, usable, nusable);
-    free(usable);
+    range_err = apply_usable(dom, NULL);
     pthread_mutex_unlock(&dom->lock);
     if (unmap_err < 0)
         npv_err(dom->ctx, "%s: unmapping the domain's mappings failed: %s", sink->ops->name,
@@ -433,21 +452,62 @@ struct npv_iommu_sink *npv_domain_find_sink(struct npv_domain *dom,
     return s;
 }
 
-int npv_domain_refresh_ranges(struct npv_domain *dom)
+static int dup_ranges(const struct npv_iova_range *r, size_t n, struct npv_iova_range **out)
 {
-    if (dom == NULL)
+    *out = NULL;
+    if (r == NULL || n == 0)
+        return 0;
+    if (n > SIZE_MAX / sizeof(*r))
+        return -ENOMEM;
+    *out = malloc(n * sizeof(*r));
+    if (*out == NULL)
+        return -ENOMEM;
+    memcpy(*out, r, n * sizeof(*r));
+    return 0;
+}
+
+static void swap_sink_ranges(struct npv_iommu_sink *sink, struct npv_iova_range *copy, size_t n)
+{
+    free((void *)sink->ranges);
+    sink->ranges = copy;
+    sink->nr_ranges = copy != NULL ? n : 0;
+}
+
+int npv_domain_set_sink_ranges(struct npv_domain *dom, struct npv_iommu_sink *sink,
+                               const struct npv_iova_range *ranges, size_t n)
+{
+    if (sink == NULL || (ranges == NULL && n != 0))
         return -EINVAL;
-    struct npv_iova_range *usable = NULL;
-    size_t nusable = 0;
+    struct npv_iova_range *copy = NULL;
+    int ret = dup_ranges(ranges, n, &copy);
+    if (ret < 0)
+        return ret;
+    if (dom == NULL) {
+        swap_sink_ranges(sink, copy, n);
+        return 0;
+    }
     pthread_mutex_lock(&dom->lock);
-    int ret = compute_usable(dom, NULL, &usable, &nusable);
-    if (ret == 0)
-        ret = npv_iova_space_set_ranges(&dom->iova, usable, nusable);
+    ret = -ENOENT;
+    if (has_sink(dom, sink)) {
+        const struct ranges_override ov = {sink, copy, copy != NULL ? n : 0};
+        ret = apply_usable(dom, &ov);
+    }
+    if (ret == 0) {
+        swap_sink_ranges(sink, copy, n);
+        copy = NULL;
+    }
     pthread_mutex_unlock(&dom->lock);
-    free(usable);
+    free(copy);
     if (ret == -ERANGE)
-        npv_err(dom->ctx, "the IOMMU's new IOVA ranges leave out a mapping of the domain");
+        npv_err(dom->ctx, "%s: its new IOVA ranges leave out a mapping of the domain",
+                sink->ops->name);
     return ret;
+}
+
+void npv_iommu_sink_fini(struct npv_iommu_sink *sink)
+{
+    if (sink != NULL)
+        swap_sink_ranges(sink, NULL, 0);
 }
 
 /* ---- the journal ---- */

@@ -33,7 +33,12 @@ struct npv_iommu_sink_ops {
 struct npv_iommu_sink {
     const struct npv_iommu_sink_ops *ops;
     void *priv;
-    /* The IOVA ranges this IOMMU accepts; NULL/0 means no limit. Owned by the sink's owner. */
+    /*
+     * The IOVA ranges this IOMMU accepts; NULL/0 means no limit. A copy made
+     * and freed by domain.c only (npv_domain_set_sink_ranges,
+     * npv_iommu_sink_fini), read under the lock of the domain the sink is in,
+     * so a backend never frees an array a domain may be reading.
+     */
     const struct npv_iova_range *ranges;
     size_t nr_ranges;
     /* 1 coherent, 0 not, -1 not a kernel IOMMU (host shared memory). */
@@ -55,8 +60,19 @@ void npv_domain_remove_sink(struct npv_domain *dom, struct npv_iommu_sink *sink,
 /* The first sink with these ops, or NULL (for sinks shared per domain, such as an IOAS). */
 struct npv_iommu_sink *npv_domain_find_sink(struct npv_domain *dom,
                                             const struct npv_iommu_sink_ops *ops);
-/* Re-read the sink's ranges after the sink's owner changed them (after an attach). */
-int npv_domain_refresh_ranges(struct npv_domain *dom);
+/*
+ * Give sink the IOVA ranges its IOMMU accepts now (they narrow as devices
+ * attach to an IOAS and widen as they leave). The ranges are copied. With dom
+ * NULL the sink must be in no domain (its owner alone sees it). Otherwise sink
+ * must be in dom (-ENOENT): under dom's lock the new ranges are checked
+ * against dom's mappings (-ERANGE when one would fall outside) and the
+ * domain's usable space and the sink's ranges change together; on failure
+ * neither changes.
+ */
+int npv_domain_set_sink_ranges(struct npv_domain *dom, struct npv_iommu_sink *sink,
+                               const struct npv_iova_range *ranges, size_t n);
+/* Free the sink's copy of its ranges. The sink must be in no domain. Idempotent. */
+void npv_iommu_sink_fini(struct npv_iommu_sink *sink);
 struct npv_ctx *npv_domain_ctx(const struct npv_domain *dom);
 
 /*

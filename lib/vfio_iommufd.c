@@ -69,8 +69,6 @@ struct ioas {
     struct npv_ctx *ctx;
     int iommufd;
     uint32_t id;
-    struct npv_iova_range *ranges;
-    size_t nr_ranges;
 };
 
 struct iommufd_dev {
@@ -177,15 +175,13 @@ static const struct npv_iommu_sink_ops ioas_sink_ops = {
 };
 
 /*
- * Re-read the IOAS's allowed ranges: they narrow as devices attach and widen
- * as they leave. The domain reads sink.ranges under its own lock, inside
- * add_sink/remove_sink/refresh_ranges. iommufd_lock keeps this swap from
- * overlapping those calls when they come from iommufd devices; a legacy or
- * vfio-user device attaching to the same domain in another thread at this
- * very moment is not covered (a domain call that swaps a sink's ranges under
- * the domain lock would close that gap).
+ * Read the IOAS's allowed ranges (they narrow as devices attach and widen as
+ * they leave) and give them to the sink through the domain, which checks them
+ * against its mappings and swaps them under its own lock: a device of another
+ * backend attaching to dom at the same time reads either the old or the new
+ * array, never a freed one. dom is NULL while the IOAS is in no domain yet.
  */
-static int ioas_read_ranges(struct ioas *io)
+static int ioas_read_ranges(struct ioas *io, struct npv_domain *dom)
 {
     struct iommu_ioas_iova_ranges q = {.size = sizeof(q), .ioas_id = io->id};
     struct npv_iova_range *r = NULL;
@@ -195,21 +191,16 @@ static int ioas_read_ranges(struct ioas *io)
         q.allowed_iovas = (uintptr_t)r;
         uint32_t cap = q.num_iovas;
         if (ioctl(io->iommufd, IOMMU_IOAS_IOVA_RANGES, &q) == 0) {
-            if (q.num_iovas > cap || q.num_iovas == 0) {
-                free(r);
-                return -EPROTO;
-            }
-            for (uint32_t i = 0; i < q.num_iovas; i++)
-                if (r[i].start > r[i].last) {
-                    free(r);
-                    return -EPROTO;
-                }
-            free(io->ranges);
-            io->ranges = r;
-            io->nr_ranges = q.num_iovas;
-            io->sink.ranges = r;
-            io->sink.nr_ranges = q.num_iovas;
-            return 0;
+            int ret = 0;
+            if (q.num_iovas > cap || q.num_iovas == 0)
+                ret = -EPROTO;
+            for (uint32_t i = 0; i < q.num_iovas && ret == 0; i++)
+                if (r[i].start > r[i].last)
+                    ret = -EPROTO;
+            if (ret == 0)
+                ret = npv_domain_set_sink_ranges(dom, &io->sink, r, q.num_iovas);
+            free(r);
+            return ret;
         }
         int err = -errno;
         free(r);
@@ -234,7 +225,7 @@ static void ioas_destroy(struct ioas *io)
     /* EBUSY while a device is still on it: it then dies with the iommufd. */
     if (ioctl(io->iommufd, IOMMU_DESTROY, &d) < 0)
         npv_debug(io->ctx, "IOMMU_DESTROY ioas %u: %s", io->id, npv_strerror(-errno));
-    free(io->ranges);
+    npv_iommu_sink_fini(&io->sink);
     free(io);
 }
 
@@ -258,7 +249,7 @@ static int ioas_new(struct npv_ctx *ctx, int iommufd, struct ioas **out)
     io->sink.ops = &ioas_sink_ops;
     io->sink.priv = io;
     io->sink.coherent = 0; /* see the top of this file */
-    int ret = ioas_read_ranges(io);
+    int ret = ioas_read_ranges(io, NULL);
     if (ret < 0) {
         npv_err(ctx, "IOMMU_IOAS_IOVA_RANGES ioas %u: %s", io->id, npv_strerror(ret));
         ioas_destroy(io);
@@ -271,9 +262,7 @@ static int ioas_new(struct npv_ctx *ctx, int iommufd, struct ioas **out)
 /* After a device joined or left io: re-read its ranges and let dom narrow or widen. */
 static void ioas_ranges_changed(struct ioas *io, struct npv_domain *dom)
 {
-    int ret = ioas_read_ranges(io);
-    if (ret == 0)
-        ret = npv_domain_refresh_ranges(dom);
+    int ret = ioas_read_ranges(io, dom);
     if (ret < 0)
         npv_warn(io->ctx, "ioas %u: IOVA ranges not refreshed: %s", io->id, npv_strerror(ret));
 }

@@ -41,8 +41,6 @@ struct legacy {
     int group_id;
     bool coherent;
     struct npv_iommu_sink sink;
-    struct npv_iova_range *ranges;
-    size_t nr_ranges;
 };
 
 struct type1_ranges {
@@ -177,7 +175,7 @@ static void legacy_free(struct legacy *lg)
         close(lg->group); /* detaches the group from the container */
     if (lg->container >= 0)
         close(lg->container); /* drops every mapping left in it */
-    free(lg->ranges);
+    npv_iommu_sink_fini(&lg->sink);
     free(lg);
 }
 
@@ -322,28 +320,33 @@ static int setup_iommu(struct legacy *lg)
     }
 
     void *buf = calloc(1, sizeof(struct vfio_iommu_type1_info));
-    size_t len = 0;
+    size_t len = 0, nr_ranges = 0;
+    struct npv_iova_range *ranges = NULL;
     if (buf == NULL)
         return -ENOMEM;
     int ret = npv_vfio_info_ioctl(lg->container, VFIO_IOMMU_GET_INFO, &buf,
                                   sizeof(struct vfio_iommu_type1_info), &len);
     if (ret == 0)
-        ret = npv_vfio_parse_type1_ranges(buf, len, &lg->ranges, &lg->nr_ranges);
+        ret = npv_vfio_parse_type1_ranges(buf, len, &ranges, &nr_ranges);
+    /* The container is in no domain yet: the sink's ranges are ours alone to set. */
+    if (ret == 0)
+        ret = npv_domain_set_sink_ranges(NULL, &lg->sink, ranges, nr_ranges);
     if (ret == 0)
         check_page_sizes(lg, buf);
+    free(ranges);
     free(buf);
     if (ret < 0) {
         npv_err(ctx, "%s: VFIO_IOMMU_GET_INFO: %s", lg->name, npv_strerror(ret));
         return ret;
     }
-    if (lg->nr_ranges == 0)
+    if (nr_ranges == 0)
         npv_warn(ctx, "%s: the kernel reports no IOVA ranges; reserved regions are unknown",
                  lg->name);
 
     /* Asked after SET_IOMMU: the answer belongs to the IOMMU domains the group now sits in. */
     lg->coherent = ioctl(lg->container, VFIO_CHECK_EXTENSION, VFIO_DMA_CC_IOMMU) > 0;
     npv_debug(ctx, "%s: type1v2 container: %zu IOVA ranges, %scache-coherent IOMMU", lg->name,
-              lg->nr_ranges, lg->coherent ? "" : "not ");
+              nr_ranges, lg->coherent ? "" : "not ");
     return 0;
 }
 
@@ -408,8 +411,6 @@ int npv_vfio_legacy_open(struct npv_ctx *ctx, const char *bdf, const struct npv_
 
     lg->sink.ops = &legacy_sink_ops;
     lg->sink.priv = lg;
-    lg->sink.ranges = lg->ranges;
-    lg->sink.nr_ranges = lg->nr_ranges;
     lg->sink.coherent = lg->coherent ? 1 : 0;
 
     dev = npv_dev_alloc(ctx, &legacy_ops, NPV_TRANSPORT_LEGACY, lg->name, opts);

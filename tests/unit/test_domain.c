@@ -2,6 +2,8 @@
 /* npv_domain with recording fake IOMMU sinks (lib/domain.c). */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include <npuvfio/dma.h>
@@ -333,8 +335,7 @@ START_TEST(domain_sink_ranges_narrow_the_usable_space)
     static const struct npv_iova_range type1[] = {{0, 0xfedfffff}, {0xfef00000, UINT64_MAX}};
     struct fake_sink f;
     fake_sink_init(&f, 1);
-    f.sink.ranges = type1;
-    f.sink.nr_ranges = 2;
+    ck_assert_int_eq(npv_domain_set_sink_ranges(NULL, &f.sink, type1, 2), 0);
     ck_assert_int_eq(npv_domain_add_sink(d, &f.sink), 0);
     ck_assert_int_eq(npv_domain_iova_ranges(d, r, 8), 2);
     ck_assert_uint_eq(r[0].start, 0);
@@ -354,32 +355,120 @@ START_TEST(domain_sink_ranges_narrow_the_usable_space)
     ck_assert_uint_eq(f.nr_live, 0);
     ck_assert_ptr_null(npv_domain_find_sink(d, &fake_sink_ops));
     ck_assert_int_eq(npv_domain_unmap(d, m.iova), 0);
+    npv_iommu_sink_fini(&f.sink);
     npv_domain_put(d);
 }
 END_TEST
 
-START_TEST(domain_refresh_that_strands_a_mapping_fails_and_changes_nothing)
+START_TEST(domain_sink_range_change_that_strands_a_mapping_fails_and_changes_nothing)
 {
-    static struct npv_iova_range ranges[1] = {{0, UINT64_MAX}};
+    static const struct npv_iova_range all[] = {{0, UINT64_MAX}};
+    /* The IOMMU now reports a 32-bit window (as after attaching a second device). */
+    static const struct npv_iova_range low[] = {{0, 0xffffffff}};
     struct fake_sink f;
     fake_sink_init(&f, 1);
-    f.sink.ranges = ranges;
-    f.sink.nr_ranges = 1;
+    ck_assert_int_eq(npv_domain_set_sink_ranges(NULL, &f.sink, all, 1), 0);
+    ck_assert_ptr_ne(f.sink.ranges, all); /* a copy, owned by the domain code */
     ck_assert_int_eq(npv_domain_add_sink(dom, &f.sink), 0);
     struct npv_mapping m = mapping(0x10000000, PG);
     m.iova = 0x100000000;
     ck_assert_int_eq(npv_domain_map_at(dom, &m), 0);
-    /* The IOMMU now reports a 32-bit window (as after attaching a second device). */
-    ranges[0].last = 0xffffffff;
-    ck_assert_int_eq(npv_domain_refresh_ranges(dom), -ERANGE);
+    const struct npv_iova_range *before = f.sink.ranges;
+    ck_assert_int_eq(npv_domain_set_sink_ranges(dom, &f.sink, low, 1), -ERANGE);
+    /* Neither the domain nor the sink changed. */
     struct npv_iova_range r[4];
     ck_assert_int_eq(npv_domain_iova_ranges(dom, r, 4), 1);
     ck_assert_uint_eq(r[0].last, UINT64_MAX);
+    ck_assert_ptr_eq(f.sink.ranges, before);
+    ck_assert_uint_eq(f.sink.nr_ranges, 1);
+    ck_assert_uint_eq(f.sink.ranges[0].last, UINT64_MAX);
     ck_assert_int_eq(npv_domain_unmap(dom, m.iova), 0);
-    ck_assert_int_eq(npv_domain_refresh_ranges(dom), 0);
+    ck_assert_int_eq(npv_domain_set_sink_ranges(dom, &f.sink, low, 1), 0);
     ck_assert_int_eq(npv_domain_iova_ranges(dom, r, 4), 1);
     ck_assert_uint_eq(r[0].last, 0xffffffff);
+    ck_assert_uint_eq(f.sink.ranges[0].last, 0xffffffff);
     npv_domain_remove_sink(dom, &f.sink, true);
+    npv_iommu_sink_fini(&f.sink);
+    ck_assert_ptr_null(f.sink.ranges);
+    ck_assert_uint_eq(f.sink.nr_ranges, 0);
+}
+END_TEST
+
+START_TEST(domain_set_sink_ranges_refuses_a_sink_of_another_domain)
+{
+    static const struct npv_iova_range low[] = {{0, 0xffffffff}};
+    struct fake_sink f;
+    fake_sink_init(&f, 1);
+    ck_assert_int_eq(npv_domain_set_sink_ranges(dom, &f.sink, low, 1), -ENOENT);
+    ck_assert_ptr_null(f.sink.ranges);
+    struct npv_iova_range r[4];
+    ck_assert_int_eq(npv_domain_iova_ranges(dom, r, 4), 1);
+    ck_assert_uint_eq(r[0].last, UINT64_MAX);
+}
+END_TEST
+
+/*
+ * Readers of a sink's ranges (a reserve recomputes the usable space from every
+ * sink; another sink joining and leaving does too) while the sink's owner
+ * swaps them, as an iommufd IOAS does when a device attaches. Under ASan a
+ * read of a freed array fails the test.
+ */
+struct swap_stress {
+    struct npv_domain *dom;
+    atomic_int readers_left;
+    atomic_int failures; /* counted here, asserted by the test's own thread */
+};
+
+enum { STRESS_ROUNDS = 500 };
+
+static void *stress_reader(void *arg)
+{
+    struct swap_stress *st = arg;
+    struct fake_sink other;
+    fake_sink_init(&other, 1);
+    other.sink.ops = &fake_sink_ops_other;
+    for (int i = 0; i < STRESS_ROUNDS; i++) {
+        struct npv_iova_range r[8];
+        npv_iova_t at = 0x800000000ull + (uint64_t)i * PG;
+        bool ok = npv_domain_iova_ranges(st->dom, r, 8) >= 1 &&
+                  npv_domain_reserve(st->dom, at, at + PG - 1) == 0;
+        if (ok && i % 16 == 0) {
+            ok = npv_domain_add_sink(st->dom, &other.sink) == 0;
+            npv_domain_remove_sink(st->dom, &other.sink, true);
+        }
+        if (!ok)
+            atomic_fetch_add(&st->failures, 1);
+    }
+    atomic_fetch_sub(&st->readers_left, 1);
+    return NULL;
+}
+
+START_TEST(domain_sink_range_swap_is_safe_against_concurrent_readers)
+{
+    static const struct npv_iova_range wide[] = {{0, 0xfedfffff}, {0xfef00000, UINT64_MAX}};
+    static const struct npv_iova_range narrow[] = {{0, 0x7fffffffff}};
+    struct fake_sink f;
+    fake_sink_init(&f, 1);
+    ck_assert_int_eq(npv_domain_set_sink_ranges(NULL, &f.sink, wide, 2), 0);
+    ck_assert_int_eq(npv_domain_add_sink(dom, &f.sink), 0);
+    struct swap_stress st = {.dom = dom};
+    enum { READERS = 2 };
+    atomic_init(&st.readers_left, READERS);
+    atomic_init(&st.failures, 0);
+    pthread_t t[READERS];
+    for (int i = 0; i < READERS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, stress_reader, &st), 0);
+    for (unsigned i = 0; atomic_load(&st.readers_left) > 0; i++) {
+        if (i % 2 == 0)
+            ck_assert_int_eq(npv_domain_set_sink_ranges(dom, &f.sink, narrow, 1), 0);
+        else
+            ck_assert_int_eq(npv_domain_set_sink_ranges(dom, &f.sink, wide, 2), 0);
+    }
+    for (int i = 0; i < READERS; i++)
+        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+    ck_assert_int_eq(atomic_load(&st.failures), 0);
+    npv_domain_remove_sink(dom, &f.sink, true);
+    npv_iommu_sink_fini(&f.sink);
 }
 END_TEST
 
@@ -489,7 +578,9 @@ static Suite *domain_suite(void)
     tcase_add_test(tc, domain_refuses_overlapping_host_ranges);
     tcase_add_test(tc, domain_map_at_checks_overlap_and_range);
     tcase_add_test(tc, domain_sink_ranges_narrow_the_usable_space);
-    tcase_add_test(tc, domain_refresh_that_strands_a_mapping_fails_and_changes_nothing);
+    tcase_add_test(tc, domain_sink_range_change_that_strands_a_mapping_fails_and_changes_nothing);
+    tcase_add_test(tc, domain_set_sink_ranges_refuses_a_sink_of_another_domain);
+    tcase_add_test(tc, domain_sink_range_swap_is_safe_against_concurrent_readers);
     tcase_add_test(tc, domain_reserve_keeps_range_out_and_refuses_busy);
     tcase_add_test(tc, domain_coherent_is_the_and_of_kernel_sinks);
     tcase_add_test(tc, domain_find_sink_matches_ops);
