@@ -31,11 +31,12 @@ if [ -f /lib/modules/load-order ]; then
   done
 fi
 
-find_fn() { # first PCI function with vendor $1 device $2
+find_fns() { # every PCI function with vendor $1 device $2, in address order
   for d in /sys/bus/pci/devices/*; do
-    [ "$(cat "$d/vendor")" = "$1" ] && [ "$(cat "$d/device")" = "$2" ] && { echo "${d##*/}"; return; }
+    [ "$(cat "$d/vendor")" = "$1" ] && [ "$(cat "$d/device")" = "$2" ] && echo "${d##*/}"
   done
 }
+find_fn() { find_fns "$1" "$2" | head -1; } # the first of them
 driver_of() { basename "$(readlink "/sys/bus/pci/devices/$1/driver" 2>/dev/null)" 2>/dev/null; }
 bind_vfio() {
   echo vfio-pci > "/sys/bus/pci/devices/$1/driver_override"
@@ -54,6 +55,10 @@ if [ -n "$EDU" ] && [ -x /bin/npuvfio ]; then
 elif [ -n "$EDU" ]; then
   bind_vfio "$EDU"
 fi
+# The second edu (behind its own root port, its own group): a second
+# DMA-capable device for the programs that put two devices in one domain.
+EDU2=$(find_fns 0x1234 0x11e8 | sed -n 2p)
+[ -n "$EDU2" ] && bind_vfio "$EDU2"
 # ICH9 SATA (8086:2922) shares a group with the ICH9 SMBus (8086:2930), which
 # stays on i2c-i801: the group-viability test opens SATA and must be refused.
 SATA=$(find_fn 0x8086 0x2922)
@@ -70,7 +75,7 @@ echo "VMTEST nodes: $(ls /dev/vfio /dev/vfio/devices /dev/iommu 2>&1 | tr '\n' '
 echo "VMTEST hugepages: $(cat /proc/sys/vm/nr_hugepages 2>/dev/null) x $(sed -n 's/Hugepagesize: *//p' /proc/meminfo)"
 
 BACKEND=$(arg backend)
-export NPVTEST_BACKEND=$BACKEND NPVTEST_EDU=$EDU NPVTEST_SATA=$SATA NPVTEST_SMBUS=$SMBUS NPVTEST_TESTDEV=$TESTDEV
+export NPVTEST_BACKEND=$BACKEND NPVTEST_EDU=$EDU NPVTEST_EDU2=$EDU2 NPVTEST_SATA=$SATA NPVTEST_SMBUS=$SMBUS NPVTEST_TESTDEV=$TESTDEV
 for t in /tests/*; do
   [ -x "$t" ] || continue
   echo "VMTEST run ${t##*/} backend=$BACKEND uptime=$(cut -d' ' -f1 /proc/uptime)s"

@@ -9,7 +9,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <npuvfio/bar.h>
+#include <npuvfio/dma.h>
+#include <npuvfio/domain.h>
 
 #define EDU_VENDOR 0x1234
 #define EDU_DEVICE 0x11e8
@@ -44,6 +47,15 @@
 /* Move len bytes: RAM (iova) -> edu buffer + buf_off, or back when to_ram. */
 int edu_dma(const struct npv_bar *bar, npv_iova_t iova, uint32_t buf_off, uint32_t len,
             bool to_ram);
+
+/*
+ * Fill len bytes of src at soff with a pattern made from seed, let edu copy
+ * them RAM -> its buffer -> RAM(dst at doff), both addressed through dom,
+ * and compare. 0 when the data arrived; -ENOENT when a buffer is not mapped
+ * in dom, -EIO when the data differs, else edu_dma's error.
+ */
+int edu_round_trip(const struct npv_bar *bar, struct npv_domain *dom, struct npv_dma *src,
+                   size_t soff, struct npv_dma *dst, size_t doff, uint32_t len, uint8_t seed);
 
 /* How many lines of the guest kernel log mention "fault addr 0x<iova>". */
 int klog_fault_count(npv_iova_t iova);

@@ -36,6 +36,28 @@ int edu_dma(const struct npv_bar *bar, npv_iova_t iova, uint32_t buf_off, uint32
     return -ETIMEDOUT;
 }
 
+int edu_round_trip(const struct npv_bar *bar, struct npv_domain *dom, struct npv_dma *src,
+                   size_t soff, struct npv_dma *dst, size_t doff, uint32_t len, uint8_t seed)
+{
+    npv_iova_t si = 0, di = 0;
+    if (npv_dma_iova(src, dom, &si) < 0 || npv_dma_iova(dst, dom, &di) < 0)
+        return -ENOENT;
+    uint8_t *s = (uint8_t *)npv_dma_vaddr(src) + soff;
+    uint8_t *d = (uint8_t *)npv_dma_vaddr(dst) + doff;
+    for (uint32_t i = 0; i < len; i++)
+        s[i] = (uint8_t)(seed + i * 7 + (i >> 8));
+    memset(d, 0, len);
+    npv_dma_sync_for_device(src, soff, len);
+    npv_dma_sync_for_device(dst, doff, len);
+    int rc = edu_dma(bar, si + soff, 0, len, false);
+    if (rc == 0)
+        rc = edu_dma(bar, di + doff, 0, len, true);
+    npv_dma_sync_for_cpu(dst, doff, len);
+    if (rc == 0 && memcmp(s, d, len) != 0)
+        rc = -EIO;
+    return rc;
+}
+
 int klog_fault_count(npv_iova_t iova)
 {
     int size = klogctl(10 /* SYSLOG_ACTION_SIZE_BUFFER */, NULL, 0);

@@ -2,11 +2,12 @@
 # run-guest.sh: run guest test programs against the real kernel VFIO uAPI in a
 # QEMU guest: q35 under TCG (KVM on our CI machines cannot run a guest
 # kernel), an emulated Intel VT-d with interrupt remapping (without it VFIO
-# refuses to isolate MSI), QEMU's edu device (DMA engine + MSI) and
-# pci-testdev. edu sits behind a PCIe root port: alone on its bus it gets a
-# secondary bus reset, so VFIO_DEVICE_RESET works for it (on the root bus it
-# has no reset at all), and the port's ACS keeps it in a group of its own.
-# The guest's /init binds edu to vfio-pci, runs every program
+# refuses to isolate MSI), two of QEMU's edu devices (DMA engine + MSI) and
+# pci-testdev. Each edu sits behind a PCIe root port of its own: alone on its
+# bus it gets a secondary bus reset, so VFIO_DEVICE_RESET works for it (on the
+# root bus it has no reset at all), and the port's ACS keeps it in a group of
+# its own, so the two edus are two DMA-capable devices for one domain.
+# The guest's /init binds both edus to vfio-pci, runs every program
 # with the chosen backend and powers off; the verdicts come back on the
 # serial console.
 #
@@ -117,6 +118,7 @@ timeout --kill-after=5 "$timeout" "$qemu" \
   -machine q35,kernel-irqchip=split -accel tcg -cpu qemu64 -m 1G -smp 2 \
   -device intel-iommu,intremap=on,caching-mode=on \
   -device pcie-root-port,id=rp1,chassis=1,slot=1,bus=pcie.0 -device edu,bus=rp1 \
+  -device pcie-root-port,id=rp2,chassis=2,slot=2,bus=pcie.0 -device edu,bus=rp2 \
   -device pci-testdev \
   -kernel "$kimg" -initrd "$work/initrd.gz" -append "$append" \
   -display none -serial "file:$log" -monitor none -no-reboot </dev/null >"$work/qemu.out" 2>&1
