@@ -80,6 +80,12 @@ struct ours_mem {
     const char *skipped; /* why not, when !ran */
     size_t page_size;    /* what the allocator gave */
     struct lat rtt[BENCH_MODES];
+    /*
+     * The cache-line peer measured just before rtt[poll], on the same cores:
+     * the latency between two vCPUs moves when the host places them
+     * elsewhere, so the QD1 ratio takes the peer from the same moment.
+     */
+    struct lat cacheline_adjacent;
     double rate[BENCH_MODES][BENCH_MAX_QD];
     unsigned nqd;
     unsigned qd[BENCH_MAX_QD];

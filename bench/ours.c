@@ -34,6 +34,7 @@
 
 struct ours {
     const struct bench_opts *o;
+    const struct bench_cpus *c;
     struct npv_ctx *ctx;
     struct npv_domain *dom;
     struct npv_dev *dev;
@@ -286,7 +287,11 @@ static int run_rate(struct ours *t, enum npv_ring_wait_mode mode, unsigned qd, d
 
 static int run_mem(struct ours *t, struct ours_mem *m)
 {
-    int rc;
+    int rc = peer_cacheline(t->o, t->c, &m->cacheline_adjacent);
+    if (rc < 0) {
+        fprintf(stderr, "npuvfio-bench: cache-line peer next to ours: %s\n", npv_strerror(rc));
+        return rc;
+    }
     for (int mode = 0; mode < BENCH_MODES; mode++) {
         rc = run_rtt(t, (enum npv_ring_wait_mode)mode, &m->rtt[mode]);
         if (rc < 0) {
@@ -359,7 +364,7 @@ static int count_syscalls(struct ours *t, struct ours_results *r)
 
 int ours_run(const struct bench_opts *o, const struct bench_cpus *c, struct ours_results *r)
 {
-    struct ours t = {.o = o};
+    struct ours t = {.o = o, .c = c};
     static const enum npv_dma_page pages[BENCH_MEMS] = {NPV_DMA_PAGE_2M, NPV_DMA_PAGE_4K};
     int rc = model_start(c);
     if (rc < 0) {
