@@ -176,6 +176,24 @@ static int apply_usable(struct npv_domain *dom, const struct ranges_override *ov
     return ret;
 }
 
+/*
+ * A device DMA to IOVA 0 is the classic sign of a driver bug (a pointer never
+ * set), and several NPU descriptor formats read a zero address as "no
+ * buffer". So the first page is never allocated: such a DMA then faults in
+ * the IOMMU instead of landing in someone's buffer. A reserved range rather
+ * than a narrower aperture, so npv_domain_iova_ranges shows it and a map at 0
+ * is -ERANGE like any other unusable IOVA.
+ */
+static int keep_page_zero_out(struct npv_domain *dom)
+{
+    dom->reserved = malloc(sizeof(*dom->reserved));
+    if (dom->reserved == NULL)
+        return -ENOMEM;
+    dom->reserved[0] = (struct npv_iova_range){0, NPV_DOMAIN_IOVA_ZERO_GUARD - 1};
+    dom->nr_reserved = 1;
+    return apply_usable(dom, NULL);
+}
+
 int npv_domain_new(struct npv_ctx *ctx, const struct npv_domain_opts *opts, struct npv_domain **out)
 {
     struct npv_iova_range ap = {0, UINT64_MAX};
@@ -184,7 +202,7 @@ int npv_domain_new(struct npv_ctx *ctx, const struct npv_domain_opts *opts, stru
     if (opts != NULL) {
         ap.start = opts->aperture_start;
         ap.last = opts->aperture_last != 0 ? opts->aperture_last : UINT64_MAX;
-        if (ap.start > ap.last)
+        if (ap.start > ap.last || ap.last < NPV_DOMAIN_IOVA_ZERO_GUARD)
             return -EINVAL;
     }
     struct npv_domain *dom = calloc(1, sizeof(*dom));
@@ -199,13 +217,14 @@ int npv_domain_new(struct npv_ctx *ctx, const struct npv_domain_opts *opts, stru
     npv_iova_space_init(&dom->iova);
     npv_avl_init(&dom->by_iova, iova_cmp);
     npv_avl_init(&dom->by_vaddr, vaddr_cmp);
-    ret = npv_iova_space_set_ranges(&dom->iova, &ap, 1);
+    ret = keep_page_zero_out(dom);
     if (ret < 0)
         goto err_lock;
     *out = dom;
     return 0;
 err_lock:
     npv_iova_space_fini(&dom->iova);
+    free(dom->reserved);
     pthread_mutex_destroy(&dom->lock);
 err_free:
     free(dom);

@@ -13,6 +13,12 @@
  * limit, e.g. 32 bits) intersected with the ranges every attached IOMMU
  * allows, minus reserved ranges.
  *
+ * IOVA 0 is never handed out: the first page (0 to
+ * NPV_DOMAIN_IOVA_ZERO_GUARD - 1) is reserved from creation on, so a
+ * device DMA to address 0 (a pointer the driver never set, or "no buffer" in
+ * many NPU descriptor formats) faults instead of reaching a buffer. A map at
+ * an IOVA in that page is -ERANGE.
+ *
  * Reference counted. Thread-safety: all calls are safe from many threads; the
  * domain serialises them with its own lock.
  */
@@ -29,13 +35,19 @@ extern "C" {
 
 struct npv_domain;
 
+/* The bytes from IOVA 0 that a domain never uses, whatever its aperture. */
+#define NPV_DOMAIN_IOVA_ZERO_GUARD 4096ull
+
 struct npv_domain_opts {
     /* The device-side DMA window, inclusive. aperture_last == 0 means all 64 bits. */
     npv_iova_t aperture_start;
     npv_iova_t aperture_last;
 };
 
-/* opts may be NULL (whole 64-bit space). Returns 0, -EINVAL or -ENOMEM. */
+/*
+ * opts may be NULL (whole 64-bit space). Returns 0, -EINVAL (an inverted
+ * aperture, or one that ends inside the guard page at 0) or -ENOMEM.
+ */
 NPV_API int npv_domain_new(struct npv_ctx *ctx, const struct npv_domain_opts *opts,
                            struct npv_domain **out);
 NPV_API struct npv_domain *npv_domain_get(struct npv_domain *dom);

@@ -238,6 +238,21 @@ START_TEST(dma_map_at_places_buffer_and_reports_conflicts)
 }
 END_TEST
 
+START_TEST(dma_map_at_iova_zero_is_refused)
+{
+    struct npv_domain *dom;
+    ck_assert_int_eq(npv_domain_new(ctx, NULL, &dom), 0);
+    struct npv_dma *d;
+    ck_assert_int_eq(npv_dma_alloc(ctx, PG, &small, &d), 0);
+    ck_assert_int_eq(npv_dma_map_at(d, dom, 0, NPV_DMA_RW), -ERANGE);
+    npv_iova_t iova;
+    ck_assert_int_eq(npv_dma_map(d, dom, NPV_DMA_RW, &iova), 0);
+    ck_assert_uint_ge(iova, NPV_DOMAIN_IOVA_ZERO_GUARD);
+    npv_dma_free(d);
+    npv_domain_put(dom);
+}
+END_TEST
+
 START_TEST(dma_map_into_full_domain_is_enospc_and_leaves_nothing)
 {
     struct npv_domain *dom;
@@ -428,6 +443,7 @@ static Suite *dma_suite(void)
     tcase_add_test(tc, dma_free_pushes_unmaps_to_attached_sinks);
     tcase_add_test(tc, dma_map_refuses_a_second_mapping_and_bad_prot);
     tcase_add_test(tc, dma_map_at_places_buffer_and_reports_conflicts);
+    tcase_add_test(tc, dma_map_at_iova_zero_is_refused);
     tcase_add_test(tc, dma_map_into_full_domain_is_enospc_and_leaves_nothing);
     tcase_add_test(tc, dma_map_failing_in_a_sink_leaves_buffer_unmapped);
     tcase_add_test(tc, dma_sync_is_safe_whatever_the_coherency);

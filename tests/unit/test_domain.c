@@ -80,7 +80,8 @@ START_TEST(domain_allocates_inside_a_32_bit_aperture_until_full)
     struct npv_domain_opts o = {.aperture_start = 0, .aperture_last = 0xffffffff};
     ck_assert_int_eq(npv_domain_new(ctx, &o, &d), 0);
     struct npv_mapping a = mapping(0x100000000, 1ull << 31);
-    struct npv_mapping b = mapping(0x200000000, 1ull << 31);
+    /* The first page is never allocated, so this fills the rest exactly. */
+    struct npv_mapping b = mapping(0x200000000, (1ull << 31) - NPV_DOMAIN_IOVA_ZERO_GUARD);
     struct npv_mapping c = mapping(0x300000000, PG);
     ck_assert_int_eq(npv_domain_map(d, &a, PG), 0);
     ck_assert_int_eq(npv_domain_map(d, &b, PG), 0);
@@ -91,6 +92,43 @@ START_TEST(domain_allocates_inside_a_32_bit_aperture_until_full)
     ck_assert_int_eq(npv_domain_unmap(d, a.iova), 0);
     ck_assert_int_eq(npv_domain_unmap(d, b.iova), 0);
     npv_domain_put(d);
+}
+END_TEST
+
+START_TEST(domain_never_allocates_iova_zero)
+{
+    struct npv_domain *d;
+    /* Four pages from 0: the first is the guard, three are usable. */
+    struct npv_domain_opts o = {.aperture_start = 0, .aperture_last = 4 * PG - 1};
+    ck_assert_int_eq(npv_domain_new(ctx, &o, &d), 0);
+    struct npv_iova_range r[2];
+    ck_assert_int_eq(npv_domain_iova_ranges(d, r, 2), 1);
+    ck_assert_uint_eq(r[0].start, NPV_DOMAIN_IOVA_ZERO_GUARD);
+    ck_assert_uint_eq(r[0].last, 4 * PG - 1);
+    struct npv_mapping at0 = mapping(0x20000000, PG);
+    at0.iova = 0;
+    ck_assert_int_eq(npv_domain_map_at(d, &at0), -ERANGE);
+    struct npv_mapping m[4];
+    for (int i = 0; i < 3; i++) {
+        m[i] = mapping(0x10000000 + (uintptr_t)i * PG, PG);
+        ck_assert_int_eq(npv_domain_map(d, &m[i], PG), 0);
+        ck_assert_uint_ge(m[i].iova, NPV_DOMAIN_IOVA_ZERO_GUARD);
+    }
+    m[3] = mapping(0x10000000 + 3 * PG, PG);
+    ck_assert_int_eq(npv_domain_map(d, &m[3], PG), -ENOSPC);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(npv_domain_unmap(d, m[i].iova), 0);
+    npv_domain_put(d);
+
+    /* The whole 64-bit space too, and an aperture that is nothing but the guard is refused. */
+    struct npv_mapping any = mapping(0x10000000, PG);
+    ck_assert_int_eq(npv_domain_map(dom, &any, 1), 0);
+    ck_assert_uint_ne(any.iova, 0);
+    ck_assert_int_eq(npv_domain_unmap(dom, any.iova), 0);
+    struct npv_domain_opts tiny = {.aperture_start = 0, .aperture_last = PG - 1};
+    d = NULL;
+    ck_assert_int_eq(npv_domain_new(ctx, &tiny, &d), -EINVAL);
+    ck_assert_ptr_null(d);
 }
 END_TEST
 
@@ -338,7 +376,7 @@ START_TEST(domain_sink_ranges_narrow_the_usable_space)
     ck_assert_int_eq(npv_domain_set_sink_ranges(NULL, &f.sink, type1, 2), 0);
     ck_assert_int_eq(npv_domain_add_sink(d, &f.sink), 0);
     ck_assert_int_eq(npv_domain_iova_ranges(d, r, 8), 2);
-    ck_assert_uint_eq(r[0].start, 0);
+    ck_assert_uint_eq(r[0].start, NPV_DOMAIN_IOVA_ZERO_GUARD);
     ck_assert_uint_eq(r[0].last, 0xfedfffff);
     ck_assert_uint_eq(r[1].start, 0xfef00000);
     ck_assert_uint_eq(r[1].last, 0xffffffff);
@@ -568,6 +606,7 @@ static Suite *domain_suite(void)
     tcase_add_test(tc, domain_get_keeps_it_alive_until_the_last_put);
     tcase_add_test(tc, domain_new_rejects_inverted_aperture);
     tcase_add_test(tc, domain_allocates_inside_a_32_bit_aperture_until_full);
+    tcase_add_test(tc, domain_never_allocates_iova_zero);
     tcase_add_test(tc, domain_map_pushes_to_every_sink);
     tcase_add_test(tc, domain_add_sink_replays_the_journal);
     tcase_add_test(tc, domain_remove_sink_unmaps_the_journal_from_it);
