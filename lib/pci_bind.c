@@ -163,19 +163,6 @@ static void state_remove(const char *dir, const char *canon)
         unlink(path);
 }
 
-static int resolve(struct npv_ctx *ctx, const char *addr, char *canon)
-{
-    int ret = npv_pci_canon(ctx, addr, canon, NPV_PCI_ADDR_LEN);
-    if (ret < 0)
-        return ret;
-    if (!npv_pci_exists(ctx, canon)) {
-        npv_err(ctx, "%s: no such PCI function under %s/bus/pci/devices", canon,
-                npv_ctx_sysfs_root(ctx));
-        return -ENODEV;
-    }
-    return 0;
-}
-
 static int check_viable(struct npv_ctx *ctx, const char *canon)
 {
     struct npv_pci_func blockers[MAX_BLOCKERS];
@@ -217,7 +204,7 @@ int npv_pci_bind_vfio_state(struct npv_ctx *ctx, const char *addr, const char *s
         return -EINVAL;
     char canon[NPV_PCI_ADDR_LEN], prev[NPV_PCI_DRIVER_LEN], now[NPV_PCI_DRIVER_LEN] = "";
     const char *dir = state_dir_or_default(state_dir);
-    int ret = resolve(ctx, addr, canon);
+    int ret = npv_pci_resolve(ctx, addr, canon);
     if (ret < 0)
         return ret;
     ret = npv_pci_read_driver(ctx, canon, prev, sizeof(prev));
@@ -290,7 +277,7 @@ int npv_pci_unbind_vfio_state(struct npv_ctx *ctx, const char *addr, const char 
     char canon[NPV_PCI_ADDR_LEN], cur[NPV_PCI_DRIVER_LEN], prev[NPV_PCI_DRIVER_LEN];
     char override[NPV_PCI_DRIVER_LEN] = "", now[NPV_PCI_DRIVER_LEN] = "", path[NPV_SYSFS_PATH_MAX];
     const char *dir = state_dir_or_default(state_dir);
-    int ret = resolve(ctx, addr, canon);
+    int ret = npv_pci_resolve(ctx, addr, canon);
     if (ret < 0)
         return ret;
     ret = npv_pci_read_driver(ctx, canon, cur, sizeof(cur));

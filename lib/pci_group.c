@@ -33,27 +33,19 @@ bool npv_pci_driver_vfio_tolerated(const char *driver)
            strcmp(driver, "pcieport") == 0;
 }
 
-static int group_dir(struct npv_ctx *ctx, const char *canon, char *path, size_t len, int *group)
+/* Canonicalise addr and find its group's devices/ directory in sysfs. */
+static int group_dir(struct npv_ctx *ctx, const char *addr, char *canon, char *path, size_t len,
+                     int *group)
 {
+    int ret = npv_pci_resolve(ctx, addr, canon);
+    if (ret < 0)
+        return ret;
     *group = npv_pci_read_group(ctx, canon);
     if (*group < 0) {
         npv_debug(ctx, "%s: no IOMMU group", canon);
         return -ENOENT;
     }
     return npv_sysfs_path(ctx, path, len, "kernel/iommu_groups/%d/devices", *group);
-}
-
-static int resolve(struct npv_ctx *ctx, const char *addr, char *canon)
-{
-    int ret = npv_pci_canon(ctx, addr, canon, NPV_PCI_ADDR_LEN);
-    if (ret < 0)
-        return ret;
-    if (!npv_pci_exists(ctx, canon)) {
-        npv_err(ctx, "%s: no such PCI function under %s/bus/pci/devices", canon,
-                npv_ctx_sysfs_root(ctx));
-        return -ENODEV;
-    }
-    return 0;
 }
 
 int npv_pci_group_members(struct npv_ctx *ctx, const char *addr, struct npv_pci_func **out,
@@ -63,53 +55,11 @@ int npv_pci_group_members(struct npv_ctx *ctx, const char *addr, struct npv_pci_
         return -EINVAL;
     char canon[NPV_PCI_ADDR_LEN], path[NPV_SYSFS_PATH_MAX];
     int group;
-    int ret = resolve(ctx, addr, canon);
+    int ret = group_dir(ctx, addr, canon, path, sizeof(path), &group);
     if (ret < 0)
         return ret;
-    ret = group_dir(ctx, canon, path, sizeof(path), &group);
-    if (ret < 0)
-        return ret;
-    DIR *dir = opendir(path);
-    if (dir == NULL)
-        return -errno;
-    struct npv_pci_numa numa = {0};
-    struct npv_pci_func *funcs = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *de;
-    while ((de = readdir(dir)) != NULL) {
-        /* Non-PCI members (platform devices) have no npv_pci_func; the viability check sees them.
-         */
-        struct npv_pci_addr a;
-        if (npv_pci_addr_parse(de->d_name, &a) < 0)
-            continue;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 8;
-            struct npv_pci_func *nf = realloc(funcs, ncap * sizeof(*nf));
-            if (nf == NULL) {
-                ret = -ENOMEM;
-                goto err_free;
-            }
-            funcs = nf;
-            cap = ncap;
-        }
-        ret = npv_pci_func_read_numa(ctx, de->d_name, &funcs[n], &numa);
-        if (ret == -ENODEV)
-            continue;
-        if (ret < 0)
-            goto err_free;
-        n++;
-    }
-    closedir(dir);
-    npv_pci_numa_fini(&numa);
-    *out = funcs;
-    *count = n;
-    return 0;
-
-err_free:
-    free(funcs);
-    npv_pci_numa_fini(&numa);
-    closedir(dir);
-    return ret;
+    /* Non-PCI members (platform devices) have no npv_pci_func; the viability check sees them. */
+    return npv_pci_read_dir(ctx, path, out, count);
 }
 
 int npv_pci_group_viable(struct npv_ctx *ctx, const char *addr, struct npv_pci_func *blockers,
@@ -119,10 +69,7 @@ int npv_pci_group_viable(struct npv_ctx *ctx, const char *addr, struct npv_pci_f
         return -EINVAL;
     char canon[NPV_PCI_ADDR_LEN], path[NPV_SYSFS_PATH_MAX];
     int group;
-    int ret = resolve(ctx, addr, canon);
-    if (ret < 0)
-        return ret;
-    ret = group_dir(ctx, canon, path, sizeof(path), &group);
+    int ret = group_dir(ctx, addr, canon, path, sizeof(path), &group);
     if (ret < 0)
         return ret;
     DIR *dir = opendir(path);

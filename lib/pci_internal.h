@@ -38,6 +38,19 @@ int npv_pci_read_group(struct npv_ctx *ctx, const char *addr);
 int npv_pci_canon(struct npv_ctx *ctx, const char *text, char *canon, size_t len);
 /* Whether the function exists under bus/pci/devices. */
 bool npv_pci_exists(struct npv_ctx *ctx, const char *canon);
+/*
+ * Canonicalise addr into canon (NPV_PCI_ADDR_LEN bytes) and check that the
+ * function exists, logging why not: -EINVAL malformed, -ENODEV absent.
+ */
+int npv_pci_resolve(struct npv_ctx *ctx, const char *addr, char *canon);
+/*
+ * Read every PCI function named by an entry of the sysfs directory path
+ * (bus/pci/devices, or a group's devices/), sorted by address, into a
+ * malloc'd array. Other entries are skipped, as is a function that vanishes
+ * while it is read.
+ */
+int npv_pci_read_dir(struct npv_ctx *ctx, const char *path, struct npv_pci_func **out,
+                     size_t *count);
 
 /*
  * Whether VFIO tolerates a group member bound to driver (see pci_group.c for

@@ -28,6 +28,19 @@ bool npv_pci_exists(struct npv_ctx *ctx, const char *canon)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int npv_pci_resolve(struct npv_ctx *ctx, const char *addr, char *canon)
+{
+    int ret = npv_pci_canon(ctx, addr, canon, NPV_PCI_ADDR_LEN);
+    if (ret < 0)
+        return ret;
+    if (!npv_pci_exists(ctx, canon)) {
+        npv_err(ctx, "%s: no such PCI function under %s/bus/pci/devices", canon,
+                npv_ctx_sysfs_root(ctx));
+        return -ENODEV;
+    }
+    return 0;
+}
+
 int npv_pci_read_driver(struct npv_ctx *ctx, const char *addr, char *buf, size_t len)
 {
     char path[NPV_SYSFS_PATH_MAX];
@@ -134,25 +147,22 @@ static int cmp_func(const void *pa, const void *pb)
     return ka < kb ? -1 : ka > kb;
 }
 
-int npv_pci_list(struct npv_ctx *ctx, struct npv_pci_func **out, size_t *count)
+int npv_pci_read_dir(struct npv_ctx *ctx, const char *path, struct npv_pci_func **out,
+                     size_t *count)
 {
-    if (ctx == NULL || out == NULL || count == NULL)
-        return -EINVAL;
-    char path[NPV_SYSFS_PATH_MAX];
-    int ret = npv_sysfs_path(ctx, path, sizeof(path), "bus/pci/devices");
-    if (ret < 0)
-        return ret;
     DIR *dir = opendir(path);
     if (dir == NULL) {
-        ret = -errno;
-        npv_err(ctx, "%s: %s", path, npv_strerror(ret));
-        return ret;
+        int err = -errno;
+        npv_err(ctx, "%s: %s", path, npv_strerror(err));
+        return err;
     }
     struct npv_pci_numa numa = {0};
     struct npv_pci_func *funcs = NULL;
     size_t n = 0, cap = 0;
+    int ret = 0;
     struct dirent *de;
     while ((de = readdir(dir)) != NULL) {
+        /* Non-PCI entries (a group's platform devices) have no npv_pci_func. */
         struct npv_pci_addr a;
         if (npv_pci_addr_parse(de->d_name, &a) < 0)
             continue;
@@ -189,4 +199,15 @@ err_free:
     npv_pci_numa_fini(&numa);
     closedir(dir);
     return ret;
+}
+
+int npv_pci_list(struct npv_ctx *ctx, struct npv_pci_func **out, size_t *count)
+{
+    if (ctx == NULL || out == NULL || count == NULL)
+        return -EINVAL;
+    char path[NPV_SYSFS_PATH_MAX];
+    int ret = npv_sysfs_path(ctx, path, sizeof(path), "bus/pci/devices");
+    if (ret < 0)
+        return ret;
+    return npv_pci_read_dir(ctx, path, out, count);
 }

@@ -52,8 +52,8 @@ NPV_API int npv_pci_func_read(struct npv_ctx *ctx, const char *addr, struct npv_
 NPV_API int npv_pci_list(struct npv_ctx *ctx, struct npv_pci_func **out, size_t *count);
 
 /*
- * The functions of addr's IOMMU group (including addr), malloc'd. -ENOENT
- * when the function has no IOMMU group.
+ * The functions of addr's IOMMU group (including addr), sorted by address,
+ * malloc'd. -ENOENT when the function has no IOMMU group.
  */
 NPV_API int npv_pci_group_members(struct npv_ctx *ctx, const char *addr, struct npv_pci_func **out,
                                   size_t *count);
