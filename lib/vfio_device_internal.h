@@ -41,7 +41,16 @@ int npv_vfio_device_init(struct npv_ctx *ctx, struct npv_vfio_device *vdev, int 
 /* Close the fd and free the region table. Idempotent. */
 void npv_vfio_device_release(struct npv_vfio_device *vdev);
 
-/* npv_dev_ops members shared by both kernel transports (dev->priv is the npv_vfio_device). */
+/*
+ * npv_dev_ops members shared by both kernel transports (dev->priv is the
+ * npv_vfio_device); each transport adds its own attach and close.
+ */
+#define NPV_VFIO_DEVICE_OPS                                                                        \
+    .get_info = npv_vfio_get_info, .region_info = npv_vfio_region_info,                            \
+    .region_mmap_fd = npv_vfio_region_mmap_fd, .region_read = npv_vfio_region_read,                \
+    .region_write = npv_vfio_region_write, .irq_info = npv_vfio_irq_info,                          \
+    .set_irqs = npv_vfio_set_irqs, .reset = npv_vfio_reset
+
 int npv_vfio_get_info(struct npv_dev *dev, struct npv_dev_info *info);
 int npv_vfio_region_info(struct npv_dev *dev, uint32_t index, struct npv_region_info *info);
 int npv_vfio_region_mmap_fd(struct npv_dev *dev, uint32_t index, uint64_t area_off, int *fd,
@@ -109,7 +118,18 @@ int npv_vfio_check_viable(struct npv_ctx *ctx, const char *bdf);
  */
 int npv_vfio_cdev_name(struct npv_ctx *ctx, const char *bdf, char *buf, size_t len);
 
-/* Error words for a MAP that failed with ENOMEM: name RLIMIT_MEMLOCK and its value. */
-void npv_vfio_log_map_enomem(struct npv_ctx *ctx, const char *what, uint64_t len);
+/*
+ * A kernel DMA map ioctl (call names it in messages; who is the device or IOAS)
+ * for m, with error words: ENOMEM names RLIMIT_MEMLOCK and its value.
+ */
+int npv_vfio_dma_map_ioctl(struct npv_ctx *ctx, const char *who, int fd, unsigned long request,
+                           const char *call, void *arg, const struct npv_mapping *m);
+/*
+ * The unmap counterpart. unmapped points at the __u64 length field of arg the
+ * kernel writes back: less than m->len is -EIO (journal and IOMMU disagree).
+ */
+int npv_vfio_dma_unmap_ioctl(struct npv_ctx *ctx, const char *who, int fd, unsigned long request,
+                             const char *call, void *arg, const void *unmapped,
+                             const struct npv_mapping *m);
 
 #endif

@@ -69,6 +69,7 @@ struct ioas {
     struct npv_ctx *ctx;
     int iommufd;
     uint32_t id;
+    char name[24]; /* "ioas N", for messages */
 };
 
 struct iommufd_dev {
@@ -130,16 +131,8 @@ static int ioas_map(struct npv_iommu_sink *sink, const struct npv_mapping *m)
         map.flags |= IOMMU_IOAS_MAP_READABLE;
     if (m->prot & NPV_DMA_WRITE)
         map.flags |= IOMMU_IOAS_MAP_WRITEABLE;
-    if (ioctl(io->iommufd, IOMMU_IOAS_MAP, &map) < 0) {
-        int err = -errno;
-        if (err == -ENOMEM)
-            npv_vfio_log_map_enomem(io->ctx, "IOMMU_IOAS_MAP", m->len);
-        else
-            npv_err(io->ctx, "IOMMU_IOAS_MAP ioas %u iova %#llx len %#llx: %s", io->id,
-                    (unsigned long long)m->iova, (unsigned long long)m->len, npv_strerror(err));
-        return err;
-    }
-    return 0;
+    return npv_vfio_dma_map_ioctl(io->ctx, io->name, io->iommufd, IOMMU_IOAS_MAP, "IOMMU_IOAS_MAP",
+                                  &map, m);
 }
 
 static int ioas_unmap(struct npv_iommu_sink *sink, const struct npv_mapping *m)
@@ -152,20 +145,9 @@ static int ioas_unmap(struct npv_iommu_sink *sink, const struct npv_mapping *m)
         .length = m->len,
     };
 
-    if (ioctl(io->iommufd, IOMMU_IOAS_UNMAP, &unmap) < 0) {
-        int err = -errno;
-        npv_err(io->ctx, "IOMMU_IOAS_UNMAP ioas %u iova %#llx len %#llx: %s", io->id,
-                (unsigned long long)m->iova, (unsigned long long)m->len, npv_strerror(err));
-        return err;
-    }
-    /* The kernel writes back the bytes it unmapped. */
-    if (unmap.length != m->len) {
-        npv_err(io->ctx, "IOMMU_IOAS_UNMAP ioas %u iova %#llx: unmapped %#llx of %#llx bytes",
-                io->id, (unsigned long long)m->iova, (unsigned long long)unmap.length,
-                (unsigned long long)m->len);
-        return -EIO;
-    }
-    return 0;
+    /* The kernel writes back the bytes it unmapped in length. */
+    return npv_vfio_dma_unmap_ioctl(io->ctx, io->name, io->iommufd, IOMMU_IOAS_UNMAP,
+                                    "IOMMU_IOAS_UNMAP", &unmap, &unmap.length, m);
 }
 
 static const struct npv_iommu_sink_ops ioas_sink_ops = {
@@ -246,6 +228,7 @@ static int ioas_new(struct npv_ctx *ctx, int iommufd, struct ioas **out)
     io->ctx = ctx;
     io->iommufd = iommufd;
     io->id = a.out_ioas_id;
+    snprintf(io->name, sizeof(io->name), "ioas %u", io->id);
     io->sink.ops = &ioas_sink_ops;
     io->sink.priv = io;
     io->sink.coherent = 0; /* see the top of this file */
@@ -374,14 +357,7 @@ static void iommufd_close(struct npv_dev *dev)
 }
 
 static const struct npv_dev_ops iommufd_ops = {
-    .get_info = npv_vfio_get_info,
-    .region_info = npv_vfio_region_info,
-    .region_mmap_fd = npv_vfio_region_mmap_fd,
-    .region_read = npv_vfio_region_read,
-    .region_write = npv_vfio_region_write,
-    .irq_info = npv_vfio_irq_info,
-    .set_irqs = npv_vfio_set_irqs,
-    .reset = npv_vfio_reset,
+    NPV_VFIO_DEVICE_OPS,
     .attach = iommufd_attach,
     .close = iommufd_close,
 };

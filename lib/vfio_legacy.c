@@ -122,16 +122,8 @@ static int legacy_map(struct npv_iommu_sink *sink, const struct npv_mapping *m)
         map.flags |= VFIO_DMA_MAP_FLAG_WRITE;
     if (map.flags == 0) /* type1 needs READ and/or WRITE */
         return -EINVAL;
-    if (ioctl(lg->container, VFIO_IOMMU_MAP_DMA, &map) < 0) {
-        int err = -errno;
-        if (err == -ENOMEM)
-            npv_vfio_log_map_enomem(lg->ctx, "VFIO_IOMMU_MAP_DMA", m->len);
-        else
-            npv_err(lg->ctx, "%s: VFIO_IOMMU_MAP_DMA iova %#llx len %#llx: %s", lg->name,
-                    (unsigned long long)m->iova, (unsigned long long)m->len, npv_strerror(err));
-        return err;
-    }
-    return 0;
+    return npv_vfio_dma_map_ioctl(lg->ctx, lg->name, lg->container, VFIO_IOMMU_MAP_DMA,
+                                  "VFIO_IOMMU_MAP_DMA", &map, m);
 }
 
 static int legacy_unmap(struct npv_iommu_sink *sink, const struct npv_mapping *m)
@@ -143,20 +135,8 @@ static int legacy_unmap(struct npv_iommu_sink *sink, const struct npv_mapping *m
         .size = m->len,
     };
 
-    if (ioctl(lg->container, VFIO_IOMMU_UNMAP_DMA, &unmap) < 0) {
-        int err = -errno;
-        npv_err(lg->ctx, "%s: VFIO_IOMMU_UNMAP_DMA iova %#llx len %#llx: %s", lg->name,
-                (unsigned long long)m->iova, (unsigned long long)m->len, npv_strerror(err));
-        return err;
-    }
-    /* The kernel writes back how much it unmapped; anything else means the journal is wrong. */
-    if (unmap.size != m->len) {
-        npv_err(lg->ctx, "%s: VFIO_IOMMU_UNMAP_DMA iova %#llx: unmapped %#llx of %#llx bytes",
-                lg->name, (unsigned long long)m->iova, (unsigned long long)unmap.size,
-                (unsigned long long)m->len);
-        return -EIO;
-    }
-    return 0;
+    return npv_vfio_dma_unmap_ioctl(lg->ctx, lg->name, lg->container, VFIO_IOMMU_UNMAP_DMA,
+                                    "VFIO_IOMMU_UNMAP_DMA", &unmap, &unmap.size, m);
 }
 
 static const struct npv_iommu_sink_ops legacy_sink_ops = {
@@ -204,14 +184,7 @@ static void legacy_close(struct npv_dev *dev)
 }
 
 static const struct npv_dev_ops legacy_ops = {
-    .get_info = npv_vfio_get_info,
-    .region_info = npv_vfio_region_info,
-    .region_mmap_fd = npv_vfio_region_mmap_fd,
-    .region_read = npv_vfio_region_read,
-    .region_write = npv_vfio_region_write,
-    .irq_info = npv_vfio_irq_info,
-    .set_irqs = npv_vfio_set_irqs,
-    .reset = npv_vfio_reset,
+    NPV_VFIO_DEVICE_OPS,
     .attach = legacy_attach,
     .close = legacy_close,
 };

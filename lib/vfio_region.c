@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <linux/vfio.h>
 
@@ -450,21 +449,4 @@ int npv_vfio_reset(struct npv_dev *dev)
         return err;
     }
     return 0;
-}
-
-void npv_vfio_log_map_enomem(struct npv_ctx *ctx, const char *what, uint64_t len)
-{
-    struct rlimit rl;
-
-    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-        npv_err(ctx,
-                "%s of %llu bytes: ENOMEM: the kernel pins DMA memory against RLIMIT_MEMLOCK "
-                "(now %llu bytes); raise it (ulimit -l, LimitMEMLOCK=) or run with "
-                "CAP_IPC_LOCK",
-                what, (unsigned long long)len, (unsigned long long)rl.rlim_cur);
-    else
-        npv_err(ctx,
-                "%s of %llu bytes: ENOMEM: out of memory or RLIMIT_MEMLOCK exhausted (the "
-                "kernel pins DMA memory against it)",
-                what, (unsigned long long)len);
 }
