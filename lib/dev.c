@@ -187,6 +187,17 @@ int npv_dev_finish_open(struct npv_dev *dev, struct npv_domain *dom)
     return ret;
 }
 
+int npv_dev_finish_open_or_close(struct npv_dev *dev, struct npv_domain *dom, struct npv_dev **out)
+{
+    int ret = npv_dev_finish_open(dev, dom);
+    if (ret < 0) {
+        npv_dev_close(dev);
+        return ret;
+    }
+    *out = dev;
+    return 0;
+}
+
 int npv_dev_move_private_sink(struct npv_dev *dev, struct npv_iommu_sink *sink,
                               struct npv_domain *dom)
 {
@@ -206,19 +217,15 @@ int npv_dev_move_private_sink(struct npv_dev *dev, struct npv_iommu_sink *sink,
 int npv_dev_open_vfio_user(struct npv_ctx *ctx, const char *socket_path, struct npv_domain *dom,
                            const struct npv_dev_opts *opts, struct npv_dev **out)
 {
+    if (out != NULL)
+        *out = NULL;
     if (ctx == NULL || socket_path == NULL || out == NULL)
         return -EINVAL;
     struct npv_dev *dev;
     int ret = npv_vfio_user_open(ctx, socket_path, opts, &dev);
     if (ret < 0)
         return ret;
-    ret = npv_dev_finish_open(dev, dom);
-    if (ret < 0) {
-        npv_dev_close(dev);
-        return ret;
-    }
-    *out = dev;
-    return 0;
+    return npv_dev_finish_open_or_close(dev, dom, out);
 }
 
 void npv_dev_close(struct npv_dev *dev)

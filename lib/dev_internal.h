@@ -73,6 +73,11 @@ struct npv_dev *npv_dev_alloc(struct npv_ctx *ctx, const struct npv_dev_ops *ops
                               enum npv_transport transport, const char *name,
                               const struct npv_dev_opts *opts);
 int npv_dev_finish_open(struct npv_dev *dev, struct npv_domain *dom);
+/*
+ * For the public open calls: npv_dev_finish_open, then *out = dev; on its
+ * failure the device is closed and *out left alone.
+ */
+int npv_dev_finish_open_or_close(struct npv_dev *dev, struct npv_domain *dom, struct npv_dev **out);
 /* Free what npv_dev_alloc took (not priv). */
 void npv_dev_free_shell(struct npv_dev *dev);
 

@@ -123,11 +123,5 @@ int npv_dev_open_pci(struct npv_ctx *ctx, const char *bdf, struct npv_domain *do
     }
     if (ret < 0)
         return ret;
-    ret = npv_dev_finish_open(dev, dom);
-    if (ret < 0) {
-        npv_dev_close(dev);
-        return ret;
-    }
-    *out = dev;
-    return 0;
+    return npv_dev_finish_open_or_close(dev, dom, out);
 }
