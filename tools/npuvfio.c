@@ -28,7 +28,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "Usage: npuvfio [OPTIONS] COMMAND [ARGS]\n"
                "\n"
-               "User-space VFIO driver stack for NPUs: discover, bind and inspect devices.\n"
+               "User-space VFIO driver stack for NPUs: discover, bind and inspect devices,\n"
+               "run device models as vfio-user servers, and benchmark rings.\n"
                "\n"
                "Commands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
