@@ -81,10 +81,12 @@ END_TEST
 
 START_TEST(open_without_a_server_fails)
 {
-    struct npv_dev *dev = NULL;
+    /* A stale pointer in *out must not survive a failed open (callers free it on error). */
+    struct npv_dev *dev = (struct npv_dev *)&dev;
     int fds = count_fds();
     int r = npv_dev_open_vfio_user(ctx, "/tmp/npv-no-such-dir/dev.sock", NULL, NULL, &dev);
     ck_assert_int_eq(r, -ENOENT);
+    ck_assert_ptr_null(dev);
     ck_assert_int_eq(count_fds(), fds);
 }
 END_TEST
