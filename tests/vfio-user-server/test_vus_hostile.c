@@ -60,7 +60,13 @@ static int conn(void)
     ck_assert_int_ge(fd, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     strcpy(sa.sun_path, sock_path);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    /* The socket file exists from bind(); until listen() a connect is refused. */
+    int64_t deadline = npv_vu_now_ns() + TIMEOUT_NS;
+    while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        ck_assert_msg(errno == ECONNREFUSED && npv_vu_now_ns() < deadline, "connect: %s",
+                      strerror(errno));
+        usleep(1000);
+    }
     return fd;
 }
 
