@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -113,14 +114,17 @@ NPV_API int npv_vus_listen(struct npv_vus *srv, const char *path)
 
     if (srv->listen_fd >= 0)
         return -EBUSY;
-    if (strlen(path) >= sizeof(sa.sun_path) || strlen(path) >= sizeof(srv->path))
+    /*
+     * The socket is bound and listening under a temporary name first and
+     * renamed into place, so a client that sees the path can connect: a
+     * socket file exists from bind(), but connects are refused until listen().
+     */
+    int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.%d.tmp", path, (int)getpid());
+    if (n < 0 || (size_t)n >= sizeof(sa.sun_path) || strlen(path) >= sizeof(srv->path))
         return -ENAMETOOLONG;
-    strcpy(sa.sun_path, path);
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode))
-            return -EEXIST;
-        unlink(path); /* a server that died left its socket behind */
-    }
+    if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+        return -EEXIST;
+    unlink(sa.sun_path);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -133,7 +137,8 @@ NPV_API int npv_vus_listen(struct npv_vus *srv, const char *path)
         r = -errno;
         goto err_close;
     }
-    if (chmod(path, 0600) < 0 || listen(fd, 4) < 0) {
+    /* rename() replaces a socket a server that died left behind. */
+    if (chmod(sa.sun_path, 0600) < 0 || listen(fd, 4) < 0 || rename(sa.sun_path, path) < 0) {
         r = -errno;
         goto err_unlink;
     }
@@ -142,7 +147,7 @@ NPV_API int npv_vus_listen(struct npv_vus *srv, const char *path)
     return 0;
 
 err_unlink:
-    unlink(path);
+    unlink(sa.sun_path);
 err_close:
     close(fd);
     return r;
