@@ -82,6 +82,12 @@ void npv_ctx_free(struct npv_ctx *ctx)
 {
     if (ctx == NULL)
         return;
+    /* Devices and domains with an IOAS hold it: one left is a caller's bug (and a leaked fd). */
+    if (ctx->iommufd_users != 0)
+        npv_err(ctx,
+                "context freed with /dev/iommu still held %u times: a device or a domain "
+                "was not released",
+                ctx->iommufd_users);
     pthread_mutex_destroy(&ctx->lock);
     pthread_mutex_destroy(&ctx->iommufd_lock);
     free(ctx->sysfs_root);

@@ -20,7 +20,9 @@ struct npv_ctx {
      * The iommufd shared by the context's iommufd devices. A device stays bound
      * to one iommufd while its fd is open and an IOAS belongs to one iommufd,
      * so every domain's IOAS lives in this one for devices to move between
-     * domains. Opened by the first iommufd device, closed with the last.
+     * domains. Opened by the first iommufd device; every open device and every
+     * domain's IOAS holds a reference (iommufd_users), so it closes when the
+     * last device has closed and the last domain with an IOAS is freed.
      * iommufd_lock also serialises the bookkeeping of the per-domain IOAS
      * sinks (lock order: device, iommufd_lock, domain).
      */

@@ -238,11 +238,35 @@ struct npv_domain *npv_domain_get(struct npv_domain *dom)
     return dom;
 }
 
+/*
+ * Take the sinks out of the list: those the domain owns (a release hook, no
+ * users) onto the returned list, the others (their owner's, left here by a
+ * caller's bug) unlinked and counted in *stray.
+ */
+static struct npv_iommu_sink *take_sinks(struct npv_domain *dom, unsigned *stray)
+{
+    struct npv_iommu_sink *owned = NULL, *s;
+    *stray = 0;
+    while ((s = dom->sinks) != NULL) {
+        dom->sinks = s->next;
+        s->next = NULL;
+        if (s->ops->release != NULL && s->users == 0) {
+            s->next = owned;
+            owned = s;
+        } else {
+            (*stray)++;
+        }
+    }
+    return owned;
+}
+
 static void domain_free(struct npv_domain *dom)
 {
+    unsigned stray;
+    struct npv_iommu_sink *owned = take_sinks(dom, &stray);
     /* Devices and DMA buffers hold references: either left here is a caller's bug. */
-    if (dom->sinks != NULL)
-        npv_err(dom->ctx, "domain freed with IOMMUs still attached");
+    if (stray != 0)
+        npv_err(dom->ctx, "domain freed with %u IOMMUs still attached", stray);
     if (dom->by_iova.count != 0)
         npv_err(dom->ctx, "domain freed with %zu mappings left", dom->by_iova.count);
     struct npv_avl_node *n;
@@ -251,6 +275,13 @@ static void domain_free(struct npv_domain *dom)
         npv_avl_remove(&dom->by_iova, &e->by_iova);
         npv_avl_remove(&dom->by_vaddr, &e->by_vaddr);
         free(e);
+    }
+    /* After the journal: a release drops whatever the sink still maps in one go. */
+    while (owned != NULL) {
+        struct npv_iommu_sink *s = owned;
+        owned = s->next;
+        s->next = NULL;
+        s->ops->release(s);
     }
     npv_iova_space_fini(&dom->iova);
     free(dom->reserved);

@@ -28,6 +28,18 @@ struct npv_iommu_sink_ops {
     const char *name;
     int (*map)(struct npv_iommu_sink *sink, const struct npv_mapping *m);
     int (*unmap)(struct npv_iommu_sink *sink, const struct npv_mapping *m);
+    /*
+     * NULL for a sink that follows a device (a type1 container, a vfio-user
+     * connection): its owner removes and frees it. Set for a sink that lives
+     * as long as its domain (an iommufd IOAS, so a device switching back finds
+     * it filled): the domain calls release once, when it is freed, for such a
+     * sink still in its list with users == 0. By then the sink is in no
+     * domain and the journal is gone; mappings left in the sink are release's
+     * to drop (destroying the IOAS drops them). Called without the domain's
+     * lock. A sink its owner takes out with npv_domain_remove_sink is the
+     * owner's again: the domain never releases it.
+     */
+    void (*release)(struct npv_iommu_sink *sink);
 };
 
 struct npv_iommu_sink {
@@ -43,7 +55,10 @@ struct npv_iommu_sink {
     size_t nr_ranges;
     /* 1 coherent, 0 not, -1 not a kernel IOMMU (host shared memory). */
     int coherent;
-    /* Owner's bookkeeping (e.g. iommufd devices sharing one IOAS). */
+    /*
+     * Owner's bookkeeping (e.g. iommufd devices attached to one IOAS); the
+     * domain reads it only when it is freed (see release).
+     */
     unsigned users;
     struct npv_iommu_sink *next; /* the domain's list; the domain owns the link */
 };

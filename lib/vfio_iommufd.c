@@ -5,13 +5,28 @@
  *
  * One IOAS per domain, shared by all of the domain's iommufd devices: it is
  * the domain's IOMMU sink (found with npv_domain_find_sink), made by the
- * first device that attaches and destroyed when the last one leaves. Moving
- * a device to another domain is one VFIO_DEVICE_ATTACH_IOMMUFD_PT naming the
- * target IOAS: the kernel replaces the attachment, so no mapping is replayed
- * for the device and a failed attach leaves it where it was.
+ * first device that attaches and destroyed only when the domain is freed (the
+ * sink's release hook). Moving a device to another domain is one
+ * VFIO_DEVICE_ATTACH_IOMMUFD_PT naming the target: the kernel replaces the
+ * attachment, so no mapping is replayed for the device and a failed attach
+ * leaves it where it was.
+ *
+ * The target is a HWPT the IOAS keeps, not the IOAS itself. Attached to an
+ * IOAS id the kernel makes an automatic HWPT (an IOMMU page table) and frees
+ * it when the last device leaves, and a page table is filled when it is made:
+ * every switch back would then pin and map the domain's whole journal again
+ * inside the attach ioctl. A HWPT from IOMMU_HWPT_ALLOC lives until we
+ * destroy it, so the table stays filled and the pages stay pinned while no
+ * device is on it, and a switch back costs the same whatever the mapping
+ * count. That is the price: a domain's pins last as long as the domain. A
+ * HWPT is made for the device that first attaches; a device it does not suit
+ * (another IOMMU instance: EINVAL) falls back to the IOAS id.
+ *
+ * The IOAS lives in the context's /dev/iommu and holds a reference on it, so
+ * the fd stays open while any domain has an IOAS, after its devices closed.
  *
  * Coherency: iommufd has no query like type1's VFIO_DMA_CC_IOMMU. The kernel
- * enforces coherency on an auto-created HWPT when the IOMMU driver can, but
+ * enforces coherency on a HWPT when the IOMMU driver can, but
  * it tells user space neither that nor the IOMMU capability behind it
  * (IOMMU_GET_HW_INFO returns raw, driver-specific registers, and none for
  * AMD or SMMUv3 on many kernels). So the library treats an iommufd IOMMU as
@@ -67,9 +82,11 @@ int npv_vfio_cdev_name(struct npv_ctx *ctx, const char *bdf, char *buf, size_t l
 struct ioas {
     struct npv_iommu_sink sink; /* sink.users counts the attached devices */
     struct npv_ctx *ctx;
-    int iommufd;
+    int iommufd; /* the context's, with a reference held for this IOAS */
     uint32_t id;
-    char name[24]; /* "ioas N", for messages */
+    uint32_t hwpt_id;  /* the kept page table, 0 until a device made one */
+    bool hwpt_refused; /* IOMMU_HWPT_ALLOC failed once: attach to the IOAS from now on */
+    char name[24];     /* "ioas N", for messages */
 };
 
 struct iommufd_dev {
@@ -102,13 +119,19 @@ static int iommufd_get(struct npv_ctx *ctx, int *fd)
     return ret;
 }
 
-static void iommufd_put(struct npv_ctx *ctx)
+static void iommufd_put_locked(struct npv_ctx *ctx)
 {
-    pthread_mutex_lock(&ctx->iommufd_lock);
     if (ctx->iommufd_users > 0 && --ctx->iommufd_users == 0) {
+        npv_debug(ctx, "/dev/iommu closed");
         close(ctx->iommufd);
         ctx->iommufd = -1;
     }
+}
+
+static void iommufd_put(struct npv_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->iommufd_lock);
+    iommufd_put_locked(ctx);
     pthread_mutex_unlock(&ctx->iommufd_lock);
 }
 
@@ -131,6 +154,8 @@ static int ioas_map(struct npv_iommu_sink *sink, const struct npv_mapping *m)
         map.flags |= IOMMU_IOAS_MAP_READABLE;
     if (m->prot & NPV_DMA_WRITE)
         map.flags |= IOMMU_IOAS_MAP_WRITEABLE;
+    npv_debug(io->ctx, "%s: IOMMU_IOAS_MAP iova %#llx len %#llx", io->name,
+              (unsigned long long)m->iova, (unsigned long long)m->len);
     return npv_vfio_dma_map_ioctl(io->ctx, io->name, io->iommufd, IOMMU_IOAS_MAP, "IOMMU_IOAS_MAP",
                                   &map, m);
 }
@@ -150,10 +175,13 @@ static int ioas_unmap(struct npv_iommu_sink *sink, const struct npv_mapping *m)
                                     "IOMMU_IOAS_UNMAP", &unmap, &unmap.length, m);
 }
 
+static void ioas_release(struct npv_iommu_sink *sink);
+
 static const struct npv_iommu_sink_ops ioas_sink_ops = {
     .name = "iommufd-ioas",
     .map = ioas_map,
     .unmap = ioas_unmap,
+    .release = ioas_release,
 };
 
 /*
@@ -201,30 +229,59 @@ static int ioas_read_ranges(struct ioas *io, struct npv_domain *dom)
 }
 _Static_assert(sizeof(struct iommu_iova_range) == sizeof(struct npv_iova_range), "range layout");
 
+static void iommufd_destroy(struct npv_ctx *ctx, int iommufd, const char *what, uint32_t id)
+{
+    struct iommu_destroy d = {.size = sizeof(d), .id = id};
+    npv_debug(ctx, "IOMMU_DESTROY %s %u", what, id);
+    /* EBUSY while a device is still on it: it then dies with the iommufd. */
+    if (ioctl(iommufd, IOMMU_DESTROY, &d) < 0)
+        npv_warn(ctx, "IOMMU_DESTROY %s %u: %s", what, id, npv_strerror(-errno));
+}
+
+/* The HWPT first: it holds the IOAS busy. Does not drop the iommufd reference. */
 static void ioas_destroy(struct ioas *io)
 {
-    struct iommu_destroy d = {.size = sizeof(d), .id = io->id};
-    /* EBUSY while a device is still on it: it then dies with the iommufd. */
-    if (ioctl(io->iommufd, IOMMU_DESTROY, &d) < 0)
-        npv_debug(io->ctx, "IOMMU_DESTROY ioas %u: %s", io->id, npv_strerror(-errno));
+    if (io->hwpt_id != 0)
+        iommufd_destroy(io->ctx, io->iommufd, "hwpt", io->hwpt_id);
+    iommufd_destroy(io->ctx, io->iommufd, "ioas", io->id);
     npv_iommu_sink_fini(&io->sink);
     free(io);
 }
 
-static int ioas_new(struct npv_ctx *ctx, int iommufd, struct ioas **out)
+/* An IOAS that never joined a domain, or just left it: destroy it and drop its reference. */
+static void ioas_discard_locked(struct ioas *io)
 {
+    struct npv_ctx *ctx = io->ctx;
+    ioas_destroy(io);
+    iommufd_put_locked(ctx);
+}
+
+/* The domain is being freed and no device is on io. Not under iommufd_lock. */
+static void ioas_release(struct npv_iommu_sink *sink)
+{
+    struct ioas *io = sink->priv;
+    struct npv_ctx *ctx = io->ctx;
+    ioas_destroy(io);
+    iommufd_put(ctx);
+}
+
+/* Under iommufd_lock, with the iommufd open (the attaching device holds it). */
+static int ioas_new(struct npv_ctx *ctx, struct ioas **out)
+{
+    int iommufd = ctx->iommufd;
     struct iommu_ioas_alloc a = {.size = sizeof(a)};
     if (ioctl(iommufd, IOMMU_IOAS_ALLOC, &a) < 0) {
         int err = -errno;
         npv_err(ctx, "IOMMU_IOAS_ALLOC: %s", npv_strerror(err));
         return err;
     }
+    npv_debug(ctx, "IOMMU_IOAS_ALLOC: ioas %u", a.out_ioas_id);
     struct ioas *io = calloc(1, sizeof(*io));
     if (io == NULL) {
-        struct iommu_destroy d = {.size = sizeof(d), .id = a.out_ioas_id};
-        ioctl(iommufd, IOMMU_DESTROY, &d);
+        iommufd_destroy(ctx, iommufd, "ioas", a.out_ioas_id);
         return -ENOMEM;
     }
+    ctx->iommufd_users++;
     io->ctx = ctx;
     io->iommufd = iommufd;
     io->id = a.out_ioas_id;
@@ -235,7 +292,7 @@ static int ioas_new(struct npv_ctx *ctx, int iommufd, struct ioas **out)
     int ret = ioas_read_ranges(io, NULL);
     if (ret < 0) {
         npv_err(ctx, "IOMMU_IOAS_IOVA_RANGES ioas %u: %s", io->id, npv_strerror(ret));
-        ioas_destroy(io);
+        ioas_discard_locked(io);
         return ret;
     }
     *out = io;
@@ -250,18 +307,61 @@ static void ioas_ranges_changed(struct ioas *io, struct npv_domain *dom)
         npv_warn(io->ctx, "ioas %u: IOVA ranges not refreshed: %s", io->id, npv_strerror(ret));
 }
 
-/* A device left io, which sits in dom: destroy io with its last user. Under iommufd_lock. */
-static void ioas_release(struct ioas *io, struct npv_domain *dom)
+/*
+ * A device left io, which sits in dom. io stays with its domain, mapped, for
+ * the next device (or the same one switching back); the domain's free
+ * releases it. Under iommufd_lock.
+ */
+static void ioas_leave(struct ioas *io, struct npv_domain *dom)
 {
     if (io->sink.users > 0)
         io->sink.users--;
-    if (io->sink.users > 0) {
-        ioas_ranges_changed(io, dom);
+    ioas_ranges_changed(io, dom);
+}
+
+/* The page table io keeps, made on the first attach (see the top of this file). */
+static void ioas_make_hwpt(struct ioas *io, uint32_t devid, const char *dev_name)
+{
+    struct iommu_hwpt_alloc h = {.size = sizeof(h), .dev_id = devid, .pt_id = io->id};
+    if (ioctl(io->iommufd, IOMMU_HWPT_ALLOC, &h) < 0) {
+        io->hwpt_refused = true;
+        npv_debug(io->ctx, "%s: IOMMU_HWPT_ALLOC on ioas %u: %s; attaching to the IOAS", dev_name,
+                  io->id, npv_strerror(-errno));
         return;
     }
-    /* No unmapping one by one: destroying the IOAS drops its mappings. */
-    npv_domain_remove_sink(dom, &io->sink, false);
-    ioas_destroy(io);
+    io->hwpt_id = h.out_hwpt_id;
+    npv_debug(io->ctx, "%s: IOMMU_HWPT_ALLOC: hwpt %u on ioas %u", dev_name, io->hwpt_id, io->id);
+}
+
+static int attach_pt(struct iommufd_dev *fd_dev, uint32_t pt_id)
+{
+    struct vfio_device_attach_iommufd_pt at = {.argsz = sizeof(at), .pt_id = pt_id};
+    return ioctl(fd_dev->vdev.fd, VFIO_DEVICE_ATTACH_IOMMUFD_PT, &at) < 0 ? -errno : 0;
+}
+
+/* Attach to io's kept HWPT, or to the IOAS when there is none or it does not suit the device. */
+static int ioas_attach_device(struct ioas *io, struct iommufd_dev *fd_dev, const char *dev_name)
+{
+    if (io->hwpt_id == 0 && !io->hwpt_refused)
+        ioas_make_hwpt(io, fd_dev->devid, dev_name);
+    int ret = -EINVAL;
+    if (io->hwpt_id != 0) {
+        ret = attach_pt(fd_dev, io->hwpt_id);
+        if (ret == 0)
+            npv_debug(io->ctx, "%s: VFIO_DEVICE_ATTACH_IOMMUFD_PT hwpt %u of ioas %u%s", dev_name,
+                      io->hwpt_id, io->id,
+                      fd_dev->ioas != NULL ? " (replaces the old attachment)" : "");
+        else if (ret == -EINVAL)
+            npv_debug(io->ctx, "%s: hwpt %u of ioas %u does not suit it; attaching to the IOAS",
+                      dev_name, io->hwpt_id, io->id);
+    }
+    if (ret == -EINVAL) {
+        ret = attach_pt(fd_dev, io->id);
+        if (ret == 0)
+            npv_debug(io->ctx, "%s: VFIO_DEVICE_ATTACH_IOMMUFD_PT ioas %u%s", dev_name, io->id,
+                      fd_dev->ioas != NULL ? " (replaces the old attachment)" : "");
+    }
+    return ret;
 }
 
 /* ---- the device ---- */
@@ -282,20 +382,19 @@ static int iommufd_attach(struct npv_dev *dev, struct npv_domain *dom)
             goto out;
     } else {
         /* A new IOAS gets the domain's journal before the device moves onto it. */
-        ret = ioas_new(ctx, ctx->iommufd, &target);
+        ret = ioas_new(ctx, &target);
         if (ret < 0)
             goto out;
         ret = npv_domain_add_sink(dom, &target->sink);
         if (ret < 0) {
-            ioas_destroy(target);
+            ioas_discard_locked(target);
             goto out;
         }
         created = true;
     }
 
-    struct vfio_device_attach_iommufd_pt at = {.argsz = sizeof(at), .pt_id = target->id};
-    if (ioctl(fd_dev->vdev.fd, VFIO_DEVICE_ATTACH_IOMMUFD_PT, &at) < 0) {
-        ret = -errno;
+    ret = ioas_attach_device(target, fd_dev, dev->name);
+    if (ret < 0) {
         if (ret == -EADDRINUSE)
             npv_err(ctx,
                     "%s: VFIO_DEVICE_ATTACH_IOMMUFD_PT ioas %u: a mapping of the domain "
@@ -304,18 +403,17 @@ static int iommufd_attach(struct npv_dev *dev, struct npv_domain *dom)
         else
             npv_err(ctx, "%s: VFIO_DEVICE_ATTACH_IOMMUFD_PT ioas %u: %s", dev->name, target->id,
                     npv_strerror(ret));
+        /* A failed attach leaves no trace: an IOAS made for it goes again. */
         if (created) {
             npv_domain_remove_sink(dom, &target->sink, false);
-            ioas_destroy(target);
+            ioas_discard_locked(target);
         }
         goto out;
     }
-    npv_debug(ctx, "%s: VFIO_DEVICE_ATTACH_IOMMUFD_PT ioas %u%s", dev->name, target->id,
-              fd_dev->ioas != NULL ? " (replaces the old attachment)" : "");
     target->sink.users++;
     ioas_ranges_changed(target, dom);
     if (fd_dev->ioas != NULL)
-        ioas_release(fd_dev->ioas, dev->domain);
+        ioas_leave(fd_dev->ioas, dev->domain);
     fd_dev->ioas = target;
 out:
     pthread_mutex_unlock(&ctx->iommufd_lock);
@@ -343,12 +441,12 @@ static void iommufd_close(struct npv_dev *dev)
 
     pthread_mutex_lock(&ctx->iommufd_lock);
     if (fd_dev->ioas != NULL) {
-        /* Detach before the IOAS may be destroyed: an attached HWPT keeps it busy. */
+        /* Detach now: the IOAS stays with the domain, and the domain's free destroys it. */
         struct vfio_device_detach_iommufd_pt dt = {.argsz = sizeof(dt)};
         npv_debug(ctx, "%s: VFIO_DEVICE_DETACH_IOMMUFD_PT", dev->name);
         if (ioctl(vdev->fd, VFIO_DEVICE_DETACH_IOMMUFD_PT, &dt) < 0)
             npv_warn(ctx, "%s: VFIO_DEVICE_DETACH_IOMMUFD_PT: %s", dev->name, npv_strerror(-errno));
-        ioas_release(fd_dev->ioas, dev->domain);
+        ioas_leave(fd_dev->ioas, dev->domain);
         fd_dev->ioas = NULL;
     }
     pthread_mutex_unlock(&ctx->iommufd_lock);

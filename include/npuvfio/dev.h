@@ -120,10 +120,17 @@ NPV_API int npv_dev_open_vfio_user(struct npv_ctx *ctx, const char *socket_path,
 NPV_API void npv_dev_close(struct npv_dev *dev);
 
 /*
- * Move the device to dom. iommufd: one ATTACH_IOMMUFD_PT (replace). Legacy and
- * vfio-user: the old domain's mappings are removed from the device's IOMMU
- * and dom's journal is replayed into it. A no-op when dom is already attached.
- * On failure the device stays attached to its old domain.
+ * Move the device to dom. iommufd: one ATTACH_IOMMUFD_PT (replace); the first
+ * attach to a domain also makes its IOAS and fills it from the journal, later
+ * ones cost the same whatever the mapping count. Legacy and vfio-user: the
+ * old domain's mappings are removed from the device's IOMMU and dom's
+ * journal is replayed into it. A no-op when dom is already attached. On
+ * failure the device stays attached to its old domain.
+ *
+ * On iommufd a domain keeps its IOAS and pins until the domain is freed: the
+ * pages of its mappings stay pinned (and charged to RLIMIT_MEMLOCK) after the
+ * device moved away or closed, which is what makes the switch back hitless.
+ * Free a domain no device will come back to (npv_domain_put) to unpin them.
  */
 NPV_API int npv_dev_attach(struct npv_dev *dev, struct npv_domain *dom);
 NPV_API struct npv_domain *npv_dev_domain(const struct npv_dev *dev);

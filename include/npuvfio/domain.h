@@ -19,6 +19,14 @@
  * many NPU descriptor formats) faults instead of reaching a buffer. A map at
  * an IOVA in that page is -ERANGE.
  *
+ * On iommufd a domain keeps its IOAS and pins until the domain is freed: the
+ * IOAS is made when the first iommufd device attaches and stays, filled and
+ * with its pages pinned, when the last one leaves or closes, so a device
+ * switching back costs one replacing attach whatever the mapping count. The
+ * last npv_domain_put destroys it (and releases the context's /dev/iommu when
+ * nothing else holds it). Legacy containers and vfio-user connections follow
+ * their device instead and are gone when it closes.
+ *
  * Reference counted. Thread-safety: all calls are safe from many threads; the
  * domain serialises them with its own lock.
  */

@@ -48,6 +48,23 @@ const struct npv_iommu_sink_ops fake_sink_ops_other = {
     .unmap = fake_unmap,
 };
 
+static void fake_release(struct npv_iommu_sink *sink)
+{
+    struct fake_sink *f = sink->priv;
+    f->release_calls++;
+    f->live_at_release = f->nr_live;
+    /* As destroying an IOAS drops its mappings in one go. */
+    f->nr_live = 0;
+    npv_iommu_sink_fini(sink);
+}
+
+const struct npv_iommu_sink_ops fake_sink_ops_owned = {
+    .name = "fake-owned",
+    .map = fake_map,
+    .unmap = fake_unmap,
+    .release = fake_release,
+};
+
 void fake_sink_init(struct fake_sink *f, int coherent)
 {
     memset(f, 0, sizeof(*f));

@@ -17,11 +17,15 @@ struct fake_sink {
     unsigned unmap_calls;
     unsigned fail_map_at; /* nonzero: the fail_map_at-th map call (1-based) fails */
     int fail_err;
-    bool fail_unmaps; /* every unmap fails (and leaves the mapping in place) */
+    bool fail_unmaps;       /* every unmap fails (and leaves the mapping in place) */
+    unsigned release_calls; /* fake_sink_ops_owned only */
+    size_t live_at_release; /* nr_live when release was last called */
 };
 
 extern const struct npv_iommu_sink_ops fake_sink_ops;
 extern const struct npv_iommu_sink_ops fake_sink_ops_other;
+/* With a release hook: a sink the domain owns (as an iommufd IOAS). Release counts and forgets. */
+extern const struct npv_iommu_sink_ops fake_sink_ops_owned;
 
 /* coherent: 1, 0 or -1 as in struct npv_iommu_sink. */
 void fake_sink_init(struct fake_sink *f, int coherent);

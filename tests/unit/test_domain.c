@@ -597,6 +597,132 @@ START_TEST(domain_many_mappings_translate_and_unmap)
 }
 END_TEST
 
+static struct npv_domain *new_domain(void)
+{
+    struct npv_domain *d = NULL;
+    ck_assert_int_eq(npv_domain_new(ctx, NULL, &d), 0);
+    return d;
+}
+
+static void owned_sink_init(struct fake_sink *f)
+{
+    fake_sink_init(f, 0);
+    f->sink.ops = &fake_sink_ops_owned;
+}
+
+START_TEST(domain_releases_an_owned_sink_once_at_its_last_put)
+{
+    static const struct npv_iova_range low[] = {{0, 0xffffffff}};
+    struct npv_domain *d = new_domain();
+    struct fake_sink f;
+    owned_sink_init(&f);
+    ck_assert_int_eq(npv_domain_set_sink_ranges(NULL, &f.sink, low, 1), 0);
+    ck_assert_int_eq(npv_domain_add_sink(d, &f.sink), 0);
+    struct npv_mapping m = mapping(0x10000000, PG);
+    ck_assert_int_eq(npv_domain_map(d, &m, PG), 0);
+    ck_assert_int_eq(npv_domain_unmap(d, m.iova), 0);
+    /* A reference dropped that is not the last one frees nothing. */
+    npv_domain_put(npv_domain_get(d));
+    ck_assert_uint_eq(f.release_calls, 0);
+    npv_domain_put(d);
+    ck_assert_uint_eq(f.release_calls, 1);
+    ck_assert_ptr_null(f.sink.next);
+    ck_assert_ptr_null(f.sink.ranges); /* the hook's fini ran on a sink in no domain */
+}
+END_TEST
+
+START_TEST(domain_keeps_an_owned_sink_mapped_while_it_has_no_users)
+{
+    struct npv_domain *d = new_domain();
+    struct fake_sink f;
+    owned_sink_init(&f);
+    f.sink.users = 1;
+    ck_assert_int_eq(npv_domain_add_sink(d, &f.sink), 0);
+    f.sink.users = 0; /* its last device left: the sink stays in the domain */
+    struct npv_mapping m = mapping(0x10000000, PG);
+    ck_assert_int_eq(npv_domain_map(d, &m, PG), 0);
+    ck_assert_ptr_nonnull(fake_sink_find(&f, m.iova));
+    ck_assert_ptr_eq(npv_domain_find_sink(d, &fake_sink_ops_owned), &f.sink);
+    ck_assert_int_eq(npv_domain_unmap(d, m.iova), 0);
+    ck_assert_uint_eq(f.release_calls, 0);
+    npv_domain_put(d);
+    ck_assert_uint_eq(f.release_calls, 1);
+}
+END_TEST
+
+START_TEST(domain_leaves_mappings_left_at_free_to_the_release_hook)
+{
+    struct npv_domain *d = new_domain();
+    struct fake_sink f;
+    owned_sink_init(&f);
+    ck_assert_int_eq(npv_domain_add_sink(d, &f.sink), 0);
+    struct npv_mapping a = mapping(0x10000000, PG), b = mapping(0x20000000, 2 * PG);
+    ck_assert_int_eq(npv_domain_map(d, &a, PG), 0);
+    ck_assert_int_eq(npv_domain_map(d, &b, PG), 0);
+    /* A caller's bug (buffers hold references), but the sink still goes in one call. */
+    npv_domain_put(d);
+    ck_assert_uint_eq(f.release_calls, 1);
+    ck_assert_uint_eq(f.unmap_calls, 0);
+    ck_assert_uint_eq(f.live_at_release, 2);
+}
+END_TEST
+
+START_TEST(domain_never_releases_a_sink_its_owner_removed)
+{
+    struct npv_domain *d = new_domain();
+    struct fake_sink f;
+    owned_sink_init(&f);
+    ck_assert_int_eq(npv_domain_add_sink(d, &f.sink), 0);
+    npv_domain_remove_sink(d, &f.sink, true);
+    ck_assert_uint_eq(f.release_calls, 0);
+    npv_domain_put(d);
+    ck_assert_uint_eq(f.release_calls, 0);
+    npv_iommu_sink_fini(&f.sink);
+}
+END_TEST
+
+START_TEST(domain_releases_each_owned_sink_once)
+{
+    struct npv_domain *d = new_domain();
+    struct fake_sink f1, f2;
+    owned_sink_init(&f1);
+    owned_sink_init(&f2);
+    ck_assert_int_eq(npv_domain_add_sink(d, &f1.sink), 0);
+    ck_assert_int_eq(npv_domain_add_sink(d, &f2.sink), 0);
+    npv_domain_put(d);
+    ck_assert_uint_eq(f1.release_calls, 1);
+    ck_assert_uint_eq(f2.release_calls, 1);
+}
+END_TEST
+
+static void count_errors(void *user, enum npv_log_level level, const char *msg)
+{
+    (void)msg;
+    if (level == NPV_LOG_ERROR)
+        (*(int *)user)++;
+}
+
+START_TEST(domain_free_unlinks_and_reports_sinks_it_does_not_own)
+{
+    int errors = 0;
+    npv_ctx_set_log_sink(ctx, count_errors, &errors);
+    struct npv_domain *d = new_domain();
+    struct fake_sink plain, busy;
+    fake_sink_init(&plain, 1);
+    owned_sink_init(&busy);
+    ck_assert_int_eq(npv_domain_add_sink(d, &plain.sink), 0);
+    ck_assert_int_eq(npv_domain_add_sink(d, &busy.sink), 0);
+    /* A device still on it would use it after the free: left to its owner, and reported. */
+    busy.sink.users = 1;
+    npv_domain_put(d);
+    npv_ctx_set_log_sink(ctx, quiet_log, NULL);
+    ck_assert_uint_eq(busy.release_calls, 0);
+    ck_assert_ptr_null(plain.sink.next);
+    ck_assert_ptr_null(busy.sink.next);
+    ck_assert_int_eq(errors, 1);
+}
+END_TEST
+
 static Suite *domain_suite(void)
 {
     Suite *s = suite_create("domain");
@@ -624,6 +750,12 @@ static Suite *domain_suite(void)
     tcase_add_test(tc, domain_coherent_is_the_and_of_kernel_sinks);
     tcase_add_test(tc, domain_find_sink_matches_ops);
     tcase_add_test(tc, domain_many_mappings_translate_and_unmap);
+    tcase_add_test(tc, domain_releases_an_owned_sink_once_at_its_last_put);
+    tcase_add_test(tc, domain_keeps_an_owned_sink_mapped_while_it_has_no_users);
+    tcase_add_test(tc, domain_leaves_mappings_left_at_free_to_the_release_hook);
+    tcase_add_test(tc, domain_never_releases_a_sink_its_owner_removed);
+    tcase_add_test(tc, domain_releases_each_owned_sink_once);
+    tcase_add_test(tc, domain_free_unlinks_and_reports_sinks_it_does_not_own);
     suite_add_tcase(s, tc);
     return s;
 }
