@@ -523,6 +523,11 @@ static void swap_sink_ranges(struct npv_iommu_sink *sink, struct npv_iova_range 
     sink->nr_ranges = copy != NULL ? n : 0;
 }
 
+static bool same_ranges(const struct npv_iommu_sink *sink, const struct npv_iova_range *r, size_t n)
+{
+    return sink->nr_ranges == n && (n == 0 || memcmp(sink->ranges, r, n * sizeof(*r)) == 0);
+}
+
 int npv_domain_set_sink_ranges(struct npv_domain *dom, struct npv_iommu_sink *sink,
                                const struct npv_iova_range *ranges, size_t n)
 {
@@ -538,14 +543,23 @@ int npv_domain_set_sink_ranges(struct npv_domain *dom, struct npv_iommu_sink *si
     }
     pthread_mutex_lock(&dom->lock);
     ret = -ENOENT;
-    if (has_sink(dom, sink)) {
-        const struct ranges_override ov = {sink, copy, copy != NULL ? n : 0};
-        ret = apply_usable(dom, &ov);
-    }
+    if (!has_sink(dom, sink))
+        goto out;
+    /*
+     * Recomputing the usable space walks every mapping: an IOAS re-reports the
+     * same ranges on each attach of a device switching back, and that must
+     * not cost in proportion to the journal.
+     */
+    ret = 0;
+    if (same_ranges(sink, copy, copy != NULL ? n : 0))
+        goto out;
+    const struct ranges_override ov = {sink, copy, copy != NULL ? n : 0};
+    ret = apply_usable(dom, &ov);
     if (ret == 0) {
         swap_sink_ranges(sink, copy, n);
         copy = NULL;
     }
+out:
     pthread_mutex_unlock(&dom->lock);
     free(copy);
     if (ret == -ERANGE)

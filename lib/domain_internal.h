@@ -77,12 +77,13 @@ struct npv_iommu_sink *npv_domain_find_sink(struct npv_domain *dom,
                                             const struct npv_iommu_sink_ops *ops);
 /*
  * Give sink the IOVA ranges its IOMMU accepts now (they narrow as devices
- * attach to an IOAS and widen as they leave). The ranges are copied. With dom
+ * attach to an IOAS). The ranges are copied. With dom
  * NULL the sink must be in no domain (its owner alone sees it). Otherwise sink
  * must be in dom (-ENOENT): under dom's lock the new ranges are checked
  * against dom's mappings (-ERANGE when one would fall outside) and the
  * domain's usable space and the sink's ranges change together; on failure
- * neither changes.
+ * neither changes. Ranges equal to the sink's current ones change nothing and
+ * cost no walk of the mappings.
  */
 int npv_domain_set_sink_ranges(struct npv_domain *dom, struct npv_iommu_sink *sink,
                                const struct npv_iova_range *ranges, size_t n);

@@ -46,6 +46,7 @@
 
 #include <npuvfio/pci.h>
 #include "ctx_internal.h"
+#include "iova.h"
 #include "npv_config.h"
 #include "vfio_device_internal.h"
 
@@ -185,12 +186,29 @@ static const struct npv_iommu_sink_ops ioas_sink_ops = {
 };
 
 /*
- * Read the IOAS's allowed ranges (they narrow as devices attach and widen as
- * they leave) and give them to the sink through the domain, which checks them
- * against its mappings and swaps them under its own lock: a device of another
- * backend attaching to dom at the same time reads either the old or the new
+ * Read the IOAS's allowed ranges, keep no more than the sink already allows
+ * (see ioas_leave for why they never widen), and give them to the sink
+ * through the domain, which checks them against its mappings and swaps them under its own lock: a
+ * device of another backend attaching to dom at the same time reads either the old or the new
  * array, never a freed one. dom is NULL while the IOAS is in no domain yet.
  */
+/* The kernel's ranges r (normalised here), cut to the sink's present ones, become the sink's. */
+static int ioas_narrow_to(struct ioas *io, struct npv_domain *dom, struct npv_iova_range *r,
+                          size_t n)
+{
+    n = npv_ranges_normalize(r, n);
+    /* Written only here, under iommufd_lock, which we hold: reading them needs no domain lock. */
+    if (io->sink.ranges == NULL || io->sink.nr_ranges == 0)
+        return npv_domain_set_sink_ranges(dom, &io->sink, r, n);
+    struct npv_iova_range *cut = NULL;
+    size_t ncut = 0;
+    int ret = npv_ranges_intersect(io->sink.ranges, io->sink.nr_ranges, r, n, &cut, &ncut);
+    if (ret == 0)
+        ret = ncut == 0 ? -ERANGE : npv_domain_set_sink_ranges(dom, &io->sink, cut, ncut);
+    free(cut);
+    return ret;
+}
+
 static int ioas_read_ranges(struct ioas *io, struct npv_domain *dom)
 {
     struct iommu_ioas_iova_ranges q = {.size = sizeof(q), .ioas_id = io->id};
@@ -208,7 +226,7 @@ static int ioas_read_ranges(struct ioas *io, struct npv_domain *dom)
                 if (r[i].start > r[i].last)
                     ret = -EPROTO;
             if (ret == 0)
-                ret = npv_domain_set_sink_ranges(dom, &io->sink, r, q.num_iovas);
+                ret = ioas_narrow_to(io, dom, r, q.num_iovas);
             free(r);
             return ret;
         }
@@ -299,7 +317,7 @@ static int ioas_new(struct npv_ctx *ctx, struct ioas **out)
     return 0;
 }
 
-/* After a device joined or left io: re-read its ranges and let dom narrow or widen. */
+/* After a device joined io: re-read its ranges and let dom narrow. */
 static void ioas_ranges_changed(struct ioas *io, struct npv_domain *dom)
 {
     int ret = ioas_read_ranges(io, dom);
@@ -308,15 +326,17 @@ static void ioas_ranges_changed(struct ioas *io, struct npv_domain *dom)
 }
 
 /*
- * A device left io, which sits in dom. io stays with its domain, mapped, for
- * the next device (or the same one switching back); the domain's free
- * releases it. Under iommufd_lock.
+ * A device left io. io stays with its domain, mapped, for the next device (or
+ * the same one switching back); the domain's free releases it. Its ranges are
+ * not re-read: the kernel would widen them by the leaving device's reserved
+ * regions (the MSI window), the allocator could place a mapping there, and
+ * the device's switch back would then fail with EADDRINUSE. So a domain's
+ * IOVA space only narrows while it lives. Under iommufd_lock.
  */
-static void ioas_leave(struct ioas *io, struct npv_domain *dom)
+static void ioas_leave(struct ioas *io)
 {
     if (io->sink.users > 0)
         io->sink.users--;
-    ioas_ranges_changed(io, dom);
 }
 
 /* The page table io keeps, made on the first attach (see the top of this file). */
@@ -413,7 +433,7 @@ static int iommufd_attach(struct npv_dev *dev, struct npv_domain *dom)
     target->sink.users++;
     ioas_ranges_changed(target, dom);
     if (fd_dev->ioas != NULL)
-        ioas_leave(fd_dev->ioas, dev->domain);
+        ioas_leave(fd_dev->ioas);
     fd_dev->ioas = target;
 out:
     pthread_mutex_unlock(&ctx->iommufd_lock);
@@ -446,7 +466,7 @@ static void iommufd_close(struct npv_dev *dev)
         npv_debug(ctx, "%s: VFIO_DEVICE_DETACH_IOMMUFD_PT", dev->name);
         if (ioctl(vdev->fd, VFIO_DEVICE_DETACH_IOMMUFD_PT, &dt) < 0)
             npv_warn(ctx, "%s: VFIO_DEVICE_DETACH_IOMMUFD_PT: %s", dev->name, npv_strerror(-errno));
-        ioas_leave(fd_dev->ioas, dev->domain);
+        ioas_leave(fd_dev->ioas);
         fd_dev->ioas = NULL;
     }
     pthread_mutex_unlock(&ctx->iommufd_lock);

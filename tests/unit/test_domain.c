@@ -432,6 +432,32 @@ START_TEST(domain_sink_range_change_that_strands_a_mapping_fails_and_changes_not
 }
 END_TEST
 
+START_TEST(domain_set_sink_ranges_with_the_same_ranges_changes_nothing)
+{
+    static const struct npv_iova_range type1[] = {{0, 0xfedfffff}, {0xfef00000, UINT64_MAX}};
+    struct npv_iova_range again[2] = {type1[0], type1[1]};
+    struct fake_sink f;
+    fake_sink_init(&f, 1);
+    ck_assert_int_eq(npv_domain_set_sink_ranges(NULL, &f.sink, type1, 2), 0);
+    ck_assert_int_eq(npv_domain_add_sink(dom, &f.sink), 0);
+    const struct npv_iova_range *before = f.sink.ranges;
+    /* An IOAS re-reports its ranges on every attach: the same ones keep the same array. */
+    ck_assert_int_eq(npv_domain_set_sink_ranges(dom, &f.sink, again, 2), 0);
+    ck_assert_ptr_eq(f.sink.ranges, before);
+    ck_assert_uint_eq(f.sink.nr_ranges, 2);
+    struct npv_iova_range r[4];
+    ck_assert_int_eq(npv_domain_iova_ranges(dom, r, 4), 2);
+    /* Different ones still take effect. */
+    again[1].last = 0xffffffff;
+    ck_assert_int_eq(npv_domain_set_sink_ranges(dom, &f.sink, again, 2), 0);
+    ck_assert_uint_eq(f.sink.ranges[1].last, 0xffffffff);
+    ck_assert_int_eq(npv_domain_iova_ranges(dom, r, 4), 2);
+    ck_assert_uint_eq(r[1].last, 0xffffffff);
+    npv_domain_remove_sink(dom, &f.sink, true);
+    npv_iommu_sink_fini(&f.sink);
+}
+END_TEST
+
 START_TEST(domain_set_sink_ranges_refuses_a_sink_of_another_domain)
 {
     static const struct npv_iova_range low[] = {{0, 0xffffffff}};
@@ -745,6 +771,7 @@ static Suite *domain_suite(void)
     tcase_add_test(tc, domain_sink_ranges_narrow_the_usable_space);
     tcase_add_test(tc, domain_sink_range_change_that_strands_a_mapping_fails_and_changes_nothing);
     tcase_add_test(tc, domain_set_sink_ranges_refuses_a_sink_of_another_domain);
+    tcase_add_test(tc, domain_set_sink_ranges_with_the_same_ranges_changes_nothing);
     tcase_add_test(tc, domain_sink_range_swap_is_safe_against_concurrent_readers);
     tcase_add_test(tc, domain_reserve_keeps_range_out_and_refuses_busy);
     tcase_add_test(tc, domain_coherent_is_the_and_of_kernel_sinks);
