@@ -11,7 +11,9 @@
  *      from 4 KiB and from 2 MiB hugepage memory;
  *   3. DMA to an IOVA that is not mapped is blocked and the IOMMU reports it;
  *   4. MSI to an eventfd, waited for through io_uring with a deadline;
- *   5. moving the device between two domains;
+ *   5. moving the device between two domains (on iommufd a switch back to a
+ *      domain that has its IOAS maps nothing), and closing it: the domains'
+ *      IOAS and /dev/iommu go with the last domain;
  *   6. reset, close and re-open leak no fd and no mapping.
  */
 #include <errno.h>
@@ -48,9 +50,12 @@ struct run {
     struct npv_domain *dom_a, *dom_b;
     struct npv_dev *dev;
     struct npv_bar *bar;
-    /* While counting: lines of the library's log naming the attach ioctls. */
+    /* While counting: lines of the library's debug log naming iommufd calls. */
     bool counting;
-    int attach_lines, detach_lines;
+    enum npv_log_level saved_level;
+    int attach_lines, detach_lines, ioas_alloc_lines, ioas_map_lines, ioas_destroy_lines,
+        iommu_close_lines;
+    int fds_start;
 };
 
 static const struct npv_domain_opts edu_aperture = {.aperture_start = 0,
@@ -62,8 +67,28 @@ static void log_to_console(void *user, enum npv_log_level level, const char *msg
     if (r->counting) {
         r->attach_lines += strstr(msg, "VFIO_DEVICE_ATTACH_IOMMUFD_PT") != NULL;
         r->detach_lines += strstr(msg, "VFIO_DEVICE_DETACH_IOMMUFD_PT") != NULL;
+        r->ioas_alloc_lines += strstr(msg, "IOMMU_IOAS_ALLOC") != NULL;
+        r->ioas_map_lines += strstr(msg, "IOMMU_IOAS_MAP") != NULL;
+        r->ioas_destroy_lines += strstr(msg, "IOMMU_DESTROY ioas") != NULL;
+        r->iommu_close_lines += strstr(msg, "/dev/iommu closed") != NULL;
     }
     tap_diag("lib[%d]: %s", (int)level, msg);
+}
+
+/* The library names each iommufd call in its debug log: count the lines from here on. */
+static void count_start(struct run *r)
+{
+    r->saved_level = npv_ctx_log_level(r->ctx);
+    npv_ctx_set_log_level(r->ctx, NPV_LOG_DEBUG);
+    r->attach_lines = r->detach_lines = r->ioas_alloc_lines = r->ioas_map_lines = 0;
+    r->ioas_destroy_lines = r->iommu_close_lines = 0;
+    r->counting = true;
+}
+
+static void count_stop(struct run *r)
+{
+    r->counting = false;
+    npv_ctx_set_log_level(r->ctx, r->saved_level);
 }
 
 static void fill(void *p, size_t len, uint8_t seed)
@@ -347,6 +372,37 @@ static void check_msi(struct run *r)
     npv_irq_disable(irq);
 }
 
+/*
+ * With the device on A, B has no device: a buffer mapped into B now must
+ * still reach B's IOAS (it stays with its domain), and moving back to B is
+ * one attach that maps nothing, after which edu reaches both of B's buffers.
+ */
+static void switch_back_to_b(struct run *r, struct npv_dma *in_b)
+{
+    struct tap *t = &r->t;
+    struct npv_dma *late = dma_new(r, SZ_4K, NPV_DMA_PAGE_4K);
+    npv_iova_t il = 0;
+    if (!tap_check(t, late != NULL, "a buffer for B while the device is on A") ||
+        !map_checked(r, late, r->dom_b, &il, "mapped into B with no device on B")) {
+        npv_dma_free(late);
+        return;
+    }
+    count_start(r);
+    int rc = npv_dev_attach(r->dev, r->dom_b);
+    count_stop(r);
+    tap_check(t, rc == 0 && npv_dev_domain(r->dev) == r->dom_b, "npv_dev_attach to B again (%s)",
+              npv_strerror(rc));
+    if (r->transport == NPV_TRANSPORT_IOMMUFD)
+        tap_check(t, r->attach_lines == 1 && r->ioas_alloc_lines == 0 && r->ioas_map_lines == 0,
+                  "back to B, whose IOAS exists: %d ATTACH_IOMMUFD_PT, %d IOAS_ALLOC, "
+                  "%d IOAS_MAP",
+                  r->attach_lines, r->ioas_alloc_lines, r->ioas_map_lines);
+    if (rc == 0)
+        round_trip(r, in_b, 0, late, 0, SZ_4K, 8,
+                   "back on B, the buffer mapped before -> the one mapped while away");
+    npv_dma_free(late);
+}
+
 /* 5 */
 static void check_two_domains(struct run *r)
 {
@@ -372,14 +428,9 @@ static void check_two_domains(struct run *r)
 
     round_trip(r, src_a, 0, in_a, 0, 256, 5, "attached to A, buffer in A");
 
-    /* The library names each attach ioctl in its debug log: count them. */
-    enum npv_log_level level = npv_ctx_log_level(r->ctx);
-    npv_ctx_set_log_level(r->ctx, NPV_LOG_DEBUG);
-    r->counting = true;
-    r->attach_lines = r->detach_lines = 0;
+    count_start(r);
     rc = npv_dev_attach(r->dev, r->dom_b);
-    r->counting = false;
-    npv_ctx_set_log_level(r->ctx, level);
+    count_stop(r);
     if (!tap_check(t, rc == 0 && npv_dev_domain(r->dev) == r->dom_b,
                    "npv_dev_attach moves the device from A to B (%s)", npv_strerror(rc)))
         goto out;
@@ -403,26 +454,64 @@ static void check_two_domains(struct run *r)
     tap_check(t, r2 == 0 && memcmp(vb, want, 256) == 0,
               "attached to B, DMA to B's IOVA 0x%" PRIx64 " arrives", ib);
 
+    count_start(r);
     rc = npv_dev_attach(r->dev, r->dom_a);
+    count_stop(r);
     tap_check(t, rc == 0 && npv_dev_domain(r->dev) == r->dom_a, "npv_dev_attach back to A (%s)",
               npv_strerror(rc));
+    if (r->transport == NPV_TRANSPORT_IOMMUFD)
+        tap_check(t, r->attach_lines == 1 && r->ioas_alloc_lines == 0 && r->ioas_map_lines == 0,
+                  "back to A, whose IOAS exists: %d ATTACH_IOMMUFD_PT, %d IOAS_ALLOC, "
+                  "%d IOAS_MAP",
+                  r->attach_lines, r->ioas_alloc_lines, r->ioas_map_lines);
     if (rc == 0)
         round_trip(r, src_a, 0, in_a, 0, 256, 6, "back on A, buffer in A");
+    if (rc == 0)
+        switch_back_to_b(r, in_b);
 out:
     npv_dma_free(src_a);
     npv_dma_free(in_b);
     npv_dma_free(in_a);
 }
 
+/*
+ * Close the device, then put the domains. On iommufd the domains' IOAS (and
+ * the /dev/iommu they hold) outlive the device and go with the last domain:
+ * the fd count is back to where the run started only then.
+ */
 static void teardown(struct run *r)
 {
+    struct tap *t = &r->t;
+    bool iommufd = r->transport == NPV_TRANSPORT_IOMMUFD;
+    bool had_dev = r->dev != NULL;
     npv_bar_unmap(r->bar);
     r->bar = NULL;
+    count_start(r);
     npv_dev_close(r->dev);
     r->dev = NULL;
+    int fds_closed = count_fds();
+    int destroyed_at_close = r->ioas_destroy_lines, closed_at_close = r->iommu_close_lines;
     npv_domain_put(r->dom_b);
     npv_domain_put(r->dom_a);
+    count_stop(r);
+    bool both = r->dom_a != NULL && r->dom_b != NULL;
     r->dom_a = r->dom_b = NULL;
+    int fds_end = count_fds();
+    if (!had_dev || !both)
+        return;
+    if (iommufd) {
+        tap_check(t,
+                  destroyed_at_close == 0 && closed_at_close == 0 && fds_closed == r->fds_start + 1,
+                  "device closed, domains alive: their IOAS and /dev/iommu stay (%d IOAS "
+                  "destroyed, fds %d -> %d)",
+                  destroyed_at_close, r->fds_start, fds_closed);
+        tap_check(t, r->ioas_destroy_lines == 2 && r->iommu_close_lines == 1,
+                  "both domains put: %d IOAS destroyed, /dev/iommu closed %d time(s)",
+                  r->ioas_destroy_lines, r->iommu_close_lines);
+    }
+    tap_check(t, r->fds_start >= 0 && fds_end == r->fds_start,
+              "device closed and both domains put: fds back to the start (%d -> %d)", r->fds_start,
+              fds_end);
 }
 
 static int reset_hook_calls;
@@ -517,6 +606,7 @@ int main(void)
     r.transport = iommufd ? NPV_TRANSPORT_IOMMUFD : NPV_TRANSPORT_LEGACY;
 
     int fds_start = count_fds(), maps_start = count_maps();
+    r.fds_start = fds_start;
     int rc = npv_ctx_new(&r.ctx);
     if (!tap_check(&r.t, rc == 0, "npv_ctx_new (%s)", npv_strerror(rc)))
         return tap_done(&r.t);
