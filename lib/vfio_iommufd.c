@@ -185,19 +185,12 @@ static const struct npv_iommu_sink_ops ioas_sink_ops = {
     .release = ioas_release,
 };
 
-/*
- * Read the IOAS's allowed ranges, keep no more than the sink already allows
- * (see ioas_leave for why they never widen), and give them to the sink
- * through the domain, which checks them against its mappings and swaps them under its own lock: a
- * device of another backend attaching to dom at the same time reads either the old or the new
- * array, never a freed one. dom is NULL while the IOAS is in no domain yet.
- */
 /* The kernel's ranges r (normalised here), cut to the sink's present ones, become the sink's. */
 static int ioas_narrow_to(struct ioas *io, struct npv_domain *dom, struct npv_iova_range *r,
                           size_t n)
 {
     n = npv_ranges_normalize(r, n);
-    /* Written only here, under iommufd_lock, which we hold: reading them needs no domain lock. */
+    /* They change only through here, under iommufd_lock, which we hold: no domain lock needed. */
     if (io->sink.ranges == NULL || io->sink.nr_ranges == 0)
         return npv_domain_set_sink_ranges(dom, &io->sink, r, n);
     struct npv_iova_range *cut = NULL;
@@ -209,6 +202,14 @@ static int ioas_narrow_to(struct ioas *io, struct npv_domain *dom, struct npv_io
     return ret;
 }
 
+/*
+ * Read the IOAS's allowed ranges, keep no more than the sink already allows
+ * (see ioas_leave for why they never widen), and give them to the sink
+ * through the domain, which checks them against its mappings and swaps them
+ * under its own lock: a device of another backend attaching to dom at the
+ * same time reads either the old or the new array, never a freed one. dom is
+ * NULL while the IOAS is in no domain yet.
+ */
 static int ioas_read_ranges(struct ioas *io, struct npv_domain *dom)
 {
     struct iommu_ioas_iova_ranges q = {.size = sizeof(q), .ioas_id = io->id};
