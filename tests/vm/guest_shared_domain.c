@@ -13,7 +13,8 @@
  *      and the open device keeps working;
  *   3. the second edu joins the domain and does DMA through the same
  *      mappings; a map made with both attached reaches both, and an unmap
- *      with both attached blocks both (IOMMU fault lines for each);
+ *      with both attached blocks both (a write that arrived before the
+ *      unmap does not arrive after it);
  *   4. the first edu moves to another domain and back while the second stays;
  *   5. the second device closes first: the first keeps its DMA and the
  *      domain still maps and unmaps; the second re-joins the domain, the
@@ -100,19 +101,30 @@ static bool dma_ok(struct run *r, struct edu *e, struct npv_domain *dom, struct 
 
 /*
  * edu writes 4 bytes of its buffer (loaded with 0xc3 by the caller) to iova,
- * which is no longer mapped: the data must not reach victim (filled with
- * 0x5a) and the guest kernel must log the IOMMU fault for that address.
+ * over victim (filled with 0x5a). Mapped, the data must arrive; not mapped,
+ * it must not. The same write arriving before the unmap and not after is the
+ * evidence: the guest kernel's IOMMU fault lines are only a diagnostic here,
+ * because dmar_fault rate-limits them (10 per 5 s, three spent per fault) and
+ * guest_edu, run just before, spends them all.
  */
-static bool dma_blocked(struct run *r, struct edu *e, npv_iova_t iova, const uint8_t *victim)
+static bool dma_write(struct run *r, struct edu *e, npv_iova_t iova, struct npv_dma *victim,
+                      bool mapped)
 {
+    uint8_t *v = npv_dma_vaddr(victim);
+    memset(v, 0x5a, 4);
+    npv_dma_sync_for_device(victim, 0, 4);
     int faults0 = klog_fault_count(iova);
     int rc = edu_dma(e->bar, iova, 0, 4, true);
-    int faults1 = klog_wait_fault(iova, faults0);
-    bool untouched = victim[0] == 0x5a && victim[3] == 0x5a;
-    return tap_check(&r->t, rc == 0 && untouched && faults0 >= 0 && faults1 > faults0,
-                     "%s's DMA to the unmapped IOVA 0x%" PRIx64
-                     " is blocked: data %s, IOMMU fault lines %d -> %d",
-                     e->name, iova, untouched ? "did not arrive" : "ARRIVED", faults0, faults1);
+    npv_dma_sync_for_cpu(victim, 0, 4);
+    if (mapped)
+        return tap_check(&r->t, rc == 0 && v[0] == 0xc3 && v[3] == 0xc3,
+                         "%s's DMA write to the mapped IOVA 0x%" PRIx64 " arrives", e->name, iova);
+    bool untouched = v[0] == 0x5a && v[3] == 0x5a;
+    tap_diag("IOMMU fault lines for 0x%" PRIx64 ": %d -> %d", iova, faults0,
+             klog_fault_count(iova));
+    return tap_check(&r->t, rc == 0 && untouched,
+                     "%s's DMA write to the unmapped IOVA 0x%" PRIx64 " is blocked: data %s",
+                     e->name, iova, untouched ? "did not arrive" : "ARRIVED");
 }
 
 /* 1 */
@@ -172,18 +184,19 @@ static bool check_two_devices(struct run *r)
     dma_ok(r, &r->e2, r->dom, r->c, r->b, 6, "from the new mapping");
 
     /* Load both edus' buffers with 0xc3 from c, so a write that gets through shows. */
-    uint8_t *vc = npv_dma_vaddr(r->c);
-    memset(vc, 0xc3, SZ_4K);
+    memset(npv_dma_vaddr(r->c), 0xc3, SZ_4K);
     npv_dma_sync_for_device(r->c, 0, SZ_4K);
     int r1 = edu_dma(r->e1.bar, ic, 0, 64, false);
     int r2 = edu_dma(r->e2.bar, ic, 0, 64, false);
-    memset(vc, 0x5a, SZ_4K);
+    if (!tap_check(t, r1 == 0 && r2 == 0, "both edus read IOVA 0x%" PRIx64, ic))
+        return true;
+    dma_write(r, &r->e1, ic, r->c, true);
+    dma_write(r, &r->e2, ic, r->c, true);
     rc = npv_dma_unmap(r->c, r->dom);
-    tap_check(t, r1 == 0 && r2 == 0 && rc == 0,
-              "unmap of IOVA 0x%" PRIx64 " with both devices attached (%s)", ic, npv_strerror(rc));
-    if (rc == 0 && r1 == 0 && r2 == 0) {
-        dma_blocked(r, &r->e1, ic, vc);
-        dma_blocked(r, &r->e2, ic, vc);
+    if (tap_check(t, rc == 0, "unmap of IOVA 0x%" PRIx64 " with both devices attached (%s)", ic,
+                  npv_strerror(rc))) {
+        dma_write(r, &r->e1, ic, r->c, false);
+        dma_write(r, &r->e2, ic, r->c, false);
     }
     return true;
 }
