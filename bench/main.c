@@ -66,9 +66,10 @@ static void print_notes(const struct peer_results *p, const struct ours_mem *bm)
     printf(
         "  - ours: every job is a %.0f-byte testdev descriptor (%.0f per 64-byte line) written by\n"
         "    the submitter and read by the model on the other core, plus a completion: status\n"
-        "    block written once per batch, cookie and status reaped per job. rte_ring moves "
-        "%.0f-byte\n"
-        "    elements (%.0f per line) one way, with no completion.\n",
+        "    block written once per batch, cookie and status reaped per job. The submitter\n"
+        "    reaps and refills in batches of QD/2 (at most 32, the peers' burst), one doorbell\n"
+        "    per batch. rte_ring moves %.0f-byte elements (%.0f per line) one way, with no\n"
+        "    completion.\n",
         OURS_DESC_BYTES, 64.0 / OURS_DESC_BYTES, RTE_ELEM_BYTES, 64.0 / RTE_ELEM_BYTES);
     if (p->have_rte_ring && isfinite(ours))
         printf("  - descriptor cache lines crossing cores: ours %.2f M lines/s, rte_ring %.2f M "
