@@ -19,6 +19,27 @@ arg() { # value of npvtest.<name>= on the kernel command line
   done
 }
 
+# Debug (npvtest.watch=SECS, run-guest.sh's NPVTEST_GUEST_WATCH): every SECS s,
+# every task's state, wchan and kernel stack, and the interrupt counts, on the
+# second serial port, to see where a stalled guest waits.
+WATCH=$(arg watch)
+if [ -n "$WATCH" ] && [ -c /dev/ttyS1 ]; then
+  (
+    while :; do
+      echo "=== uptime $(cut -d' ' -f1 /proc/uptime)"
+      for p in /proc/[0-9]*; do
+        st=$(sed -n 's/^State:\t//p' "$p/status" 2>/dev/null) && [ -n "$st" ] || continue
+        echo "--- ${p#/proc/} $(cat "$p/comm" 2>/dev/null) [$st] wchan=$(cat "$p/wchan" 2>/dev/null)"
+        case "$st" in S*|I*) [ -n "$(tr -d "\\0" <"$p/cmdline" 2>/dev/null)" ] || continue ;; esac
+        echo "    cmd: $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) syscall: $(cat "$p/syscall" 2>/dev/null)"
+        sed 's/^/    /' "$p/stack" 2>/dev/null
+      done
+      echo "--- interrupts"; cat /proc/interrupts
+      sleep "$WATCH"
+    done
+  ) >/dev/ttyS1 2>&1 &
+fi
+
 # Modules (Debian kernel only), in dependency order; like modprobe, pass
 # "<module>.<param>=<value>" words from the command line on.
 if [ -f /lib/modules/load-order ]; then

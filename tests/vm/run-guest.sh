@@ -19,6 +19,22 @@
 # Prints every verdict line, then "N passed, N failed". Exits 0 only when the
 # guest ran to the end and nothing failed; never passes without running: a
 # missing QEMU, kernel or busybox is a failure with its reason.
+#
+# Stall watchdog: when the serial console makes no progress for
+# NPVTEST_STALL_SECS (default 60) the guest is stopped, the vCPUs' registers
+# are dumped through QEMU's monitor into DIR/stall.txt, the program that was
+# running is named on a "run-guest: STALL" line, and the run fails.
+# Debug switches (environment, all off by default):
+#   NPVTEST_QEMU_MONITOR=PATH  the QEMU monitor on a unix socket at PATH
+#                              (default: a private one, used by the watchdog)
+#   NPVTEST_APPEND="WORDS"     more kernel command-line words (e.g. loglevel=7)
+#   NPVTEST_GUEST_WATCH=SECS   /init writes every task's state, wchan and
+#                              kernel stack every SECS s to a second serial
+#                              port, DIR/serial2.log
+#   NPVTEST_KERNEL=PATH        boot this bzImage instead of --kernel's
+#   NPVTEST_ACCEL=A, NPVTEST_SMP=N  -accel and -smp for experiments
+#   NPVTEST_STALL_HOOK=CMD     run "CMD MONITOR_SOCKET DIR" on a stall, before
+#                              QEMU is stopped (its output goes to stall.txt)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 kernel="" backend="" work="" timeout=240 progs=() tools=()
@@ -78,6 +94,7 @@ else
     echo "$n" >> "$work/root/lib/modules/load-order"
   done
 fi
+[ -z "${NPVTEST_KERNEL:-}" ] || kimg=$NPVTEST_KERNEL
 [ -f "$kimg" ] || fail "kernel image $kimg missing"
 
 # ---- initramfs -------------------------------------------------------------------
@@ -111,19 +128,59 @@ done
 # ---- boot ----------------------------------------------------------------------------
 log=$work/serial.log
 append="console=ttyS0 panic=-1 intel_iommu=on loglevel=1 hugepagesz=2M hugepages=8 npvtest.backend=$backend"
+extra=()
+if [ -n "${NPVTEST_GUEST_WATCH:-}" ]; then
+  append="$append npvtest.watch=$NPVTEST_GUEST_WATCH"
+  extra+=(-serial "file:$work/serial2.log")
+fi
+append="$append ${NPVTEST_APPEND:-}"
+# The monitor socket: a unix socket path is limited to 108 bytes.
+mon=${NPVTEST_QEMU_MONITOR:-$work/qemu.mon}
+mondir=""
+if [ ${#mon} -gt 100 ]; then mondir=$(mktemp -d /tmp/npv-mon.XXXXXX) && mon=$mondir/qemu.mon; fi
+stall=${NPVTEST_STALL_SECS:-60}
 echo "run-guest: $("$qemu" --version | head -1); kernel $kernel ($kimg); backend $backend"
 t0=$(date +%s.%N)
-set +e
+: >"$log"
 timeout --kill-after=5 "$timeout" "$qemu" \
-  -machine q35,kernel-irqchip=split -accel tcg -cpu qemu64 -m 1G -smp 2 \
+  -machine q35,kernel-irqchip=split -accel "${NPVTEST_ACCEL:-tcg}" -cpu qemu64 -m 1G -smp "${NPVTEST_SMP:-2}" \
   -device intel-iommu,intremap=on,caching-mode=on \
   -device pcie-root-port,id=rp1,chassis=1,slot=1,bus=pcie.0 -device edu,bus=rp1 \
   -device pcie-root-port,id=rp2,chassis=2,slot=2,bus=pcie.0 -device edu,bus=rp2 \
   -device pci-testdev \
   -kernel "$kimg" -initrd "$work/initrd.gz" -append "$append" \
-  -display none -serial "file:$log" -monitor none -no-reboot </dev/null >"$work/qemu.out" 2>&1
+  -display none -serial "file:$log" "${extra[@]}" -monitor "unix:$mon,server,nowait" \
+  -no-reboot </dev/null >"$work/qemu.out" 2>&1 &
+qpid=$!
+# monitor CMD...: each command's output from QEMU's human monitor (python3; none without it)
+monitor() {
+  command -v python3 >/dev/null || { echo "(no python3: no monitor dump)"; return 0; }
+  python3 "$here/qemu-monitor.py" "$mon" "$@" 2>&1 || true
+}
+stalled=0 last_size=0 last_move=$SECONDS
+while kill -0 "$qpid" 2>/dev/null; do
+  sleep 2
+  size=$(stat -c %s "$log" 2>/dev/null || echo 0)
+  if [ "$size" -ne "$last_size" ]; then
+    last_size=$size last_move=$SECONDS
+  elif [ $((SECONDS - last_move)) -ge "$stall" ] && kill -0 "$qpid" 2>/dev/null; then
+    stalled=1
+    {
+      echo "# the serial console made no progress for ${stall}s; QEMU's view of the vCPUs"
+      monitor "info cpus" "info registers -a" "info lapic 0" "info lapic 1" "info pic" "info irq"
+      sleep 3
+      monitor "info cpus" "info registers -a" "info lapic 0" "info lapic 1"
+      [ -z "${NPVTEST_STALL_HOOK:-}" ] || "$NPVTEST_STALL_HOOK" "$mon" "$work" 2>&1 || true
+    } >"$work/stall.txt"
+    kill -TERM "$qpid" 2>/dev/null || true # timeout passes it on to QEMU
+    break
+  fi
+done
+set +e
+wait "$qpid"
 qrc=$?
 set -e
+[ -z "$mondir" ] || rm -rf "$mondir"
 wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 echo "run-guest: qemu exited rc=$qrc after ${wall}s; serial log $log"
 
@@ -138,7 +195,14 @@ grep -aE '^VMTEST (guest-up|bind|smbus|group|nodes|hugepages|run|exit)|^(not )?o
 pass=$(grep -acE '^ok [0-9]' "$work/serial.txt" || true)
 failed=$(grep -acE '^not ok [0-9]' "$work/serial.txt" || true)
 why=""
-[ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ] && why="$why; the guest did not finish within ${timeout}s"
+if [ "$stalled" -eq 1 ]; then
+  running=$(grep -a '^VMTEST run ' "$work/serial.txt" | tail -1 | sed 's/^VMTEST run //')
+  echo "run-guest: STALL: the guest's console made no progress for ${stall}s while running: ${running:-(no program yet)}; last line: $(grep -a . "$work/serial.txt" | tail -1)"
+  echo "run-guest: STALL: vCPU registers in $work/stall.txt"
+  why="$why; the guest stalled (no console output for ${stall}s)"
+elif [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
+  why="$why; the guest did not finish within ${timeout}s"
+fi
 grep -aq '^VMTEST done' "$work/serial.txt" || why="$why; the guest did not reach the end of /init"
 ran=$(grep -ac '^VMTEST exit ' "$work/serial.txt" || true)
 [ "$ran" -eq ${#progs[@]} ] || why="$why; $ran of ${#progs[@]} programs ran"
