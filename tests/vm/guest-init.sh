@@ -24,20 +24,24 @@ arg() { # value of npvtest.<name>= on the kernel command line
 # second serial port, to see where a stalled guest waits.
 WATCH=$(arg watch)
 if [ -n "$WATCH" ] && [ -c /dev/ttyS1 ]; then
-  (
-    while :; do
-      echo "=== uptime $(cut -d' ' -f1 /proc/uptime)"
-      for p in /proc/[0-9]*; do
-        st=$(sed -n 's/^State:\t//p' "$p/status" 2>/dev/null) && [ -n "$st" ] || continue
-        echo "--- ${p#/proc/} $(cat "$p/comm" 2>/dev/null) [$st] wchan=$(cat "$p/wchan" 2>/dev/null)"
-        case "$st" in S*|I*) [ -n "$(tr -d "\\0" <"$p/cmdline" 2>/dev/null)" ] || continue ;; esac
-        echo "    cmd: $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) syscall: $(cat "$p/syscall" 2>/dev/null)"
-        sed 's/^/    /' "$p/stack" 2>/dev/null
-      done
-      echo "--- interrupts"; cat /proc/interrupts
-      sleep "$WATCH"
-    done
-  ) >/dev/ttyS1 2>&1 &
+  cat >/tmp/npvwatch.sh <<'EOF'
+while :; do
+  echo "=== uptime $(cut -d' ' -f1 /proc/uptime)"
+  for p in /proc/[0-9]*; do
+    st=$(sed -n 's/^State:\t//p' "$p/status" 2>/dev/null) && [ -n "$st" ] || continue
+    echo "--- ${p#/proc/} $(cat "$p/comm" 2>/dev/null) [$st] wchan=$(cat "$p/wchan" 2>/dev/null)"
+    case "$st" in S*|I*) [ -n "$(tr -d '\0' <"$p/cmdline" 2>/dev/null)" ] || continue ;; esac
+    echo "    cmd: $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) syscall: $(cat "$p/syscall" 2>/dev/null)"
+    sed 's/^/    /' "$p/stack" 2>/dev/null
+  done
+  echo "--- interrupts"; cat /proc/interrupts
+  [ -r /proc/timer_list ] && { echo "--- timer_list"; grep -E 'now at|^cpu:|expires_next|next_event|Clock Event|event_handler|^ #[0-9]|# expires at' /proc/timer_list; }
+  sleep "$1"
+done
+EOF
+  # On the last CPU: when one CPU's timer stops, its sleepers (a watcher
+  # among them) stop with it; the other CPU can still tell.
+  taskset $((1 << ($(grep -c ^processor /proc/cpuinfo) - 1))) sh /tmp/npvwatch.sh "$WATCH" >/dev/ttyS1 2>&1 &
 fi
 
 # Modules (Debian kernel only), in dependency order; like modprobe, pass
