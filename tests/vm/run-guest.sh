@@ -127,7 +127,7 @@ done
 
 # ---- boot ----------------------------------------------------------------------------
 # TCG with one thread for both vCPUs. With QEMU 10.0's multi-threaded TCG (one
-# host thread per vCPU, the default) about one boot in eight lost a local
+# host thread per vCPU, the default) 7 boots in 92 lost a local
 # APIC timer interrupt: the vCPU's one-shot count ran down to 0 and nothing
 # reached its IRR, so the guest's hrtimer base kept an expiry in the past and
 # never reprogrammed the timer; every task sleeping on that CPU stayed asleep
