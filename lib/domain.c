@@ -39,6 +39,11 @@ struct npv_domain {
     struct npv_avl by_iova;
     struct npv_avl by_vaddr;
     struct npv_iommu_sink *sinks;
+    /*
+     * npv_domain_coherent()'s answer, recomputed under the lock whenever the
+     * sink list changes: DMA sync asks it on every poll, which must not lock.
+     */
+    atomic_int coherent;
 };
 
 static int cmp_u64(uint64_t a, uint64_t b)
@@ -213,6 +218,7 @@ int npv_domain_new(struct npv_ctx *ctx, const struct npv_domain_opts *opts, stru
         goto err_free;
     dom->ctx = ctx;
     atomic_init(&dom->refs, 1);
+    atomic_init(&dom->coherent, -ENODATA);
     dom->aperture = ap;
     npv_iova_space_init(&dom->iova);
     npv_avl_init(&dom->by_iova, iova_cmp);
@@ -375,8 +381,13 @@ int npv_domain_coherent(struct npv_domain *dom)
 {
     if (dom == NULL)
         return -EINVAL;
+    return atomic_load_explicit(&dom->coherent, memory_order_acquire);
+}
+
+/* Called with the lock held, after every change of the sink list. */
+static void update_coherent(struct npv_domain *dom)
+{
     int ret = -ENODATA;
-    pthread_mutex_lock(&dom->lock);
     for (const struct npv_iommu_sink *s = dom->sinks; s != NULL; s = s->next) {
         if (s->coherent < 0)
             continue;
@@ -385,8 +396,7 @@ int npv_domain_coherent(struct npv_domain *dom)
         if (s->coherent == 0)
             ret = 0;
     }
-    pthread_mutex_unlock(&dom->lock);
-    return ret;
+    atomic_store_explicit(&dom->coherent, ret, memory_order_release);
 }
 
 /* ---- sinks ---- */
@@ -445,6 +455,7 @@ int npv_domain_add_sink(struct npv_domain *dom, struct npv_iommu_sink *sink)
         goto err_undo;
     sink->next = dom->sinks;
     dom->sinks = sink;
+    update_coherent(dom);
     goto out;
 err_undo:
     undo_err = unmap_journal(dom, sink, failed);
@@ -477,6 +488,7 @@ void npv_domain_remove_sink(struct npv_domain *dom, struct npv_iommu_sink *sink,
     }
     *pp = sink->next;
     sink->next = NULL;
+    update_coherent(dom);
     if (unmap)
         unmap_err = unmap_journal(dom, sink, NULL);
     /* Widening cannot strand a mapping; on -ENOMEM the narrower ranges stay, which is safe. */

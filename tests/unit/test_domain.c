@@ -574,6 +574,7 @@ START_TEST(domain_coherent_is_the_and_of_kernel_sinks)
     npv_domain_remove_sink(dom, &no.sink, true);
     ck_assert_int_eq(npv_domain_coherent(dom), 1);
     npv_domain_remove_sink(dom, &yes.sink, true);
+    ck_assert_int_eq(npv_domain_coherent(dom), -ENODATA);
     npv_domain_remove_sink(dom, &user.sink, true);
 }
 END_TEST
