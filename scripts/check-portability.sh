@@ -52,9 +52,11 @@ for h in liburing.h liburing hwloc.h hwloc; do ln -s "/usr/include/$h" "$x/inc/$
 mkdir -p "$x/inc-arch/hwloc"
 ln -s /usr/include/x86_64-linux-gnu/hwloc/autogen "$x/inc-arch/hwloc/autogen"
 printf '#define NPV_HAVE_IOMMUFD 0\n#define NPV_VERSION "cross"\n' > "$x/inc/npv_config.h"
-for src in lib/*.c; do
+lib_includes=()
+for d in lib/*/; do lib_includes+=("-I$d"); done
+for src in lib/*/*.c; do
     aarch64-linux-gnu-gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wno-sign-conversion \
-        -D_GNU_SOURCE -DNPUVFIO_BUILDING_LIBRARY -Iinclude -Ilib -I"$x/inc" -I"$x/inc-arch" \
-        -c "$src" -o "$x/$(basename "$src" .c).o"
+        -D_GNU_SOURCE -DNPUVFIO_BUILDING_LIBRARY -Iinclude "${lib_includes[@]}" -I"$x/inc" \
+        -I"$x/inc-arch" -c "$src" -o "$x/$(basename "$src" .c).o"
 done
 echo "ok: lib/ compiles for arm64"
