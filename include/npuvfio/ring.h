@@ -140,6 +140,20 @@ enum npv_ring_db_format {
     NPV_RING_DB_SLOT,      /* the producer index modulo entries */
 };
 
+/* How the device writes its completed head. */
+enum npv_ring_head_format {
+    NPV_RING_HEAD_COUNT = 0, /* free-running count since (re)start, mod 2^32 */
+    NPV_RING_HEAD_SLOT,      /* masked to the ring size (Edge TPU) */
+};
+
+/* What a non-zero error word means. */
+enum npv_ring_error_format {
+    NPV_RING_ERROR_PER_JOB = 0, /* a job's failure code (see error_index) */
+    NPV_RING_ERROR_FATAL,       /* sticky fatal word (Edge TPU status block fatal_error):
+                                   non-zero faults the ring until reset: oldest job -EIO
+                                   with dev_error = word, the others -ECANCELED, then reset */
+};
+
 enum npv_ring_wait_mode {
     NPV_RING_WAIT_POLL = 0, /* spin on the status block until the deadline */
     NPV_RING_WAIT_IRQ,      /* sleep on the interrupt's eventfd (io_uring) */
@@ -174,6 +188,12 @@ struct npv_ring_config {
     uint64_t db_off;
     unsigned db_width;
     enum npv_ring_db_format db_format;
+    /*
+     * A slot doorbell or a slot head keeps one slot free (full and empty
+     * differ): at most entries - 1 jobs in flight (npv_ring_capacity).
+     */
+    enum npv_ring_head_format head_format;
+    enum npv_ring_error_format error_format;
     /* Interrupt waits: vector irq_vec of irq. NULL: only polling. */
     struct npv_irq *irq;
     uint32_t irq_vec;
@@ -252,6 +272,8 @@ struct npv_ring_stats {
 };
 NPV_API void npv_ring_stats(const struct npv_ring *r, struct npv_ring_stats *st);
 NPV_API uint32_t npv_ring_entries(const struct npv_ring *r);
+/* How many jobs may be in flight at once: entries, or entries - 1 with a slot doorbell or head. */
+NPV_API uint32_t npv_ring_capacity(const struct npv_ring *r);
 /* Jobs claimed and not yet finished. */
 NPV_API uint32_t npv_ring_in_flight(const struct npv_ring *r);
 /* Whether a failed reset left the ring dead. */

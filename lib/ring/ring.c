@@ -29,9 +29,11 @@ struct npv_ring {
     struct npv_inflight *jobs;
     uint8_t *desc;
     uint32_t mask;
+    /* Jobs that may be in flight: entries, or entries - 1 when a slot index would alias. */
+    uint32_t capacity;
     /* Sequence number of the device's index 0 since its last (re)start. */
     uint32_t dev_base;
-    /* The last completed head the device wrote (device index). */
+    /* Descriptors the device completed since its last (re)start (from its head). */
     uint32_t dev_head;
     /* Sequence number after the last descriptor the doorbell announced. */
     uint32_t rung;
@@ -119,6 +121,13 @@ static int ring_check_config(struct npv_ctx *ctx, const struct npv_ring_config *
         why = "the doorbell lies outside its bar";
     else if (c->db_format != NPV_RING_DB_INDEX && c->db_format != NPV_RING_DB_SLOT)
         why = "unknown doorbell format";
+    else if (c->head_format != NPV_RING_HEAD_COUNT && c->head_format != NPV_RING_HEAD_SLOT)
+        why = "unknown head format";
+    else if (c->error_format != NPV_RING_ERROR_PER_JOB && c->error_format != NPV_RING_ERROR_FATAL)
+        why = "unknown error format";
+    else if (c->error_format == NPV_RING_ERROR_FATAL &&
+             (c->fields.error == NPV_RING_NO_FIELD || c->fields.error_index != NPV_RING_NO_FIELD))
+        why = "a fatal error format needs an error field and no error index";
     else if (c->reset == NULL)
         why = "a reset callback is required";
     if (why == NULL)
@@ -166,6 +175,13 @@ int npv_ring_new(struct npv_ctx *ctx, const struct npv_ring_config *cfg, struct 
         r->cfg.spin_ns = RING_DEFAULT_SPIN_NS;
     r->desc = cfg->desc_vaddr;
     r->mask = cfg->entries - 1;
+    /*
+     * A masked head or a slot doorbell cannot tell a full ring from an empty
+     * one: one slot stays free.
+     */
+    r->capacity = cfg->head_format == NPV_RING_HEAD_SLOT || cfg->db_format == NPV_RING_DB_SLOT
+                      ? cfg->entries - 1
+                      : cfg->entries;
     r->head_word = status_word(cfg, cfg->fields.head);
     if (cfg->fields.error != NPV_RING_NO_FIELD)
         r->error_word = status_word(cfg, cfg->fields.error);
@@ -206,6 +222,21 @@ static int ring_recover(struct npv_ring *r, int32_t cause)
     return 0;
 }
 
+/*
+ * A sticky fatal word: the jobs the head names as done are done; the oldest
+ * other one failed with the word, the rest are cancelled, the device is reset.
+ */
+static void ring_fatal(struct npv_ring *r, uint32_t word)
+{
+    uint32_t first = r->jobs->done;
+    bool any = inflight_unfinished(r->jobs) > 0;
+    npv_err(r->ctx, "ring: device reports fatal error 0x%x", word);
+    r->stats.dev_errors++;
+    (void)ring_recover(r, -EIO);
+    if (any)
+        r->jobs->slots[first & r->jobs->mask].dev_error = word;
+}
+
 int npv_ring_reset(struct npv_ring *r)
 {
     return ring_recover(r, -ECANCELED);
@@ -215,6 +246,8 @@ int npv_ring_next(struct npv_ring *r, uint64_t cookie, void **desc)
 {
     if (r->dead)
         return -EIO;
+    if (inflight_unfinished(r->jobs) >= r->capacity)
+        return -EAGAIN;
     uint32_t seq;
     int rc = inflight_add(r->jobs, cookie, 0, &seq);
     if (rc < 0)
@@ -288,10 +321,18 @@ static int ring_collect(struct npv_ring *r)
     ring_sync_status(r);
     uint32_t head = __atomic_load_n(r->head_word, __ATOMIC_ACQUIRE);
     uint32_t n = head - r->dev_head;
-    if (n == 0)
+    bool wild = false;
+    if (r->cfg.head_format == NPV_RING_HEAD_SLOT) {
+        wild = head > r->mask;
+        n = (head - r->dev_head) & r->mask;
+    }
+    uint32_t fatal = 0;
+    if (r->cfg.error_format == NPV_RING_ERROR_FATAL)
+        fatal = __atomic_load_n(r->error_word, __ATOMIC_RELAXED);
+    if (n == 0 && !wild && fatal == 0)
         return 0;
     uint32_t announced = r->rung - r->dev_base - r->dev_head;
-    if (n > announced) {
+    if (wild || n > announced) {
         r->stats.faults++;
         npv_err(r->ctx,
                 "ring: device wrote completed head %u, outside (%u, %u]; treating as a device "
@@ -301,11 +342,13 @@ static int ring_collect(struct npv_ring *r)
         (void)rc;
         return -NPV_EDEVFAULT;
     }
-    if (r->error_word != NULL)
+    if (r->error_word != NULL && r->cfg.error_format == NPV_RING_ERROR_PER_JOB)
         ring_take_error(r, r->dev_head, n);
-    inflight_complete(r->jobs, r->dev_base + head);
-    r->dev_head = head;
+    r->dev_head += n;
+    inflight_complete(r->jobs, r->dev_base + r->dev_head);
     r->stats.completed += n;
+    if (fatal != 0)
+        ring_fatal(r, fatal);
     return 0;
 }
 
@@ -430,6 +473,11 @@ void npv_ring_stats(const struct npv_ring *r, struct npv_ring_stats *st)
 uint32_t npv_ring_entries(const struct npv_ring *r)
 {
     return r->mask + 1;
+}
+
+uint32_t npv_ring_capacity(const struct npv_ring *r)
+{
+    return r->capacity;
 }
 
 uint32_t npv_ring_in_flight(const struct npv_ring *r)
