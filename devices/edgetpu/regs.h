@@ -318,17 +318,20 @@ static_assert(offsetof(struct edgetpu_insn, rows) == 40, "instruction layout");
 static_assert(offsetof(struct edgetpu_insn, output_zero_point) == 60, "instruction layout");
 
 /* ---- the model's test port in BAR0 (not on hardware), trapped, 64-bit registers ---- */
-#define EDGETPU_MODEL_ID            0x0000u /* RO: EDGETPU_MODEL_ID_VALUE */
-#define EDGETPU_MODEL_FAULT         0x0008u /* WO: EDGETPU_FAULT_*, armed for the next descriptor */
-#define EDGETPU_MODEL_BAD_PTE_COUNT 0x0010u /* RO: page-table writes that were not a client IOVA   \
+#define EDGETPU_MODEL_ID    0x0000u /* RO: EDGETPU_MODEL_ID_VALUE */
+#define EDGETPU_MODEL_FAULT 0x0008u /* WO: EDGETPU_FAULT_*, armed for the next descriptor */
+#define EDGETPU_MODEL_BAD_PTE_COUNT                                                                \
+    0x0010u                                 /* RO: page-table writes that were not a client IOVA   \
                                              */
-#define EDGETPU_MODEL_BAD_PTE_VALUE  0x0018u /* RO: the last such value */
-#define EDGETPU_MODEL_SPLIT_ACCESSES 0x0020u /* RO: rejected partial accesses to 64-bit registers  \
-                                              */
+#define EDGETPU_MODEL_BAD_PTE_VALUE 0x0018u /* RO: the last such value */
+#define EDGETPU_MODEL_SPLIT_ACCESSES                                                               \
+    0x0020u /* RO: rejected partial accesses to 64-bit registers                                   \
+             */
 #define EDGETPU_MODEL_LATE_SB_US                                                                   \
     0x0028u /* RW: status block written this long after the interrupt */
-#define EDGETPU_MODEL_HIGH_DMA_COUNT 0x0030u /* RO: queue/status/L1 accesses refused at >= 4 GiB   \
-                                              */
+#define EDGETPU_MODEL_HIGH_DMA_COUNT                                                               \
+    0x0030u /* RO: queue/status/L1 accesses refused at >= 4 GiB                                    \
+             */
 
 #define EDGETPU_MODEL_ID_VALUE 0x4e50e790u
 
