@@ -34,7 +34,7 @@ static uint64_t mono_ns(void)
 }
 
 /* The model in a child that dies with us; return once its socket exists (it is listening then). */
-static void server_start(struct vu_server *s)
+void etpu_server_start(struct vu_server *s)
 {
     snprintf(s->dir, sizeof(s->dir), "/tmp/npv-etpu-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(s->dir));
@@ -61,7 +61,7 @@ static void server_start(struct vu_server *s)
     }
 }
 
-static void server_kill(struct vu_server *s)
+void etpu_server_kill(struct vu_server *s)
 {
     if (s->pid > 0) {
         kill(s->pid, SIGKILL);
@@ -93,11 +93,28 @@ static void map_buffer(struct etpu *t, size_t len, struct npv_dma **dma, uint64_
     ck_assert_int_eq(npv_edgetpu_map(t->tpu, *dma, 0, len, va), 0);
 }
 
+static void open_common(struct etpu *t, const char *hw, const char *path,
+                        const struct npv_edgetpu_config *cfg);
+
 void etpu_open(struct etpu *t, const struct npv_edgetpu_config *cfg)
 {
     memset(t, 0, sizeof(*t));
     const char *hw = getenv("NPUVFIO_TEST_EDGETPU");
     t->hardware = hw != NULL && hw[0] != '\0';
+    if (!t->hardware)
+        etpu_server_start(&t->srv);
+    open_common(t, hw, t->srv.path, cfg);
+}
+
+void etpu_open_at(struct etpu *t, const char *path, const struct npv_edgetpu_config *cfg)
+{
+    memset(t, 0, sizeof(*t));
+    open_common(t, NULL, path, cfg);
+}
+
+static void open_common(struct etpu *t, const char *hw, const char *path,
+                        const struct npv_edgetpu_config *cfg)
+{
     ck_assert_int_eq(npv_ctx_new(&t->ctx), 0);
     /* The chip's queue, status block and level-1 tables must sit below 4 GiB of IOVA. */
     struct npv_domain_opts o = {.aperture_start = 0, .aperture_last = 0xffffffffull};
@@ -107,8 +124,7 @@ void etpu_open(struct etpu *t, const struct npv_edgetpu_config *cfg)
     if (t->hardware) {
         r = npv_dev_open_pci(t->ctx, hw, t->dom, &dopts, &t->dev);
     } else {
-        server_start(&t->srv);
-        r = npv_dev_open_vfio_user(t->ctx, t->srv.path, t->dom, &dopts, &t->dev);
+        r = npv_dev_open_vfio_user(t->ctx, path, t->dom, &dopts, &t->dev);
     }
     ck_assert_msg(r == 0, "open device: %s", npv_strerror(r));
     if (!t->hardware)
@@ -138,7 +154,7 @@ void etpu_close(struct etpu *t)
     npv_dev_close(t->dev);
     npv_domain_put(t->dom);
     npv_ctx_free(t->ctx);
-    server_kill(&t->srv);
+    etpu_server_kill(&t->srv);
     memset(t, 0, sizeof(*t));
 }
 

@@ -41,6 +41,12 @@ struct etpu {
     uint64_t in_va, out_va;
 };
 
+/* The model in a child process that dies with the test; returns once it listens. */
+void etpu_server_start(struct vu_server *s);
+void etpu_server_kill(struct vu_server *s);
+/* Open the driver on a device already started at path (the model) and run one request. */
+void etpu_open_at(struct etpu *t, const char *path, const struct npv_edgetpu_config *cfg);
+
 /* The model only: exit 77 (SKIPPED) with the reason when a real chip is named. */
 void etpu_require_model(void);
 /* Start (or find) the device and open the driver with cfg (NULL: defaults). */
