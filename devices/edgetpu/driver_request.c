@@ -244,8 +244,12 @@ int npv_edgetpu_wait(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_ns,
     enum npv_ring_wait_mode mode =
         tpu->cfg.completion == NPV_EDGETPU_IRQ ? NPV_RING_WAIT_IRQ : NPV_RING_WAIT_POLL;
     int r = npv_ring_wait(tpu->ring, mode, min, timeout_ns, cpl, max);
-    if (r >= 0 && (unsigned)r < min) {
-        /* The wait's time passed with requests short: they are failed and the chip reset. */
+    if (r == 0) {
+        /*
+         * A ring whose wait returns empty at its timeout (rather than failing
+         * the jobs itself): nothing finished in time, so the requests are
+         * failed and the chip reset here.
+         */
         (void)npv_ring_reset(tpu->ring);
         r = -ETIMEDOUT;
     }
