@@ -88,6 +88,7 @@ static void gcb_reset_state(struct npv_edgetpu_model *m)
     memset(m->intvecctl, 0, sizeof(m->intvecctl));
     m->kdma_pause = m->kdma_pause_mask = m->status_block_delay = 0;
     memset(m->pte, 0, sizeof(m->pte));
+    memset(m->pte_flagged, 0, sizeof(m->pte_flagged));
     m->iq_control_seen = 0;
     m->iq_enabled = false;
     m->iq_base = m->iq_sb_base = 0;
@@ -217,13 +218,37 @@ static bool pte_is_client_iova(struct npv_edgetpu_model *m, uint64_t v)
     return r == 0 || r == -ENOTSUP;
 }
 
+static void pte_flag(struct npv_edgetpu_model *m, uint32_t slot)
+{
+    if (m->pte_flagged[slot])
+        return;
+    m->pte_flagged[slot] = 1;
+    m->bad_pte_count++;
+    m->bad_pte_value = m->pte[slot];
+}
+
 static void pte_write(struct npv_edgetpu_model *m, uint32_t slot, uint64_t v)
 {
-    if (!pte_is_client_iova(m, v)) {
-        m->bad_pte_count++;
-        m->bad_pte_value = v;
-    }
     m->pte[slot] = v;
+    m->pte_flagged[slot] = 0;
+    if (!pte_is_client_iova(m, v))
+        pte_flag(m, slot);
+}
+
+/*
+ * The client changed its DMA mappings: a valid entry whose memory was unmapped
+ * under it is as wrong as one written with a bad value (the driver must clear
+ * the entry before it unmaps). Under lock, GCB out of reset.
+ */
+void edgetpu_pte_recheck(struct npv_edgetpu_model *m)
+{
+    uint64_t gen = npv_vus_dma_generation(m->srv);
+    if (gen == m->pte_checked_gen)
+        return;
+    m->pte_checked_gen = gen;
+    for (uint32_t slot = 0; slot < EDGETPU_PAGE_TABLE_ENTRIES; slot++)
+        if ((m->pte[slot] & EDGETPU_PTE_VALID) && !pte_is_client_iova(m, m->pte[slot]))
+            pte_flag(m, slot);
 }
 
 /* Kernel HIB and page table: GCB out of reset, one 8-byte access. */
@@ -431,6 +456,7 @@ static void windows_poll(struct npv_edgetpu_model *m)
     uint64_t paused = (win_load(m, EDGETPU_UHIB_DMA_PAUSE) & 1) || (m->kdma_pause & 1);
     if (win_load(m, EDGETPU_UHIB_DMA_PAUSED) != paused)
         win_store(m, EDGETPU_UHIB_DMA_PAUSED, paused);
+    edgetpu_pte_recheck(m);
     edgetpu_queue_poll(m);
 }
 

@@ -50,6 +50,9 @@ struct npv_edgetpu_model {
     uint64_t intvecctl[7]; /* 0x46018 .. 0x46048 */
     uint64_t kdma_pause, kdma_pause_mask, status_block_delay;
     uint64_t pte[EDGETPU_PAGE_TABLE_ENTRIES];
+    /* Slots already counted as not holding a client IOVA (each counted once per value). */
+    uint8_t pte_flagged[EDGETPU_PAGE_TABLE_ENTRIES];
+    uint64_t pte_checked_gen; /* the DMA table generation the valid entries were checked at */
 
     /* user HIB, the model's side of the mapped registers */
     uint64_t iq_control_seen;
@@ -88,6 +91,9 @@ static inline void win_store(struct npv_edgetpu_model *m, uint32_t off, uint64_t
 {
     __atomic_store_n((uint64_t *)(m->bar2 + off), v, __ATOMIC_RELEASE);
 }
+
+/* Count valid page-table entries whose memory the client has unmapped since the last look. */
+void edgetpu_pte_recheck(struct npv_edgetpu_model *m);
 
 /* model_queue.c: the instruction queue engine, the MMU and the executor. Under lock. */
 void edgetpu_queue_poll(struct npv_edgetpu_model *m);
