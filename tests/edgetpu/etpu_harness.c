@@ -75,13 +75,11 @@ void etpu_server_kill(struct vu_server *s)
     s->path[0] = s->dir[0] = '\0';
 }
 
-void etpu_require_model(void)
+void etpu_require_model(const char *why)
 {
     const char *hw = getenv("NPUVFIO_TEST_EDGETPU");
     if (hw != NULL && hw[0] != '\0') {
-        printf("SKIPPED: fault injection needs the model; NPUVFIO_TEST_EDGETPU=%s names a real "
-               "chip\n",
-               hw);
+        printf("SKIPPED: %s; NPUVFIO_TEST_EDGETPU=%s names a real chip\n", why, hw);
         exit(77);
     }
 }

@@ -48,7 +48,7 @@ void etpu_server_kill(struct vu_server *s);
 void etpu_open_at(struct etpu *t, const char *path, const struct npv_edgetpu_config *cfg);
 
 /* The model only: exit 77 (SKIPPED) with the reason when a real chip is named. */
-void etpu_require_model(void);
+void etpu_require_model(const char *why);
 /* Start (or find) the device and open the driver with cfg (NULL: defaults). */
 void etpu_open(struct etpu *t, const struct npv_edgetpu_config *cfg);
 void etpu_close(struct etpu *t);

@@ -180,7 +180,7 @@ static Suite *suite(void)
 
 int main(void)
 {
-    etpu_require_model();
+    etpu_require_model("fault injection needs the model");
     SRunner *sr = srunner_create(suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
