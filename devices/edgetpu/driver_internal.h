@@ -69,6 +69,9 @@ int edgetpu_map_simple(struct npv_edgetpu *tpu, uint32_t slot, npv_iova_t iova);
 /* Map [iova, iova + len) into extended space; *va keeps iova's page offset. */
 int edgetpu_map_iova(struct npv_edgetpu *tpu, npv_iova_t iova, size_t len, uint64_t *va);
 
+/* driver_request.c: bits [bit, bit + 32) of buf get v, LSB first within bytes. */
+void edgetpu_patch32(uint8_t *buf, uint32_t bit, uint32_t v);
+
 /* driver.c */
 int edgetpu_write64(struct npv_edgetpu *tpu, uint64_t off, uint64_t v);
 

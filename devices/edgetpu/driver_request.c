@@ -144,7 +144,7 @@ void npv_edgetpu_unload(struct npv_edgetpu_executable *x)
 }
 
 /* Bits [bit, bit + 32) of buf get v, LSB first within bytes (libedgetpu's field copy). */
-static void patch32(uint8_t *buf, uint32_t bit, uint32_t v)
+void edgetpu_patch32(uint8_t *buf, uint32_t bit, uint32_t v)
 {
     if ((bit & 7) == 0) {
         memcpy(buf + bit / 8, &v, 4);
@@ -181,8 +181,8 @@ static void patch(const struct npv_edgetpu_executable *x, uint8_t *buf, uint32_t
             break;
         }
         uint64_t va = base + f->offset;
-        patch32(buf, f->bit_offset,
-                f->half == NPV_EDGETPU_UPPER_32BIT ? (uint32_t)(va >> 32) : (uint32_t)va);
+        edgetpu_patch32(buf, f->bit_offset,
+                        f->half == NPV_EDGETPU_UPPER_32BIT ? (uint32_t)(va >> 32) : (uint32_t)va);
     }
 }
 

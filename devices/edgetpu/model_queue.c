@@ -401,8 +401,9 @@ void edgetpu_queue_poll(struct npv_edgetpu_model *m)
         queue_control(m, ctrl);
     if (!m->iq_enabled || m->fatal || m->hung)
         return;
-    /* Instructions run only on a running scalar core, and not while DMA is paused. */
+    /* Instructions run only on a running scalar core and tiles, and not while DMA is paused. */
     if (win_load(m, EDGETPU_SC_SCALAR_CORE_RUN_CONTROL) != EDGETPU_RUN_CONTROL_RUN ||
+        win_load(m, EDGETPU_TILE_OP_RUN_CONTROL) != EDGETPU_RUN_CONTROL_RUN ||
         win_load(m, EDGETPU_UHIB_DMA_PAUSED) != 0)
         return;
     uint64_t tail = win_load(m, EDGETPU_IQ_TAIL);

@@ -16,6 +16,7 @@
 #include <npuvfio/dev.h>
 #include <npuvfio/domain.h>
 
+#include "driver_internal.h"
 #include "etpu_harness.h"
 
 START_TEST(queue_status_block_and_level1_tables_lie_below_4gib)
@@ -142,6 +143,26 @@ START_TEST(extended_mappings_keep_page_offsets_and_refuse_bad_unmaps)
 }
 END_TEST
 
+START_TEST(instruction_fields_are_patched_bit_granular_lsb_first)
+{
+    uint8_t buf[12];
+    memset(buf, 0xff, sizeof(buf));
+    edgetpu_patch32(buf, 3, 0x80000001u);
+    /* Bit 3 of byte 0 gets bit 0 of the value; bits 0-2 and 35+ stay. */
+    ck_assert_uint_eq(buf[0], 0x0f);
+    ck_assert_uint_eq(buf[1], 0x00);
+    ck_assert_uint_eq(buf[2], 0x00);
+    ck_assert_uint_eq(buf[3], 0x00);
+    ck_assert_uint_eq(buf[4], 0xfc);
+    ck_assert_uint_eq(buf[5], 0xff);
+    memset(buf, 0, sizeof(buf));
+    edgetpu_patch32(buf, 32, 0x11223344u);
+    ck_assert_uint_eq(buf[4], 0x44);
+    ck_assert_uint_eq(buf[7], 0x11);
+    ck_assert_uint_eq(buf[8], 0x00);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("edgetpu_bringup");
@@ -153,6 +174,9 @@ static Suite *suite(void)
     tcase_add_test(tc, reset_and_reopen_cycles_leave_the_chip_usable);
     tcase_add_test(tc, extended_mappings_keep_page_offsets_and_refuse_bad_unmaps);
     suite_add_tcase(s, tc);
+    TCase *unit = tcase_create("unit");
+    tcase_add_test(unit, instruction_fields_are_patched_bit_granular_lsb_first);
+    suite_add_tcase(s, unit);
     return s;
 }
 
