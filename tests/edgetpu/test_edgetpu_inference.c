@@ -16,6 +16,7 @@
 #include <npuvfio/domain.h>
 
 #include "etpu_harness.h"
+#include "sample_run.h"
 
 #define REQUESTS 10000u
 
@@ -159,6 +160,44 @@ START_TEST(results_stay_exact_with_a_late_status_block)
 }
 END_TEST
 
+START_TEST(sample_runner_checks_every_output_and_reports_checksum_and_percentiles)
+{
+    struct etpu t;
+    etpu_open(&t, NULL);
+    /* The runner opens its own driver instance on the same device. */
+    npv_edgetpu_unload(t.exe);
+    t.exe = NULL;
+    (void)npv_edgetpu_unmap(t.tpu, t.in_va, EDGETPU_SAMPLE_INPUT_BYTES);
+    (void)npv_edgetpu_unmap(t.tpu, t.out_va, EDGETPU_SAMPLE_OUTPUT_BYTES);
+    npv_edgetpu_close(t.tpu);
+    t.tpu = NULL;
+    for (int mode = NPV_EDGETPU_POLL; mode <= NPV_EDGETPU_IRQ; mode++) {
+        struct edgetpu_sample_report rep;
+        int r = edgetpu_sample_run(t.dev, (enum npv_edgetpu_completion)mode, 500, &rep);
+        ck_assert_msg(r == 0, "sample run: %s", npv_strerror(r));
+        ck_assert_uint_eq(rep.requests, 500);
+        ck_assert_uint_eq(rep.mismatches, 0);
+        uint64_t h = EDGETPU_FNV_OFFSET;
+        for (uint32_t i = 0; i < 500; i++) {
+            int8_t x[EDGETPU_SAMPLE_INPUT_BYTES], y[EDGETPU_SAMPLE_OUTPUT_BYTES];
+            edgetpu_sample_input(i, x);
+            edgetpu_sample_reference(&t.sample, x, y);
+            h = edgetpu_fnv1a(h, y, sizeof(y));
+        }
+        ck_assert_uint_eq(rep.checksum, h);
+        ck_assert_uint_le(rep.p50_ns, rep.p99_ns);
+        ck_assert_uint_le(rep.p99_ns, rep.max_ns);
+        ck_assert(rep.rate > 0);
+        printf("sample run (%s): %u requests, checksum %016llx, p50 %llu ns, p99 %llu ns, max "
+               "%llu ns, %.0f/s\n",
+               mode == NPV_EDGETPU_POLL ? "poll" : "irq", rep.requests,
+               (unsigned long long)rep.checksum, (unsigned long long)rep.p50_ns,
+               (unsigned long long)rep.p99_ns, (unsigned long long)rep.max_ns, rep.rate);
+    }
+    etpu_close(&t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("edgetpu_inference");
@@ -170,6 +209,7 @@ static Suite *suite(void)
     tcase_add_test(tc, opening_in_a_domain_above_4gib_is_refused);
     tcase_add_test(tc, sixty_four_bit_registers_are_written_whole);
     tcase_add_test(tc, results_stay_exact_with_a_late_status_block);
+    tcase_add_test(tc, sample_runner_checks_every_output_and_reports_checksum_and_percentiles);
     suite_add_tcase(s, tc);
     return s;
 }
