@@ -509,6 +509,29 @@ void npv_edgetpu_last_error(const struct npv_edgetpu *tpu, struct npv_edgetpu_er
     *err = tpu->last_error;
 }
 
+const char *npv_edgetpu_hib_error_name(unsigned bit)
+{
+    /* libedgetpu's HibError field names, in bit order (../shared/hw/edgetpu.md section 9). */
+    static const char *const names[] = {
+        "inbound_page_fault",
+        "extended_page_fault",
+        "csr_parity_error",
+        "axi_slave_b_error",
+        "axi_slave_r_error",
+        "instruction_queue_bad_configuration",
+        "input_actv_queue_bad_configuration",
+        "param_queue_bad_configuration",
+        "output_actv_queue_bad_configuration",
+        "instruction_queue_invalid",
+        "input_actv_queue_invalid",
+        "param_queue_invalid",
+        "output_actv_queue_invalid",
+        "length_0_dma",
+        "virt_table_rdata_uncorr",
+    };
+    return bit < sizeof(names) / sizeof(names[0]) ? names[bit] : NULL;
+}
+
 void npv_edgetpu_layout(const struct npv_edgetpu *tpu, struct npv_edgetpu_layout *out)
 {
     memset(out, 0, sizeof(*out));

@@ -86,6 +86,11 @@ NPV_API void npv_edgetpu_close(struct npv_edgetpu *tpu);
 NPV_API int npv_edgetpu_reset(struct npv_edgetpu *tpu);
 /* The error the chip reported last (zeroes if none since open). */
 NPV_API void npv_edgetpu_last_error(const struct npv_edgetpu *tpu, struct npv_edgetpu_error *err);
+/*
+ * The hardware's name of bit `bit` of hib_error_status ("inbound_page_fault",
+ * "axi_slave_b_error", ...), or NULL for a bit without one.
+ */
+NPV_API const char *npv_edgetpu_hib_error_name(unsigned bit);
 
 /*
  * Map len bytes at off of dma (already mapped into the device's domain) into

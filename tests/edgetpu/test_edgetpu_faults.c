@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "etpu_harness.h"
 
@@ -57,6 +58,9 @@ START_TEST(output_to_an_unmapped_device_address_names_it_and_recovers)
     ck_assert_uint_eq(e.hib_error_status, EDGETPU_HIB_ERR_EXTENDED_PAGE_FAULT);
     ck_assert_uint_eq(e.hib_first_error_status, EDGETPU_HIB_ERR_EXTENDED_PAGE_FAULT);
     ck_assert_uint_eq(e.page_fault_address, t.out_va);
+    ck_assert_str_eq(npv_edgetpu_hib_error_name(1), "extended_page_fault");
+    ck_assert_str_eq(npv_edgetpu_hib_error_name(13), "length_0_dma");
+    ck_assert_ptr_null(npv_edgetpu_hib_error_name(15));
     ck_assert_int_eq(npv_edgetpu_map(t.tpu, t.out, 0, EDGETPU_SAMPLE_OUTPUT_BYTES, &t.out_va), 0);
     expect_exact(&t, 2);
     etpu_close(&t);
@@ -104,7 +108,13 @@ START_TEST(hung_chip_times_out_is_reset_and_runs_exact_again)
     etpu_open(&t, &cfg);
     etpu_fault(&t, EDGETPU_FAULT_HANG);
     bool exact;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
     ck_assert_int_eq(etpu_run_check(&t, 0, &exact), -ETIMEDOUT);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    /* Not before its deadline (a lower bound only: the machine is noisy). */
+    int64_t took = (b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec);
+    ck_assert_int_ge(took, (int64_t)SHORT_TIMEOUT_NS);
     ck_assert(!exact);
     expect_exact(&t, 1);
     expect_exact(&t, 2);
