@@ -282,6 +282,7 @@ static int chip_init(struct npv_edgetpu *tpu)
     if (r == 0)
         r = read64(tpu, EDGETPU_SC_HOST_INT_COUNT, &count);
     tpu->sc_host_base = (uint32_t)(count & 0xffff);
+    tpu->sc_host_reaped = 0;
     if (r == 0)
         r = run_cores(tpu, EDGETPU_RUN_CONTROL_RUN);
     if (r == 0)
@@ -372,7 +373,8 @@ static int check_config(struct npv_edgetpu_config *c)
         (c->queue_entries & (c->queue_entries - 1)) || c->simple_entries < 256 ||
         c->simple_entries >= EDGETPU_PAGE_TABLE_ENTRIES || c->max_instr_bytes % EDGETPU_INSN_SIZE ||
         c->max_instr_bytes > EDGETPU_CHUNK_MAX ||
-        (c->completion != NPV_EDGETPU_POLL && c->completion != NPV_EDGETPU_IRQ))
+        (c->completion != NPV_EDGETPU_POLL && c->completion != NPV_EDGETPU_IRQ &&
+         c->completion != NPV_EDGETPU_IRQ_SC_HOST))
         return -EINVAL;
     return 0;
 }
@@ -435,7 +437,7 @@ int npv_edgetpu_open(struct npv_dev *dev, const struct npv_edgetpu_config *cfg,
         goto err_mem;
     /* The stock stack will not run without its 13 MSI-X vectors; polling mode can. */
     r = npv_irq_enable(dev, NPV_IRQ_MSIX, EDGETPU_MSIX_VECTORS, &tpu->irq);
-    if (r < 0 && tpu->cfg.completion == NPV_EDGETPU_IRQ)
+    if (r < 0 && tpu->cfg.completion != NPV_EDGETPU_POLL)
         goto err_mem;
     if (r < 0)
         tpu->irq = NULL;

@@ -43,7 +43,8 @@ struct npv_edgetpu {
     struct npv_dma *instr_dma;
     uint64_t instr_va;
 
-    uint32_t sc_host_base; /* sc_host_int_count field 0 at open / reset */
+    uint32_t sc_host_base;   /* sc_host_int_count field 0 at open / reset */
+    uint32_t sc_host_reaped; /* completions collected since then, mod 2^16 */
     struct npv_edgetpu_error last_error;
 };
 

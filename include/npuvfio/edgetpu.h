@@ -36,6 +36,12 @@ struct npv_edgetpu_executable;
 enum npv_edgetpu_completion {
     NPV_EDGETPU_POLL = 0, /* spin on the status block: no system call per request */
     NPV_EDGETPU_IRQ,      /* sleep on the instruction queue's MSI-X vector (status block written) */
+    /*
+     * Sleep on SC_HOST_0 (vector 4, "request finished", as libedgetpu does):
+     * its counter says how many requests the chip finished; the status block
+     * that completes them may come later, and is then polled for.
+     */
+    NPV_EDGETPU_IRQ_SC_HOST,
 };
 
 /*

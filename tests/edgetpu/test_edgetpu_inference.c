@@ -47,6 +47,12 @@ START_TEST(sample_bit_exact_for_10000_requests_interrupts)
 }
 END_TEST
 
+START_TEST(sample_bit_exact_for_10000_requests_sc_host_interrupts)
+{
+    run_many(NPV_EDGETPU_IRQ_SC_HOST, REQUESTS);
+}
+END_TEST
+
 START_TEST(pipelined_requests_fill_the_queue_and_stay_exact)
 {
     struct etpu t;
@@ -142,7 +148,7 @@ END_TEST
 
 START_TEST(results_stay_exact_with_a_late_status_block)
 {
-    for (int mode = NPV_EDGETPU_POLL; mode <= NPV_EDGETPU_IRQ; mode++) {
+    for (int mode = NPV_EDGETPU_POLL; mode <= NPV_EDGETPU_IRQ_SC_HOST; mode++) {
         struct etpu t;
         struct npv_edgetpu_config cfg = {.completion = (enum npv_edgetpu_completion)mode,
                                          .request_timeout_ns = GENEROUS_NS};
@@ -205,6 +211,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 280);
     tcase_add_test(tc, sample_bit_exact_for_10000_requests_polling);
     tcase_add_test(tc, sample_bit_exact_for_10000_requests_interrupts);
+    tcase_add_test(tc, sample_bit_exact_for_10000_requests_sc_host_interrupts);
     tcase_add_test(tc, pipelined_requests_fill_the_queue_and_stay_exact);
     tcase_add_test(tc, opening_in_a_domain_above_4gib_is_refused);
     tcase_add_test(tc, sixty_four_bit_registers_are_written_whole);
