@@ -153,6 +153,14 @@ static void power_on(struct npv_edgetpu_model *m)
     m->init_settle = 0;
 }
 
+/* The GCB's clock forced off by software (rg_gated_gcb = 1): its CSRs are as unreachable as in
+ * reset. */
+static bool gcb_gated(const struct npv_edgetpu_model *m)
+{
+    return ((m->scu_ctrl_2 & EDGETPU_SCU2_RG_GATED_GCB_MASK) >> EDGETPU_SCU2_RG_GATED_GCB_SHIFT) ==
+           1;
+}
+
 /* ---- trapped BAR2 registers ---- */
 
 static int scu_access(struct npv_edgetpu_model *m, uint64_t off, void *buf, size_t len,
@@ -333,7 +341,7 @@ static int bar2_access(struct npv_edgetpu_model *m, uint64_t off, void *buf, siz
     if (is_write)
         memcpy(&v, buf, 8);
     bool gcb = off >= EDGETPU_KHIB_PAGE && off != EDGETPU_IDLE_REGISTER;
-    if (gcb && m->gcb_in_reset) {
+    if (gcb && (m->gcb_in_reset || gcb_gated(m))) {
         if (!is_write) {
             v = EDGETPU_DEADFEED;
             memcpy(buf, &v, 8);
@@ -474,7 +482,7 @@ static void *poller_main(void *arg)
             continue;
         }
         pthread_mutex_lock(&m->lock);
-        if (!m->gone && !m->gcb_in_reset)
+        if (!m->gone && !m->gcb_in_reset && !gcb_gated(m))
             windows_poll(m);
         uint64_t work = m->work_count;
         pthread_mutex_unlock(&m->lock);

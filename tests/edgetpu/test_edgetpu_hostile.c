@@ -153,6 +153,21 @@ static void quit_reset(int fd)
     ck_assert_uint_eq(rd(fd, 2, EDGETPU_SCU_CTRL_3, 4) & EDGETPU_SCU3_CUR_RST_GCB, 0);
 }
 
+START_TEST(clock_gated_gcb_reads_the_in_reset_marker)
+{
+    int fd = handshake();
+    quit_reset(fd);
+    ck_assert_uint_eq(rd(fd, 2, EDGETPU_KHIB_PAGE_TABLE_SIZE, 8), EDGETPU_PAGE_TABLE_ENTRIES);
+    uint32_t s2 = (uint32_t)rd(fd, 2, EDGETPU_SCU_CTRL_2, 4);
+    wr(fd, 2, EDGETPU_SCU_CTRL_2, 4, s2 | 1u << EDGETPU_SCU2_RG_GATED_GCB_SHIFT);
+    ck_assert_uint_eq(rd(fd, 2, EDGETPU_KHIB_PAGE_TABLE_SIZE, 8), EDGETPU_DEADFEED);
+    wr(fd, 2, EDGETPU_SCU_CTRL_2, 4, s2);
+    ck_assert_uint_eq(rd(fd, 2, EDGETPU_KHIB_PAGE_TABLE_SIZE, 8), EDGETPU_PAGE_TABLE_ENTRIES);
+    close(fd);
+    well_formed_client_runs_exact();
+}
+END_TEST
+
 START_TEST(page_table_values_that_are_not_client_iovas_are_counted)
 {
     int fd = handshake();
@@ -223,6 +238,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, bad_register_accesses_are_refused_and_the_model_keeps_serving);
+    tcase_add_test(tc, clock_gated_gcb_reads_the_in_reset_marker);
     tcase_add_test(tc, page_table_values_that_are_not_client_iovas_are_counted);
     tcase_add_test(tc, queue_with_a_bad_configuration_is_a_chip_error_not_a_crash);
     suite_add_tcase(s, tc);
