@@ -28,7 +28,7 @@
 #include "regs.h"
 
 #define RING_ENTRIES 256u
-#define STATUS_OFF   (RING_ENTRIES * sizeof(struct testdev_desc))
+#define STATUS_OFF   (RING_ENTRIES * sizeof(struct npv_testdev_desc))
 #define BUF_SIZE     (STATUS_OFF + 4096u)
 #define WAIT_NS      (5ull * 1000000000ull) /* a wait never near this on a healthy run */
 
@@ -143,7 +143,7 @@ static int ring_setup(struct ours *t, enum npv_dma_page page, size_t *page_size)
     uint8_t *mem = npv_dma_vaddr(t->dma);
     struct npv_ring_config cfg = {
         .entries = RING_ENTRIES,
-        .desc_size = sizeof(struct testdev_desc),
+        .desc_size = sizeof(struct npv_testdev_desc),
         .desc_vaddr = mem,
         .desc_iova = t->iova,
         .status_vaddr = mem + STATUS_OFF,
@@ -189,9 +189,9 @@ static inline int push_nop(struct ours *t, uint64_t cookie, bool irq)
     int rc = npv_ring_next(t->ring, cookie, &slot);
     if (rc < 0)
         return rc;
-    struct testdev_desc *d = slot;
-    d->opcode = TESTDEV_OP_NOP;
-    d->flags = irq ? TESTDEV_DESC_IRQ : 0;
+    struct npv_testdev_desc *d = slot;
+    d->opcode = NPV_TESTDEV_OP_NOP;
+    d->flags = irq ? NPV_TESTDEV_DESC_IRQ : 0;
     d->src = d->dst = 0;
     d->len = 0;
     d->pattern = 0;

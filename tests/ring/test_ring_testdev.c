@@ -63,7 +63,7 @@ static void ring_open(bool with_irq)
     ck_assert_int_eq(program(&t), 0);
     struct npv_ring_config cfg = {
         .entries = TD_ENTRIES,
-        .desc_size = sizeof(struct testdev_desc),
+        .desc_size = sizeof(struct npv_testdev_desc),
         .desc_vaddr = npv_dma_vaddr(t.ring),
         .desc_iova = t.ring_iova,
         .status_vaddr = npv_dma_vaddr(t.status),
@@ -119,12 +119,12 @@ static struct npv_dma *mapped_buffer(size_t size, unsigned prot, npv_iova_t *iov
     return b;
 }
 
-static void push(const struct testdev_desc *d, uint64_t cookie)
+static void push(const struct npv_testdev_desc *d, uint64_t cookie)
 {
     ck_assert_int_eq(npv_ring_push(ring, d, cookie), 0);
 }
 
-static const struct testdev_desc nop = {.opcode = TESTDEV_OP_NOP};
+static const struct npv_testdev_desc nop = {.opcode = NPV_TESTDEV_OP_NOP};
 
 /* Wait for exactly one completion and return it. */
 static struct npv_cpl wait_one(enum npv_ring_wait_mode mode)
@@ -144,10 +144,10 @@ START_TEST(ring_runs_copy_and_fill_through_the_model)
     for (int i = 0; i < 8192; i++)
         s[i] = (uint8_t)(i * 13 + 5);
     memset(d, 0, 8192);
-    struct testdev_desc copy = {
-        .opcode = TESTDEV_OP_COPY, .src = src_iova, .dst = dst_iova, .len = 4096};
-    struct testdev_desc fill = {
-        .opcode = TESTDEV_OP_FILL, .dst = dst_iova + 4096, .len = 4096, .pattern = 0x1a5};
+    struct npv_testdev_desc copy = {
+        .opcode = NPV_TESTDEV_OP_COPY, .src = src_iova, .dst = dst_iova, .len = 4096};
+    struct npv_testdev_desc fill = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = dst_iova + 4096, .len = 4096, .pattern = 0x1a5};
     push(&copy, 100);
     push(&fill, 101);
     ck_assert_int_eq(npv_ring_submit(ring), 2);
@@ -181,9 +181,9 @@ START_TEST(ring_wraps_across_many_batches_against_the_model)
         if (n > total - next)
             n = (unsigned)(total - next);
         for (unsigned i = 0; i < n; i++, next++) {
-            struct testdev_desc d = nop;
+            struct npv_testdev_desc d = nop;
             if (next % 5 == 0)
-                d = (struct testdev_desc){.opcode = TESTDEV_OP_FILL,
+                d = (struct npv_testdev_desc){.opcode = NPV_TESTDEV_OP_FILL,
                                           .dst = iova + (next % TD_ENTRIES) * 64,
                                           .len = 64,
                                           .pattern = (uint32_t)(next & 0xff)};
@@ -221,7 +221,7 @@ static void assert_ring_works(void)
 
 START_TEST(hung_model_times_out_resets_fans_out_and_works_again)
 {
-    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_FAULT_INJECT, 4, TESTDEV_FAULT_HANG), 0);
+    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_FAULT_INJECT, 4, NPV_TESTDEV_FAULT_HANG), 0);
     for (uint64_t i = 0; i < 3; i++)
         push(&nop, i);
     npv_ring_submit(ring);
@@ -243,7 +243,7 @@ END_TEST
 
 START_TEST(wild_head_from_the_model_is_a_device_fault_naming_the_value)
 {
-    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_FAULT_INJECT, 4, TESTDEV_FAULT_WILD_HEAD), 0);
+    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_FAULT_INJECT, 4, NPV_TESTDEV_FAULT_WILD_HEAD), 0);
     push(&nop, 1);
     push(&nop, 2);
     npv_ring_submit(ring);
@@ -265,10 +265,10 @@ START_TEST(dma_to_an_unmapped_iova_fails_the_job_with_the_device_error_word)
     npv_iova_t iova;
     struct npv_dma *b = mapped_buffer(4096, NPV_DMA_RW, &iova);
     memset(npv_dma_vaddr(b), 0, 4096);
-    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_FAULT_INJECT, 4, TESTDEV_FAULT_DMA_UNMAPPED),
+    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_FAULT_INJECT, 4, NPV_TESTDEV_FAULT_DMA_UNMAPPED),
                      0);
     push(&nop, 10);
-    struct testdev_desc fill = {.opcode = TESTDEV_OP_FILL, .dst = iova, .len = 64, .pattern = 3};
+    struct npv_testdev_desc fill = {.opcode = NPV_TESTDEV_OP_FILL, .dst = iova, .len = 64, .pattern = 3};
     push(&fill, 11);
     npv_ring_submit(ring);
     struct npv_cpl c[2];
@@ -276,7 +276,7 @@ START_TEST(dma_to_an_unmapped_iova_fails_the_job_with_the_device_error_word)
     ck_assert_int_eq(c[0].status, 0);
     ck_assert_uint_eq(c[1].cookie, 11);
     ck_assert_int_eq(c[1].status, -EIO);
-    ck_assert_uint_eq(c[1].dev_error, TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(c[1].dev_error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(b))[0], 0);
     uint64_t v;
     ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_STATUS, 4, &v), 0);
@@ -290,7 +290,7 @@ END_TEST
 
 START_TEST(irq_waits_complete_through_the_models_msix_vector)
 {
-    struct testdev_desc d = {.opcode = TESTDEV_OP_NOP, .flags = TESTDEV_DESC_IRQ};
+    struct npv_testdev_desc d = {.opcode = NPV_TESTDEV_OP_NOP, .flags = NPV_TESTDEV_DESC_IRQ};
     for (uint64_t i = 0; i < 200; i++) {
         push(&d, i);
         npv_ring_submit(ring);
@@ -322,8 +322,8 @@ static unsigned unmap_under_running_fills(void)
     npv_iova_t iova;
     struct npv_dma *b = mapped_buffer(BIG, NPV_DMA_RW, &iova);
     uint8_t *mem = npv_dma_vaddr(b);
-    struct testdev_desc fill = {
-        .opcode = TESTDEV_OP_FILL, .dst = iova, .len = BIG, .pattern = 0x5a};
+    struct npv_testdev_desc fill = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = iova, .len = BIG, .pattern = 0x5a};
     for (uint64_t i = 0; i < TD_ENTRIES; i++)
         push(&fill, i);
     npv_ring_submit(ring);
@@ -401,16 +401,16 @@ START_TEST(model_follows_ring_and_status_remapped_at_the_same_iova)
     ck_assert_int_eq(npv_dma_map_at(status2, t.dom, status_iova, NPV_DMA_RW), 0);
 
     /* Descriptor 3 in the new ring, the doorbell rung by hand; the old ring holds a FILL. */
-    struct testdev_desc *old = npv_dma_vaddr(t.ring);
-    old[3] = (struct testdev_desc){.opcode = 99};
-    struct testdev_desc *now = npv_dma_vaddr(ring2);
+    struct npv_testdev_desc *old = npv_dma_vaddr(t.ring);
+    old[3] = (struct npv_testdev_desc){.opcode = 99};
+    struct npv_testdev_desc *now = npv_dma_vaddr(ring2);
     now[3] = nop;
     npv_bar_write32_release(t.bar, TESTDEV_REG_DOORBELL, 4);
     const struct testdev_status *st = npv_dma_vaddr(status2);
     uint64_t deadline = now_ns() + GENEROUS_NS;
     while (__atomic_load_n(&st->completed_head, __ATOMIC_ACQUIRE) != 4)
         ck_assert_msg(now_ns() < deadline, "model never completed in the new ring");
-    ck_assert_uint_eq(st->error, TESTDEV_ERR_NONE);
+    ck_assert_uint_eq(st->error, NPV_TESTDEV_ERR_NONE);
     ck_assert_uint_eq(((const struct testdev_status *)npv_dma_vaddr(t.status))->completed_head, 3);
     npv_dma_free(ring2);
     npv_dma_free(status2);

@@ -254,9 +254,9 @@ void td_enable(struct td *t, uint32_t extra_ctrl)
                       TESTDEV_STATUS_RUNNING);
 }
 
-void td_submit(struct td *t, const struct testdev_desc *d)
+void td_submit(struct td *t, const struct npv_testdev_desc *d)
 {
-    struct testdev_desc *ring = npv_dma_vaddr(t->ring);
+    struct npv_testdev_desc *ring = npv_dma_vaddr(t->ring);
     ring[t->tail % TD_ENTRIES] = *d;
     t->tail++;
     npv_bar_write32_release(t->bar, TESTDEV_REG_DOORBELL, t->tail);

@@ -105,7 +105,7 @@ void td_close(struct td *t);
 /* Program ring and status registers and set CTRL (ENABLE plus extra bits). */
 void td_enable(struct td *t, uint32_t extra_ctrl);
 /* Put one descriptor on the ring and ring the doorbell with a plain store. */
-void td_submit(struct td *t, const struct testdev_desc *d);
+void td_submit(struct td *t, const struct npv_testdev_desc *d);
 /* Poll the status block until completed_head reaches the tail. 0 or -ETIMEDOUT. */
 int td_wait(struct td *t, uint64_t timeout_ns);
 const volatile struct testdev_status *td_status(struct td *t);

@@ -29,8 +29,8 @@ static void cycle(void)
     ck_assert_int_eq(npv_irq_waitset_new(t.ctx, 2, &ws), 0);
     ck_assert_int_eq(npv_irq_waitset_add(ws, irq, 0, 1), 0);
     td_enable(&t, TESTDEV_CTRL_IRQ_ENABLE);
-    struct testdev_desc d = {.opcode = TESTDEV_OP_FILL,
-                             .flags = TESTDEV_DESC_IRQ,
+    struct npv_testdev_desc d = {.opcode = NPV_TESTDEV_OP_FILL,
+                             .flags = NPV_TESTDEV_DESC_IRQ,
                              .dst = t.status_iova + 1024,
                              .len = 64,
                              .pattern = 3};
@@ -38,7 +38,7 @@ static void cycle(void)
     uint64_t cookie;
     ck_assert_int_eq(npv_irq_waitset_wait(ws, GENEROUS_NS, &cookie, 1), 1);
     ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_NONE);
+    ck_assert_uint_eq(td_status(&t)->error, NPV_TESTDEV_ERR_NONE);
     npv_irq_waitset_free(ws);
     npv_irq_disable(irq);
     td_close(&t);

@@ -57,11 +57,11 @@ START_TEST(model_copies_between_client_buffers)
         s[i] = (uint8_t)(i * 7 + 3);
     memset(d, 0, 8192);
     td_enable(&t, 0);
-    struct testdev_desc copy = {
-        .opcode = TESTDEV_OP_COPY, .src = src_iova, .dst = dst_iova, .len = 8192};
+    struct npv_testdev_desc copy = {
+        .opcode = NPV_TESTDEV_OP_COPY, .src = src_iova, .dst = dst_iova, .len = 8192};
     td_submit(&t, &copy);
     ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_NONE);
+    ck_assert_uint_eq(td_status(&t)->error, NPV_TESTDEV_ERR_NONE);
     ck_assert_int_eq(memcmp(s, d, 8192), 0);
     npv_dma_free(src);
     npv_dma_free(dst);
@@ -76,8 +76,8 @@ START_TEST(model_fills_client_memory_descriptor_by_descriptor)
     memset(p, 0, 4096 * 4);
     td_enable(&t, 0);
     for (uint32_t i = 0; i < 4; i++) {
-        struct testdev_desc fill = {
-            .opcode = TESTDEV_OP_FILL, .dst = iova + i * 4096, .len = 4096, .pattern = 0x10 + i};
+        struct npv_testdev_desc fill = {
+            .opcode = NPV_TESTDEV_OP_FILL, .dst = iova + i * 4096, .len = 4096, .pattern = 0x10 + i};
         td_submit(&t, &fill);
     }
     ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
@@ -94,10 +94,10 @@ START_TEST(dma_to_an_unmapped_iova_is_a_device_fault)
 {
     const npv_iova_t wild = 0x7ead0000ull;
     td_enable(&t, 0);
-    struct testdev_desc fill = {.opcode = TESTDEV_OP_FILL, .dst = wild, .len = 64, .pattern = 1};
+    struct npv_testdev_desc fill = {.opcode = NPV_TESTDEV_OP_FILL, .dst = wild, .len = 64, .pattern = 1};
     td_submit(&t, &fill);
     ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(td_status(&t)->error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_eq(td_status(&t)->error_index, 0);
     ck_assert_uint_eq(td_status(&t)->fault_iova, wild);
     ck_assert_uint_eq(npv_bar_read32(t.bar, TESTDEV_REG_STATUS) & TESTDEV_STATUS_FAULT,
@@ -112,11 +112,11 @@ START_TEST(injected_wild_dma_is_refused_by_the_server)
     struct npv_dma *b = mapped_buffer(4096, NPV_DMA_RW, &iova);
     memset(npv_dma_vaddr(b), 0, 4096);
     td_enable(&t, 0);
-    npv_bar_write32(t.bar, TESTDEV_REG_FAULT_INJECT, TESTDEV_FAULT_DMA_UNMAPPED);
-    struct testdev_desc fill = {.opcode = TESTDEV_OP_FILL, .dst = iova, .len = 64, .pattern = 9};
+    npv_bar_write32(t.bar, TESTDEV_REG_FAULT_INJECT, NPV_TESTDEV_FAULT_DMA_UNMAPPED);
+    struct npv_testdev_desc fill = {.opcode = NPV_TESTDEV_OP_FILL, .dst = iova, .len = 64, .pattern = 9};
     td_submit(&t, &fill);
     ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(td_status(&t)->error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_ne(td_status(&t)->fault_iova, iova);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(b))[0], 0);
     npv_dma_free(b);
@@ -129,10 +129,10 @@ START_TEST(device_write_to_a_read_only_mapping_is_refused)
     struct npv_dma *b = mapped_buffer(4096, NPV_DMA_READ, &iova);
     memset(npv_dma_vaddr(b), 0, 4096);
     td_enable(&t, 0);
-    struct testdev_desc fill = {.opcode = TESTDEV_OP_FILL, .dst = iova, .len = 64, .pattern = 9};
+    struct npv_testdev_desc fill = {.opcode = NPV_TESTDEV_OP_FILL, .dst = iova, .len = 64, .pattern = 9};
     td_submit(&t, &fill);
     ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(td_status(&t)->error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(b))[0], 0);
     npv_dma_free(b);
 }
@@ -154,25 +154,25 @@ START_TEST(model_reaches_memory_without_fd_through_dma_messages)
     ck_assert_int_eq(c->sink.ops->map(&c->sink, &m), 0);
 
     td_enable(&t, 0);
-    struct testdev_desc fill = {
-        .opcode = TESTDEV_OP_FILL, .dst = NOFD_IOVA, .len = 4096, .pattern = 0x42};
-    struct testdev_desc copy = {
-        .opcode = TESTDEV_OP_COPY, .src = NOFD_IOVA, .dst = NOFD_IOVA + 4096, .len = 4096};
+    struct npv_testdev_desc fill = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = NOFD_IOVA, .len = 4096, .pattern = 0x42};
+    struct npv_testdev_desc copy = {
+        .opcode = NPV_TESTDEV_OP_COPY, .src = NOFD_IOVA, .dst = NOFD_IOVA + 4096, .len = 4096};
     td_submit(&t, &fill);
     td_submit(&t, &copy);
     ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_NONE);
+    ck_assert_uint_eq(td_status(&t)->error, NPV_TESTDEV_ERR_NONE);
     ck_assert_uint_eq(mem[0], 0x42);
     ck_assert_uint_eq(mem[4095], 0x42);
     ck_assert_uint_eq(mem[4096], 0x42);
     ck_assert_uint_eq(mem[8191], 0x42);
 
     /* A DMA reaching past the mapping is refused, not copied. */
-    struct testdev_desc past = {
-        .opcode = TESTDEV_OP_FILL, .dst = NOFD_IOVA + 4096, .len = 8192, .pattern = 0x99};
+    struct npv_testdev_desc past = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = NOFD_IOVA + 4096, .len = 8192, .pattern = 0x99};
     td_submit(&t, &past);
     ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(td_status(&t)->error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_eq(mem[4096], 0x42);
 
     ck_assert_int_eq(c->sink.ops->unmap(&c->sink, &m), 0);
@@ -180,7 +180,7 @@ START_TEST(model_reaches_memory_without_fd_through_dma_messages)
     td_enable(&t, 0);
     td_submit(&t, &fill);
     ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(td_status(&t)->error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_eq(mem[0], 0);
     free(mem);
 }
@@ -214,18 +214,18 @@ START_TEST(domain_switch_leaves_only_the_new_domains_mappings)
     ck_assert_ptr_eq(npv_dev_domain(d.dev), b);
 
     td_enable(&d, 0);
-    struct testdev_desc fill_b = {
-        .opcode = TESTDEV_OP_FILL, .dst = B_IOVA, .len = 64, .pattern = 0xb};
+    struct npv_testdev_desc fill_b = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = B_IOVA, .len = 64, .pattern = 0xb};
     td_submit(&d, &fill_b);
     ck_assert_int_eq(td_wait(&d, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&d)->error, TESTDEV_ERR_NONE);
+    ck_assert_uint_eq(td_status(&d)->error, NPV_TESTDEV_ERR_NONE);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(in_b))[0], 0xb);
 
-    struct testdev_desc fill_a = {
-        .opcode = TESTDEV_OP_FILL, .dst = A_IOVA, .len = 64, .pattern = 0xa};
+    struct npv_testdev_desc fill_a = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = A_IOVA, .len = 64, .pattern = 0xa};
     td_submit(&d, &fill_a);
     ck_assert_int_eq(td_wait(&d, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&d)->error, TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(td_status(&d)->error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_eq(td_status(&d)->fault_iova, A_IOVA);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(in_a))[0], 0);
 
@@ -234,7 +234,7 @@ START_TEST(domain_switch_leaves_only_the_new_domains_mappings)
     td_enable(&d, 0);
     td_submit(&d, &fill_a);
     ck_assert_int_eq(td_wait(&d, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&d)->error, TESTDEV_ERR_NONE);
+    ck_assert_uint_eq(td_status(&d)->error, NPV_TESTDEV_ERR_NONE);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(in_a))[0], 0xa);
 
     npv_dma_free(in_a);
