@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <string.h>
 
 #include <npuvfio/testdev.h>
@@ -90,4 +91,26 @@ const struct npv_device_entry *npv_device_by_pci_id(uint16_t vendor, uint16_t de
 const struct npv_device_entry *npv_device_at(size_t i)
 {
     return i < NR_DEVICES ? &devices[i] : NULL;
+}
+
+int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, bool once)
+{
+    if (e->model_create == NULL)
+        return -ENOTSUP;
+    struct npv_ctx *ctx;
+    void *model;
+    struct npv_vus *srv;
+    int r = npv_ctx_new(&ctx);
+    if (r < 0)
+        return r;
+    r = e->model_create(ctx, &model, &srv);
+    if (r < 0)
+        goto out_ctx;
+    r = npv_vus_listen(srv, socket_path);
+    if (r == 0)
+        r = npv_vus_run(srv, once);
+    e->model_destroy(model);
+out_ctx:
+    npv_ctx_free(ctx);
+    return r;
 }

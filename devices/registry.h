@@ -10,6 +10,7 @@
 #ifndef NPV_DEVICES_REGISTRY_H
 #define NPV_DEVICES_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <npuvfio/ctx.h>
@@ -50,5 +51,12 @@ const struct npv_device_entry *npv_device_find(const char *name);
 const struct npv_device_entry *npv_device_by_pci_id(uint16_t vendor, uint16_t device);
 /* Entries in registration order; NULL past the end. */
 const struct npv_device_entry *npv_device_at(size_t i);
+
+/*
+ * Run e's model as a vfio-user server on socket_path in the calling thread,
+ * until the first client leaves (once) or forever; for a child process or a
+ * thread of its own. -ENOTSUP when e has no model; else 0 or a negative errno.
+ */
+int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, bool once);
 
 #endif

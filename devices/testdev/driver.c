@@ -256,6 +256,11 @@ struct npv_ring *npv_testdev_ring(struct npv_testdev *td)
     return td->ring;
 }
 
+struct npv_dma *npv_testdev_ring_memory(struct npv_testdev *td)
+{
+    return td->mem;
+}
+
 struct npv_dev *npv_testdev_dev(struct npv_testdev *td)
 {
     return td->dev;

@@ -125,6 +125,8 @@ NPV_API void npv_testdev_close(struct npv_testdev *td);
 
 /* The ring jobs go through (owned by td). */
 NPV_API struct npv_ring *npv_testdev_ring(struct npv_testdev *td);
+/* The DMA buffer holding the ring and the status block (owned by td). */
+NPV_API struct npv_dma *npv_testdev_ring_memory(struct npv_testdev *td);
 /* The device td drives. */
 NPV_API struct npv_dev *npv_testdev_dev(struct npv_testdev *td);
 /* The interrupt of vector 0 (owned by td), NULL without cfg->irq. */
