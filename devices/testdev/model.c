@@ -384,7 +384,9 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
             break;
         }
         if (armed == NPV_TESTDEV_FAULT_DISCONNECT) {
+            /* A device that went away works no further descriptor of this client. */
             e->fault_armed = NPV_TESTDEV_FAULT_NONE;
+            e->running = false;
             npv_vus_disconnect(td->srv);
             break;
         }
