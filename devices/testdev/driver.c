@@ -307,7 +307,8 @@ static uint64_t mono_ns(void)
 /*
  * A wait that returns fewer than asked is "not yet": the ring either hands
  * back what completed before its timeout, or (a ring whose wait timeout
- * fails the jobs) -ETIMEDOUT, which is passed on.
+ * fails the jobs in flight) -ETIMEDOUT, which is passed on only when nothing
+ * was collected: the jobs it failed come back as completions next time.
  */
 int npv_testdev_wait(struct npv_testdev *td, enum npv_ring_wait_mode mode, unsigned n,
                      uint64_t timeout_ns, struct npv_cpl *cpl)
@@ -322,7 +323,7 @@ int npv_testdev_wait(struct npv_testdev *td, enum npv_ring_wait_mode mode, unsig
             break;
         int r = npv_ring_wait(td->ring, mode, n - got, timeout_ns - spent, cpl + got, n - got);
         if (r < 0)
-            return r;
+            return got > 0 ? (int)got : r; /* the collected ones are news; the error comes again */
         got += (unsigned)r;
     }
     return (int)got;

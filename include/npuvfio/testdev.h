@@ -143,8 +143,9 @@ NPV_API int npv_testdev_reset(struct npv_testdev *td);
 /*
  * Collect n completions (1 <= n <= jobs not yet reaped) into cpl, oldest first,
  * waiting in mode for at most timeout_ns in all. Returns n; fewer (possibly
- * 0) when the timeout passed first, the rest still in flight; or a negative
- * errno of npv_ring_wait. A completion's status says how its job ended.
+ * 0) when the timeout passed first, the rest still in flight; or, when
+ * nothing was collected, a negative errno of npv_ring_wait. A completion's
+ * status says how its job ended.
  */
 NPV_API int npv_testdev_wait(struct npv_testdev *td, enum npv_ring_wait_mode mode, unsigned n,
                              uint64_t timeout_ns, struct npv_cpl *cpl);

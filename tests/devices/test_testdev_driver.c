@@ -144,6 +144,26 @@ START_TEST(bad_ring_sizes_are_einval_and_touch_nothing)
 }
 END_TEST
 
+START_TEST(open_fails_cleanly_when_the_device_does_not_reset)
+{
+    struct npv_testdev *first = open_driver(NULL);
+    int fds = count_fds();
+    size_t mappings = npv_domain_mapping_count(t.dom);
+    ck_assert_int_eq(npv_testdev_inject_fault(first, NPV_TESTDEV_FAULT_FAIL_RESET), 0);
+    struct npv_testdev *second = NULL;
+    ck_assert_int_eq(npv_testdev_open(t.dev, NULL, &second), -EIO);
+    ck_assert_ptr_null(second);
+    ck_assert_msg(strstr(last_err, "failed its reset") != NULL, "logged: %s", last_err);
+    /* Its ring memory and BAR went back. */
+    ck_assert_int_eq(count_fds(), fds);
+    ck_assert_uint_eq(npv_domain_mapping_count(t.dom), mappings);
+    npv_testdev_close(first);
+    struct npv_testdev *td = open_driver(NULL);
+    assert_works(td);
+    npv_testdev_close(td);
+}
+END_TEST
+
 START_TEST(open_on_a_device_whose_server_is_gone_names_it)
 {
     vu_server_kill(&srv);
@@ -402,6 +422,7 @@ static Suite *suite(void)
     tcase_add_test(tc, open_programs_the_ring_and_starts_the_engine);
     tcase_add_test(tc, open_without_config_takes_the_defaults);
     tcase_add_test(tc, bad_ring_sizes_are_einval_and_touch_nothing);
+    tcase_add_test(tc, open_fails_cleanly_when_the_device_does_not_reset);
     tcase_add_test(tc, open_on_a_device_whose_server_is_gone_names_it);
     suite_add_tcase(s, tc);
     tc = tcase_create("jobs");
