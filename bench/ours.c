@@ -139,6 +139,8 @@ static inline int round_trip(struct ours *t, enum npv_ring_wait_mode mode, uint6
     rc = npv_ring_wait(t->ring, mode, 1, WAIT_NS, &cpl, 1);
     if (rc < 0)
         return rc;
+    if (rc == 0)
+        return -ETIMEDOUT; /* a wait that times out without failing the job: not on a healthy run */
     if (cpl.cookie != cookie || cpl.status != 0)
         return -EIO;
     return 0;
