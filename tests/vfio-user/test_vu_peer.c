@@ -192,6 +192,7 @@ static void td_cycle(void)
 {
     struct td t;
     td_open(&t, srv.path);
+    td_enable(&t, true);
     td_close(&t);
 }
 
