@@ -83,7 +83,7 @@ static int submit_batch(struct sample *s, uint64_t it)
     return 0;
 }
 
-/* Reset the device and drop the jobs the reset cancelled: nothing of this batch is news any more. */
+/* Reset the device and drop the jobs the reset cancelled: none of them is news any more. */
 static void reset_and_forget(struct sample *s)
 {
     struct npv_cpl c[CHUNKS];

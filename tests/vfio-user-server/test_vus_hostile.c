@@ -484,10 +484,10 @@ START_TEST(testdev_fills_through_mapped_memory_and_raises_msix)
     /* Ring of 4 at 0x40000000, status block at +0x1000, data at +0x2000. */
     struct npv_testdev_desc *ring = (struct npv_testdev_desc *)p;
     ring[0] = (struct npv_testdev_desc){.opcode = NPV_TESTDEV_OP_FILL,
-                                    .flags = NPV_TESTDEV_DESC_IRQ,
-                                    .dst = 0x40002000,
-                                    .len = 256,
-                                    .pattern = 0x5a};
+                                        .flags = NPV_TESTDEV_DESC_IRQ,
+                                        .dst = 0x40002000,
+                                        .len = 256,
+                                        .pattern = 0x5a};
     reg_write(fd, TESTDEV_REG_RING_BASE, 0x40000000, 8);
     reg_write(fd, TESTDEV_REG_RING_ENTRIES, 4, 4);
     reg_write(fd, TESTDEV_REG_STATUS_BASE, 0x40001000, 8);
