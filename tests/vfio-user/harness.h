@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the vfio-user suites share: a device server in a child process (the
- * testdev model, or a scripted fake speaking raw protocol), and a small
- * driver for the test device's ring.
+ * testdev model, or a scripted fake speaking raw protocol), and the test
+ * device opened over vfio-user and driven by its driver (libnpuvfio-testdev).
  */
 #ifndef NPV_TEST_VU_HARNESS_H
 #define NPV_TEST_VU_HARNESS_H
