@@ -144,6 +144,57 @@ START_TEST(bad_ring_sizes_are_einval_and_touch_nothing)
 }
 END_TEST
 
+/* A device that is not a test device: a scripted server with a BAR0 whose registers read
+ * 0xdeadbeef. */
+static void script_other_device(int sock, unsigned nth, const struct vu_fake *f)
+{
+    (void)nth;
+    struct npv_vu_msg m;
+    while (fake_next(sock, f, &m) == 0) {
+        if (m.hdr.cmd == NPV_VU_CMD_DEVICE_GET_REGION_INFO) {
+            struct npv_vu_region_info ri = {.argsz = sizeof(ri),
+                                            .flags =
+                                                NPV_VU_REGION_FLAG_READ | NPV_VU_REGION_FLAG_WRITE,
+                                            .index = 0,
+                                            .size = 0x4000};
+            fake_reply(sock, &m, &ri, sizeof(ri));
+        } else if (m.hdr.cmd == NPV_VU_CMD_REGION_READ && m.body_len >= 16) {
+            uint8_t body[16 + 8];
+            struct npv_vu_region_access a;
+            memcpy(&a, m.body, sizeof(a));
+            uint32_t count = a.count <= 8 ? a.count : 8;
+            a.count = count;
+            memcpy(body, &a, sizeof(a));
+            memset(body + 16, 0, 8);
+            uint32_t v = 0xdeadbeef;
+            memcpy(body + 16, &v, count < 4 ? count : 4);
+            fake_reply(sock, &m, body, 16 + count);
+        } else {
+            fake_reply(sock, &m, NULL, 0);
+        }
+        npv_vu_msg_release(&m);
+    }
+}
+
+START_TEST(open_refuses_a_device_that_is_not_a_test_device)
+{
+    struct vu_server other;
+    struct vu_fake f = {.script = script_other_device, .major = 0};
+    vu_server_start(&other, vu_serve_fake, &f);
+    struct npv_dev *dev;
+    struct npv_dev_opts opts = {.request_timeout_ns = GENEROUS_NS};
+    int r = npv_dev_open_vfio_user(t.ctx, other.path, t.dom, &opts, &dev);
+    ck_assert_msg(r == 0, "open: %s", npv_strerror(r));
+    struct npv_testdev *td = NULL;
+    ck_assert_int_eq(npv_testdev_open(dev, NULL, &td), -ENODEV);
+    ck_assert_ptr_null(td);
+    ck_assert_msg(strstr(last_err, "not a test device (ID 0xdeadbeef") != NULL, "logged: %s",
+                  last_err);
+    npv_dev_close(dev);
+    vu_server_kill(&other);
+}
+END_TEST
+
 START_TEST(open_fails_cleanly_when_the_device_does_not_reset)
 {
     struct npv_testdev *first = open_driver(NULL);
@@ -422,6 +473,7 @@ static Suite *suite(void)
     tcase_add_test(tc, open_programs_the_ring_and_starts_the_engine);
     tcase_add_test(tc, open_without_config_takes_the_defaults);
     tcase_add_test(tc, bad_ring_sizes_are_einval_and_touch_nothing);
+    tcase_add_test(tc, open_refuses_a_device_that_is_not_a_test_device);
     tcase_add_test(tc, open_fails_cleanly_when_the_device_does_not_reset);
     tcase_add_test(tc, open_on_a_device_whose_server_is_gone_names_it);
     suite_add_tcase(s, tc);
