@@ -69,16 +69,32 @@ struct npv_dma_opts {
 /* size is rounded up to the page size. opts may be NULL. */
 NPV_API int npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
                           struct npv_dma **out);
+/* npv_dma_wrap flags */
+enum {
+    /*
+     * With fd -1: find the file behind a MAP_SHARED mapping at vaddr in
+     * /proc/self/maps and use it. A memfd or unlinked file is reached only
+     * through /proc/self/map_files (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE);
+     * a named file is reopened by path and kept only if its inode is the
+     * mapping's. When none is found (anonymous or private memory, no
+     * privilege) the buffer has no fd and a warning says why.
+     */
+    NPV_DMA_WRAP_FIND_FILE = 1u << 0,
+};
+
 /*
  * Memory the caller owns as a buffer, without a copy: a page-aligned heap
  * block, a file mapping, another allocator's hugepages. vaddr and len must
  * be 4 KiB aligned (-EINVAL and a log line otherwise: the IOMMU maps whole
  * pages and would show the device the neighbours). The memory must stay
  * mapped until npv_dma_free, which unmaps it from every domain and leaves
- * the memory itself to the caller. flags must be 0.
+ * the memory itself to the caller. flags: 0 or NPV_DMA_WRAP_FIND_FILE.
  *
  * fd, fd_offset: the file mapped at vaddr and vaddr's offset in it (4 KiB
  * aligned), or fd -1 when there is none. The buffer keeps a duplicate of fd.
+ * A named fd is checked against /proc/self/maps (when readable): -EINVAL
+ * with a log line when the memory at vaddr is not that file (by inode) at
+ * that offset, shared; -EFAULT when part of the range is not mapped.
  * A vfio-user server in another process reaches the memory only through that
  * file: a map of a buffer without fd into a domain with a vfio-user device
  * (or attaching one to a domain holding such a map) is -NPV_ENOTSHARED with

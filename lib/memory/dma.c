@@ -20,6 +20,7 @@
 #include <linux/magic.h>
 #include <linux/memfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 
 #include <npuvfio/dma.h>
@@ -27,6 +28,7 @@
 #include "ctx_internal.h"
 #include "domain_internal.h"
 #include "numa.h"
+#include "vma_file.h"
 
 /* Linux 5.14; older C libraries do not name it, older kernels answer EINVAL. */
 #ifndef MADV_POPULATE_WRITE
@@ -239,10 +241,81 @@ static size_t file_page_size(int fd, const void *vaddr, size_t len, uint64_t fd_
     return page;
 }
 
+/*
+ * A caller's fd must be the file mapped at vaddr, at fd_offset: a server
+ * would otherwise see other bytes than the CPU does, silently. Compared by
+ * inode (the device number /proc/self/maps shows differs from fstat's on
+ * btrfs), and skipped when /proc cannot be read.
+ */
+static int check_callers_file(struct npv_ctx *ctx, void *vaddr, size_t len, int fd,
+                              uint64_t fd_offset)
+{
+    struct npv_vma_file vf;
+    int ret = npv_vma_file_of((uintptr_t)vaddr, len, &vf);
+    if (ret == -ENOENT) {
+        npv_err(ctx, "caller memory %p (+0x%zx) is not all mapped", vaddr, len);
+        return -EFAULT;
+    }
+    if (ret == -EXDEV) {
+        npv_err(ctx,
+                "caller memory %p (+0x%zx) spans mappings of different files (or of one "
+                "file out of order): no single fd and offset describe it",
+                vaddr, len);
+        return -EINVAL;
+    }
+    if (ret < 0) {
+        npv_debug(ctx, "/proc/self/maps: %s: fd %d not checked", npv_strerror(ret), fd);
+        return 0;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    if (vf.ino == 0 || !vf.shared || (uint64_t)st.st_ino != vf.ino || vf.offset != fd_offset) {
+        npv_err(ctx,
+                "fd %d at offset 0x%llx is not the memory at %p: that is %s%s at offset 0x%llx "
+                "(inode %llu, fd's inode %llu); a device server would see other bytes",
+                fd, (unsigned long long)fd_offset, vaddr, vf.shared ? "shared " : "private ",
+                vf.ino != 0 ? vf.path : "anonymous memory", (unsigned long long)vf.offset,
+                (unsigned long long)vf.ino, (unsigned long long)st.st_ino);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The file behind a MAP_SHARED mapping at vaddr, if one can be had; -1 otherwise (logged). */
+static int find_file(struct npv_ctx *ctx, void *vaddr, size_t len, uint64_t *fd_offset)
+{
+    struct npv_vma_file vf;
+    int ret = npv_vma_file_of((uintptr_t)vaddr, len, &vf);
+    const char *why = NULL;
+    if (ret == -ENOENT)
+        return -EFAULT;
+    if (ret < 0)
+        why = ret == -EXDEV ? "it spans mappings of different files" : npv_strerror(ret);
+    else if (vf.ino == 0 || !vf.shared)
+        why = vf.ino == 0 ? "anonymous memory" : "a private (copy-on-write) file mapping";
+    if (why == NULL) {
+        ret = npv_vma_file_open(&vf, vf.writable);
+        if (ret >= 0) {
+            *fd_offset = vf.offset;
+            return ret;
+        }
+        why = vf.deleted ? "its file has no name to reopen (a memfd or unlinked file: name "
+                           "its fd, or grant CAP_CHECKPOINT_RESTORE)"
+                         : "its file could not be reopened by path";
+    }
+    npv_warn(ctx,
+             "caller memory %p (+0x%zx): no file found (%s): a vfio-user device cannot "
+             "reach it",
+             vaddr, len, why);
+    return -1;
+}
+
 int npv_dma_wrap(struct npv_ctx *ctx, void *vaddr, size_t len, int fd, uint64_t fd_offset,
                  unsigned flags, struct npv_dma **out)
 {
-    if (ctx == NULL || out == NULL || vaddr == NULL || len == 0 || flags != 0 ||
+    if (ctx == NULL || out == NULL || vaddr == NULL || len == 0 ||
+        (flags & ~(unsigned)NPV_DMA_WRAP_FIND_FILE) != 0 ||
         (uintptr_t)vaddr > UINTPTR_MAX - (len - 1) || fd < -1)
         return -EINVAL;
     /*
@@ -256,24 +329,35 @@ int npv_dma_wrap(struct npv_ctx *ctx, void *vaddr, size_t len, int fd, uint64_t 
                 vaddr, len, (unsigned long long)fd_offset);
         return -EINVAL;
     }
+    int own_fd = -1;
+    if (fd >= 0) {
+        int ret = check_callers_file(ctx, vaddr, len, fd, fd_offset);
+        if (ret < 0)
+            return ret;
+        /* Our own descriptor: the caller may close theirs while the buffer lives. */
+        own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (own_fd < 0)
+            return -errno;
+    } else if (flags & NPV_DMA_WRAP_FIND_FILE) {
+        fd_offset = 0;
+        own_fd = find_file(ctx, vaddr, len, &fd_offset);
+        if (own_fd == -EFAULT) {
+            npv_err(ctx, "caller memory %p (+0x%zx) is not all mapped", vaddr, len);
+            return -EFAULT;
+        }
+    }
     struct npv_dma *dma = calloc(1, sizeof(*dma));
-    if (dma == NULL)
+    if (dma == NULL) {
+        if (own_fd >= 0)
+            close(own_fd);
         return -ENOMEM;
+    }
     dma->ctx = ctx;
     dma->vaddr = vaddr;
     dma->size = len;
     dma->wrapped = true;
-    dma->fd = -1;
-    dma->fd_offset = fd >= 0 ? fd_offset : 0;
-    /* Our own descriptor: the caller may close theirs while the buffer lives. */
-    if (fd >= 0) {
-        dma->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (dma->fd < 0) {
-            int ret = -errno;
-            free(dma);
-            return ret;
-        }
-    }
+    dma->fd = own_fd;
+    dma->fd_offset = own_fd >= 0 ? fd_offset : 0;
     dma->page_size = file_page_size(dma->fd, vaddr, len, dma->fd_offset);
     dma->numa_node = npv_numa_single_node(ctx);
     *out = dma;

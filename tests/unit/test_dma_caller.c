@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <npuvfio/dma.h>
 #include <npuvfio/domain.h>
@@ -158,6 +159,155 @@ START_TEST(wrap_without_fd_is_refused_where_only_an_fd_reaches)
 }
 END_TEST
 
+/* A named file of pages pages in /tmp, unlinked at the end by the caller. */
+static int tmp_file(char *path, size_t pages)
+{
+    strcpy(path, "/tmp/npv-wrap-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)(pages * PG)), 0);
+    return fd;
+}
+
+static uint64_t inode_of(int fd)
+{
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    return (uint64_t)st.st_ino;
+}
+
+START_TEST(wrap_refuses_an_fd_that_is_not_the_memory_at_vaddr)
+{
+    int a = memfd_create("a", MFD_CLOEXEC), b = memfd_create("b", MFD_CLOEXEC);
+    ck_assert_int_ge(a, 0);
+    ck_assert_int_ge(b, 0);
+    ck_assert_int_eq(ftruncate(a, 4 * PG), 0);
+    ck_assert_int_eq(ftruncate(b, 4 * PG), 0);
+    uint8_t *map = mmap(NULL, 4 * PG, PROT_READ | PROT_WRITE, MAP_SHARED, a, 0);
+    ck_assert_ptr_ne(map, MAP_FAILED);
+    struct npv_dma *d = NULL;
+    /* Another file, the right file at the wrong offset: a server would see other bytes. */
+    ck_assert_int_eq(npv_dma_wrap(ctx, map, 2 * PG, b, 0, 0, &d), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(logs.last_error, "is not the memory at"));
+    ck_assert_int_eq(npv_dma_wrap(ctx, map + PG, PG, a, 0, 0, &d), -EINVAL);
+    /* Anonymous memory has no file at all. */
+    uint8_t *heap = aligned_alloc(PG, PG);
+    ck_assert_ptr_nonnull(heap);
+    ck_assert_int_eq(npv_dma_wrap(ctx, heap, PG, a, 0, 0, &d), -EINVAL);
+    free(heap);
+    /* Memory no longer mapped. */
+    ck_assert_int_eq(munmap(map + 2 * PG, 2 * PG), 0);
+    ck_assert_int_eq(npv_dma_wrap(ctx, map, 4 * PG, a, 0, 0, &d), -EFAULT);
+    ck_assert_ptr_null(d);
+    ck_assert_int_eq(npv_dma_wrap(ctx, map + PG, PG, a, PG, 0, &d), 0);
+    npv_dma_free(d);
+    munmap(map, 2 * PG);
+    close(a);
+    close(b);
+}
+END_TEST
+
+START_TEST(wrap_finds_the_named_file_behind_a_shared_mapping)
+{
+    char path[32];
+    int fd = tmp_file(path, 4);
+    uint8_t *map = mmap(NULL, 2 * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 2 * PG);
+    ck_assert_ptr_ne(map, MAP_FAILED);
+    struct npv_dma *d;
+    ck_assert_int_eq(npv_dma_wrap(ctx, map + PG, PG, -1, 0, NPV_DMA_WRAP_FIND_FILE, &d), 0);
+    ck_assert_int_ge(npv_dma_fd(d), 0);
+    ck_assert_uint_eq(inode_of(npv_dma_fd(d)), inode_of(fd));
+    npv_iova_t iova;
+    ck_assert_int_eq(npv_dma_map(d, dom, NPV_DMA_RW, &iova), 0);
+    ck_assert_uint_eq(fake_sink_find(&kernel, iova)->fd_offset, 3 * PG);
+    /* Opened for writing: the mapping is writable, and so is what a server maps. */
+    ck_assert_int_eq(fcntl(npv_dma_fd(d), F_GETFL) & O_ACCMODE, O_RDWR);
+    npv_dma_free(d);
+    munmap(map, 2 * PG);
+    unlink(path);
+    close(fd);
+}
+END_TEST
+
+/* CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE: what opening /proc/self/map_files takes. */
+static bool may_open_map_files(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    unsigned long long eff = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "CapEff: %llx", &eff) == 1)
+            break;
+    fclose(f);
+    return ((eff >> 21) & 1) || ((eff >> 40) & 1);
+}
+
+START_TEST(wrap_finds_a_memfd_only_with_the_privilege_to_reopen_it)
+{
+    int fd = memfd_create("unnamed", MFD_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 2 * PG), 0);
+    uint8_t *map = mmap(NULL, 2 * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(map, MAP_FAILED);
+    struct npv_dma *d;
+    ck_assert_int_eq(npv_dma_wrap(ctx, map, 2 * PG, -1, 0, NPV_DMA_WRAP_FIND_FILE, &d), 0);
+    if (may_open_map_files()) {
+        /* Through /proc/self/map_files: the very file, though it has no name. */
+        ck_assert_int_ge(npv_dma_fd(d), 0);
+        ck_assert_uint_eq(inode_of(npv_dma_fd(d)), inode_of(fd));
+    } else {
+        ck_assert_int_eq(npv_dma_fd(d), -1);
+        ck_assert_ptr_nonnull(strstr(logs.last_warn, "no name to reopen"));
+    }
+    npv_dma_free(d);
+    munmap(map, 2 * PG);
+    close(fd);
+}
+END_TEST
+
+START_TEST(wrap_finds_no_file_behind_anonymous_or_private_memory_and_says_why)
+{
+    uint8_t *heap = aligned_alloc(PG, PG);
+    ck_assert_ptr_nonnull(heap);
+    struct npv_dma *d;
+    ck_assert_int_eq(npv_dma_wrap(ctx, heap, PG, -1, 0, NPV_DMA_WRAP_FIND_FILE, &d), 0);
+    ck_assert_int_eq(npv_dma_fd(d), -1);
+    ck_assert_ptr_nonnull(strstr(logs.last_warn, "anonymous memory"));
+    npv_dma_free(d);
+    free(heap);
+
+    char path[32];
+    int fd = tmp_file(path, 1);
+    uint8_t *priv = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    ck_assert_ptr_ne(priv, MAP_FAILED);
+    ck_assert_int_eq(npv_dma_wrap(ctx, priv, PG, -1, 0, NPV_DMA_WRAP_FIND_FILE, &d), 0);
+    ck_assert_int_eq(npv_dma_fd(d), -1);
+    ck_assert_ptr_nonnull(strstr(logs.last_warn, "private"));
+    npv_dma_free(d);
+    munmap(priv, PG);
+
+    /* Two files side by side: no one fd and offset describes the range. */
+    char path2[32];
+    int other = tmp_file(path2, 1);
+    uint8_t *two = mmap(NULL, 2 * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(two, MAP_FAILED);
+    ck_assert_ptr_eq(mmap(two, PG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0), two);
+    ck_assert_ptr_eq(mmap(two + PG, PG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, other, 0),
+                     two + PG);
+    ck_assert_int_eq(npv_dma_wrap(ctx, two, 2 * PG, -1, 0, NPV_DMA_WRAP_FIND_FILE, &d), 0);
+    ck_assert_int_eq(npv_dma_fd(d), -1);
+    ck_assert_ptr_nonnull(strstr(logs.last_warn, "different files"));
+    npv_dma_free(d);
+    ck_assert_int_eq(npv_dma_wrap(ctx, two, 2 * PG, fd, 0, 0, &d), -EINVAL);
+    munmap(two, 2 * PG);
+    close(other);
+    close(fd);
+    unlink(path2);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(sparse_allocation_faults_in_only_touched_pages)
 {
     const size_t len = 64ul << 20;
@@ -203,6 +353,10 @@ static Suite *caller_suite(void)
     tcase_add_test(tc, wrap_passes_the_callers_file_and_offset);
     tcase_add_test(tc, wrap_refuses_unaligned_or_bad_arguments);
     tcase_add_test(tc, wrap_without_fd_is_refused_where_only_an_fd_reaches);
+    tcase_add_test(tc, wrap_refuses_an_fd_that_is_not_the_memory_at_vaddr);
+    tcase_add_test(tc, wrap_finds_the_named_file_behind_a_shared_mapping);
+    tcase_add_test(tc, wrap_finds_a_memfd_only_with_the_privilege_to_reopen_it);
+    tcase_add_test(tc, wrap_finds_no_file_behind_anonymous_or_private_memory_and_says_why);
     tcase_add_test(tc, sparse_allocation_faults_in_only_touched_pages);
     tcase_add_test(tc, sparse_refuses_hugepages_and_unknown_flags);
     suite_add_tcase(s, tc);

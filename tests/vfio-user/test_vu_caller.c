@@ -89,17 +89,18 @@ START_TEST(model_reads_and_writes_caller_memfd_memory_at_its_offset)
 }
 END_TEST
 
-START_TEST(model_writes_through_a_caller_file_mapping)
+START_TEST(model_writes_through_a_caller_file_mapping_found_by_the_library)
 {
     char path[] = "/tmp/npv-caller-XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
-    unlink(path);
     ck_assert_int_eq(ftruncate(fd, 4 * PG), 0);
     uint8_t *map = mmap(NULL, 4 * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ck_assert_ptr_ne(map, MAP_FAILED);
+    /* No fd named: the library finds the file behind the shared mapping. */
     struct npv_dma *buf;
-    ck_assert_int_eq(npv_dma_wrap(t.ctx, map, 4 * PG, fd, 0, 0, &buf), 0);
+    ck_assert_int_eq(npv_dma_wrap(t.ctx, map, 4 * PG, -1, 0, NPV_DMA_WRAP_FIND_FILE, &buf), 0);
+    ck_assert_int_ge(npv_dma_fd(buf), 0);
     npv_iova_t iova;
     ck_assert_int_eq(npv_dma_map(buf, t.dom, NPV_DMA_RW, &iova), 0);
     td_enable(&t, 0);
@@ -116,6 +117,7 @@ START_TEST(model_writes_through_a_caller_file_mapping)
     npv_dma_free(buf);
     munmap(map, 4 * PG);
     close(fd);
+    unlink(path);
 }
 END_TEST
 
@@ -205,7 +207,7 @@ static Suite *caller_suite(void)
     TCase *tc = tcase_create("caller");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, model_reads_and_writes_caller_memfd_memory_at_its_offset);
-    tcase_add_test(tc, model_writes_through_a_caller_file_mapping);
+    tcase_add_test(tc, model_writes_through_a_caller_file_mapping_found_by_the_library);
     tcase_add_test(tc, anonymous_heap_memory_is_refused_with_its_own_error);
     tcase_add_test(tc, attach_to_a_domain_holding_anonymous_memory_is_refused);
     tcase_add_test(tc, dma_above_the_memlock_limit_maps_over_vfio_user);
