@@ -163,6 +163,42 @@ START_TEST(attach_to_a_domain_holding_anonymous_memory_is_refused)
 }
 END_TEST
 
+/* Pages of [p, p+len) resident now (for shared memory: in the page cache). */
+static size_t resident_pages(void *p, size_t len)
+{
+    size_t n = len / PG, count = 0;
+    unsigned char *vec = calloc(n, 1);
+    ck_assert_ptr_nonnull(vec);
+    ck_assert_int_eq(mincore(p, len, vec), 0);
+    for (size_t i = 0; i < n; i++)
+        count += vec[i] & 1;
+    free(vec);
+    return count;
+}
+
+START_TEST(sparse_buffer_above_4_gib_costs_only_the_pages_the_model_touches)
+{
+    const size_t len = 5ull << 30;
+    struct npv_dma_opts o = {.page = NPV_DMA_PAGE_AUTO, .numa_node = -1, .flags = NPV_DMA_SPARSE};
+    struct npv_dma *buf;
+    ck_assert_int_eq(npv_dma_alloc(t.ctx, len, &o, &buf), 0);
+    npv_iova_t iova;
+    ck_assert_int_eq(npv_dma_map(buf, t.dom, NPV_DMA_RW, &iova), 0);
+    uint8_t *p = npv_dma_vaddr(buf);
+    ck_assert_uint_eq(resident_pages(p, len), 0);
+    /* One page beyond 4 GiB, written by the model in its own process. */
+    const size_t off = (4ull << 30) + 123 * PG;
+    td_enable(&t, 0);
+    struct testdev_desc fill = {
+        .opcode = TESTDEV_OP_FILL, .dst = iova + off, .len = PG, .pattern = 0x6b};
+    run(&fill, TESTDEV_ERR_NONE);
+    ck_assert_uint_eq(resident_pages(p, len), 1);
+    ck_assert_uint_eq(p[off], 0x6b);
+    ck_assert_uint_eq(p[off + PG - 1], 0x6b);
+    npv_dma_free(buf);
+}
+END_TEST
+
 /* The kernel enforces RLIMIT_MEMLOCK only without CAP_IPC_LOCK (root has it). */
 static int drop_cap_ipc_lock(void)
 {
@@ -211,6 +247,7 @@ static Suite *caller_suite(void)
     tcase_add_test(tc, anonymous_heap_memory_is_refused_with_its_own_error);
     tcase_add_test(tc, attach_to_a_domain_holding_anonymous_memory_is_refused);
     tcase_add_test(tc, dma_above_the_memlock_limit_maps_over_vfio_user);
+    tcase_add_test(tc, sparse_buffer_above_4_gib_costs_only_the_pages_the_model_touches);
     suite_add_tcase(s, tc);
     return s;
 }
