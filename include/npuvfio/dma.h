@@ -102,10 +102,13 @@ enum {
  * MAP_ANONYMOUS) has no file; a memfd, a MAP_SHARED file or a hugetlbfs file
  * does, so allocate shared tensors there to reach a vfio-user device.
  *
- * Kernel VFIO pins the pages at map time (RLIMIT_MEMLOCK as above; a file
- * on hugetlbfs maps in its huge pages). Since Linux 6.5 the kernel refuses
- * to pin a writable MAP_SHARED mapping of a file on a filesystem that tracks
- * dirty pages (ext4, xfs, ...): tmpfs, memfd and hugetlbfs files work.
+ * Hugetlb memory (a hugetlbfs file or memfd, anonymous MAP_HUGETLB) whose
+ * vaddr and len are aligned to its huge page maps at an IOVA aligned alike,
+ * so the IOMMU can use the large page; npv_dma_page_size tells which.
+ * Kernel VFIO pins the pages at map time (RLIMIT_MEMLOCK as above). Since
+ * Linux 6.5 the kernel refuses to pin a writable MAP_SHARED mapping of a
+ * file on a filesystem that tracks dirty pages (ext4, xfs, ...): tmpfs,
+ * memfd and hugetlbfs files work.
  */
 NPV_API int npv_dma_wrap(struct npv_ctx *ctx, void *vaddr, size_t len, int fd, uint64_t fd_offset,
                          unsigned flags, struct npv_dma **out);

@@ -227,16 +227,22 @@ int npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *o
 
 /* ---- the caller's memory ---- */
 
-/* The IOMMU page a file's pages allow: a hugetlbfs file (or hugetlb memfd) maps in its huge pages.
+/*
+ * The IOMMU page the caller's memory allows: hugetlb memory (a hugetlbfs
+ * file, a hugetlb memfd, anonymous MAP_HUGETLB) maps in its huge pages when
+ * the range is aligned to them, so the IOVA is aligned alike.
  */
-static size_t file_page_size(int fd, const void *vaddr, size_t len, uint64_t fd_offset)
+static size_t wrapped_page_size(int fd, const void *vaddr, size_t len, uint64_t fd_offset)
 {
+    size_t page = 0;
     struct statfs st;
-    if (fd < 0 || fstatfs(fd, &st) != 0 || st.f_type != (typeof(st.f_type))HUGETLBFS_MAGIC ||
-        st.f_bsize <= 0)
-        return SZ_4K;
-    size_t page = (size_t)st.f_bsize;
-    if (((uintptr_t)vaddr | len | fd_offset) & (page - 1))
+    if (fd >= 0 && fstatfs(fd, &st) == 0 && st.f_type == (typeof(st.f_type))HUGETLBFS_MAGIC &&
+        st.f_bsize > 0)
+        page = (size_t)st.f_bsize;
+    else if (fd < 0)
+        page = npv_vma_page_size((uintptr_t)vaddr);
+    if (page <= SZ_4K || (page & (page - 1)) != 0 ||
+        (((uintptr_t)vaddr | len | (fd >= 0 ? fd_offset : 0)) & (page - 1)) != 0)
         return SZ_4K;
     return page;
 }
@@ -358,7 +364,7 @@ int npv_dma_wrap(struct npv_ctx *ctx, void *vaddr, size_t len, int fd, uint64_t 
     dma->wrapped = true;
     dma->fd = own_fd;
     dma->fd_offset = own_fd >= 0 ? fd_offset : 0;
-    dma->page_size = file_page_size(dma->fd, vaddr, len, dma->fd_offset);
+    dma->page_size = wrapped_page_size(dma->fd, vaddr, len, dma->fd_offset);
     dma->numa_node = npv_numa_single_node(ctx);
     *out = dma;
     return 0;

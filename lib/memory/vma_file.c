@@ -130,3 +130,29 @@ int npv_vma_file_open(const struct npv_vma_file *f, bool write)
         return fd >= 0 ? fd : -ENOENT;
     return open_checked(f->path, write, f->ino);
 }
+
+size_t npv_vma_page_size(uintptr_t va)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (f == NULL)
+        return 0;
+    char *line = NULL;
+    size_t cap = 0, page = 0;
+    bool inside = false;
+    while (getline(&line, &cap, f) > 0) {
+        unsigned long long start, end, kib;
+        char perms[5];
+        /* A mapping's header starts with its lowercase hex range; its fields are capitalised. */
+        if (sscanf(line, "%llx-%llx %4s", &start, &end, perms) == 3) {
+            if (inside)
+                break;
+            inside = va >= start && va < end;
+        } else if (inside && sscanf(line, "KernelPageSize: %llu kB", &kib) == 1) {
+            page = (size_t)kib * 1024;
+            break;
+        }
+    }
+    free(line);
+    fclose(f);
+    return page;
+}

@@ -39,4 +39,11 @@ int npv_vma_file_of(uintptr_t va, size_t len, struct npv_vma_file *out);
  */
 int npv_vma_file_open(const struct npv_vma_file *f, bool write);
 
+/*
+ * The page size the kernel maps va with (KernelPageSize in /proc/self/smaps:
+ * a hugetlb page size for hugetlb memory, with or without a file), or 0 when
+ * va is not mapped or smaps cannot be read.
+ */
+size_t npv_vma_page_size(uintptr_t va);
+
 #endif
