@@ -149,6 +149,7 @@ START_TEST(wrap_without_fd_is_refused_where_only_an_fd_reaches)
     struct npv_dma *d;
     ck_assert_int_eq(npv_dma_wrap(ctx, heap, PG, -1, 0, 0, &d), 0);
     ck_assert_int_eq(npv_dma_map(d, dom, NPV_DMA_RW, NULL), -NPV_ENOTSHARED);
+    ck_assert_ptr_nonnull(strstr(npv_strerror(-NPV_ENOTSHARED), "no file behind it"));
     ck_assert_ptr_nonnull(strstr(logs.last_error, "anonymous private memory"));
     ck_assert_uint_eq(server.map_calls + kernel.map_calls, 0);
     npv_iova_t iova;
