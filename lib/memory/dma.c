@@ -239,7 +239,11 @@ static size_t wrapped_page_size(int fd, const void *vaddr, size_t len, uint64_t 
     if (fd >= 0 && fstatfs(fd, &st) == 0 && st.f_type == (typeof(st.f_type))HUGETLBFS_MAGIC &&
         st.f_bsize > 0)
         page = (size_t)st.f_bsize;
-    else if (fd < 0)
+    /*
+     * smaps walks the page tables of every mapping before ours: asked only
+     * when the range could sit on huge pages at all.
+     */
+    else if (fd < 0 && (((uintptr_t)vaddr | len) & (SZ_2M - 1)) == 0)
         page = npv_vma_page_size((uintptr_t)vaddr);
     if (page <= SZ_4K || (page & (page - 1)) != 0 ||
         (((uintptr_t)vaddr | len | (fd >= 0 ? fd_offset : 0)) & (page - 1)) != 0)
