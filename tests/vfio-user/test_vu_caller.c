@@ -46,11 +46,14 @@ static void teardown(void)
     vu_server_kill(&srv);
 }
 
-static void run(const struct testdev_desc *d, uint32_t want_error)
+/* One job; it ends with the device's error word want_error (NONE: success). */
+static void run(struct npv_testdev_desc d, uint32_t want_error)
 {
-    td_submit(&t, d);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, want_error);
+    struct npv_cpl cpl;
+    td_submit(&t, &d);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &cpl), 0);
+    ck_assert_int_eq(cpl.status, want_error == NPV_TESTDEV_ERR_NONE ? 0 : -EIO);
+    ck_assert_uint_eq(cpl.dev_error, want_error);
 }
 
 START_TEST(model_reads_and_writes_caller_memfd_memory_at_its_offset)
@@ -72,16 +75,12 @@ START_TEST(model_reads_and_writes_caller_memfd_memory_at_its_offset)
         map[2 * PG + i] = (uint8_t)(i * 13 + 1);
     memset(map + 4 * PG, 0xee, PG); /* the page between: must stay untouched */
     td_enable(&t, 0);
-    struct testdev_desc copy = {
-        .opcode = TESTDEV_OP_COPY, .src = s_iova, .dst = d_iova, .len = 2 * PG};
-    run(&copy, TESTDEV_ERR_NONE);
+    run(npv_testdev_copy(d_iova, s_iova, 2 * PG, 0), NPV_TESTDEV_ERR_NONE);
     ck_assert_int_eq(memcmp(map + 5 * PG, map + 2 * PG, 2 * PG), 0);
     ck_assert_uint_eq(map[4 * PG], 0xee);
     ck_assert_uint_eq(map[5 * PG - 1], 0xee);
     /* The mapping's bounds hold: a DMA one byte past the destination faults. */
-    struct testdev_desc past = {
-        .opcode = TESTDEV_OP_FILL, .dst = d_iova + PG, .len = PG + 1, .pattern = 0x99};
-    run(&past, TESTDEV_ERR_DMA);
+    run(npv_testdev_fill(d_iova + PG, 0x99, PG + 1, 0), NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_ne(map[7 * PG], 0x99);
     npv_dma_free(src);
     npv_dma_free(dst);
@@ -104,9 +103,7 @@ START_TEST(model_writes_through_a_caller_file_mapping_found_by_the_library)
     npv_iova_t iova;
     ck_assert_int_eq(npv_dma_map(buf, t.dom, NPV_DMA_RW, &iova), 0);
     td_enable(&t, 0);
-    struct testdev_desc fill = {
-        .opcode = TESTDEV_OP_FILL, .dst = iova + PG, .len = 2 * PG, .pattern = 0x5c};
-    run(&fill, TESTDEV_ERR_NONE);
+    run(npv_testdev_fill(iova + PG, 0x5c, 2 * PG, 0), NPV_TESTDEV_ERR_NONE);
     /* Seen through our mapping and in the file itself. */
     ck_assert_uint_eq(map[PG], 0x5c);
     ck_assert_uint_eq(map[3 * PG - 1], 0x5c);
@@ -134,8 +131,7 @@ START_TEST(anonymous_heap_memory_is_refused_with_its_own_error)
     ck_assert_uint_eq(npv_domain_mapping_count(t.dom), before);
     /* The device keeps working on the domain's other mappings. */
     td_enable(&t, 0);
-    struct testdev_desc nop = {.opcode = TESTDEV_OP_NOP};
-    run(&nop, TESTDEV_ERR_NONE);
+    run(npv_testdev_nop(0), NPV_TESTDEV_ERR_NONE);
     npv_dma_free(buf);
     free(heap);
 }
@@ -155,8 +151,7 @@ START_TEST(attach_to_a_domain_holding_anonymous_memory_is_refused)
     /* Still in its domain, still working. */
     ck_assert_ptr_eq(npv_dev_domain(t.dev), t.dom);
     td_enable(&t, 0);
-    struct testdev_desc nop = {.opcode = TESTDEV_OP_NOP};
-    run(&nop, TESTDEV_ERR_NONE);
+    run(npv_testdev_nop(0), NPV_TESTDEV_ERR_NONE);
     npv_dma_free(buf);
     npv_domain_put(other);
     free(heap);
@@ -189,9 +184,7 @@ START_TEST(sparse_buffer_above_4_gib_costs_only_the_pages_the_model_touches)
     /* One page beyond 4 GiB, written by the model in its own process. */
     const size_t off = (4ull << 30) + 123 * PG;
     td_enable(&t, 0);
-    struct testdev_desc fill = {
-        .opcode = TESTDEV_OP_FILL, .dst = iova + off, .len = PG, .pattern = 0x6b};
-    run(&fill, TESTDEV_ERR_NONE);
+    run(npv_testdev_fill(iova + off, 0x6b, PG, 0), NPV_TESTDEV_ERR_NONE);
     ck_assert_uint_eq(resident_pages(p, len), 1);
     ck_assert_uint_eq(p[off], 0x6b);
     ck_assert_uint_eq(p[off + PG - 1], 0x6b);
@@ -229,9 +222,7 @@ START_TEST(dma_above_the_memlock_limit_maps_over_vfio_user)
     npv_iova_t iova;
     ck_assert_int_eq(npv_dma_map(buf, t.dom, NPV_DMA_RW, &iova), 0);
     td_enable(&t, 0);
-    struct testdev_desc fill = {
-        .opcode = TESTDEV_OP_FILL, .dst = iova + len - PG, .len = PG, .pattern = 0x3d};
-    run(&fill, TESTDEV_ERR_NONE);
+    run(npv_testdev_fill(iova + len - PG, 0x3d, PG, 0), NPV_TESTDEV_ERR_NONE);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(buf))[len - 1], 0x3d);
     npv_dma_free(buf);
 }
