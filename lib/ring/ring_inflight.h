@@ -10,6 +10,16 @@
  *   [done, tail)  in flight
  * tail - head <= capacity, so a slot (seq & mask) is reused only after its
  * job was reaped.
+ *
+ * Deadlines: jobs finish in order but their deadlines need not be in order (a
+ * job may carry its own timeout), so the earliest deadline among the jobs in
+ * flight is kept by a monotonic queue over the window [done, tail): dl_seq
+ * holds sequence numbers of jobs with a deadline, oldest first, with strictly
+ * increasing deadlines (a newer job with an earlier or equal deadline removes
+ * the older ones from its back: they can never be the earliest while it is in
+ * flight, and they finish before it). Each job enters and leaves the queue at
+ * most once, so add and complete stay O(1) amortised and the earliest
+ * deadline is the front, O(1).
  */
 #ifndef NPV_RING_INFLIGHT_H
 #define NPV_RING_INFLIGHT_H
@@ -31,7 +41,14 @@ struct npv_inflight {
     uint32_t mask;
     uint32_t head, done, tail;
     struct npv_inflight_slot *slots;
+    uint32_t *dl_seq;          /* capacity entries */
+    uint32_t dl_head, dl_tail; /* free-running positions in dl_seq */
 };
+
+static inline uint64_t inflight_deadline_of(const struct npv_inflight *t, uint32_t pos)
+{
+    return t->slots[t->dl_seq[pos & t->mask] & t->mask].deadline_ns;
+}
 
 static inline int inflight_add(struct npv_inflight *t, uint64_t cookie, uint64_t deadline_ns,
                                uint32_t *seq)
@@ -43,8 +60,21 @@ static inline int inflight_add(struct npv_inflight *t, uint64_t cookie, uint64_t
     s->deadline_ns = deadline_ns;
     s->status = 0;
     s->dev_error = 0;
+    if (deadline_ns != 0) {
+        while (t->dl_tail != t->dl_head && inflight_deadline_of(t, t->dl_tail - 1) >= deadline_ns)
+            t->dl_tail--;
+        t->dl_seq[t->dl_tail++ & t->mask] = t->tail;
+    }
     *seq = t->tail++;
     return 0;
+}
+
+/* Drop the deadlines of jobs before `end` from the front of the queue. */
+static inline void inflight_drop_deadlines(struct npv_inflight *t, uint32_t end)
+{
+    /* seq - end wraps to at least tail - end exactly for the jobs before end. */
+    while (t->dl_head != t->dl_tail && t->dl_seq[t->dl_head & t->mask] - end >= t->tail - end)
+        t->dl_head++;
 }
 
 static inline int inflight_complete(struct npv_inflight *t, uint32_t end)
@@ -52,8 +82,28 @@ static inline int inflight_complete(struct npv_inflight *t, uint32_t end)
     if (end - t->done > t->tail - t->done)
         return -NPV_EDEVFAULT;
     t->done = end;
+    inflight_drop_deadlines(t, end);
     return 0;
 }
+
+/* The earliest deadline among unfinished jobs, 0 if none has one. */
+static inline uint64_t inflight_next_deadline(const struct npv_inflight *t)
+{
+    return t->dl_head != t->dl_tail ? inflight_deadline_of(t, t->dl_head) : 0;
+}
+
+/*
+ * Finish every unfinished job: the oldest with first_status and
+ * first_dev_error, the others with others_status. Returns how many.
+ */
+uint32_t inflight_fail_all(struct npv_inflight *t, int32_t first_status, uint32_t first_dev_error,
+                           int32_t others_status);
+/*
+ * If the earliest deadline is at or before now_ns, finish every unfinished
+ * job: those whose own deadline passed with -ETIMEDOUT, the others with
+ * -ECANCELED. Returns how many were failed (0: none expired, O(1)).
+ */
+uint32_t inflight_expire(struct npv_inflight *t, uint64_t now_ns);
 
 static inline unsigned inflight_reap(struct npv_inflight *t, struct npv_cpl *cpl, unsigned max)
 {

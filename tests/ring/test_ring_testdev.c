@@ -226,9 +226,10 @@ START_TEST(hung_model_times_out_resets_fans_out_and_works_again)
         push(&nop, i);
     npv_ring_submit(ring);
     struct npv_cpl c[4];
-    /* The model never completes: the short deadline is the point, not a timing assertion. */
-    ck_assert_int_eq(npv_ring_wait(ring, NPV_RING_WAIT_POLL, 1, 200 * MS, c, 4), -ETIMEDOUT);
-    ck_assert_int_eq(npv_ring_poll(ring, c, 4), 3);
+    /* A wait that runs out harms nothing; the jobs' own deadlines (1 s default) fail them. */
+    ck_assert_int_eq(npv_ring_wait(ring, NPV_RING_WAIT_POLL, 1, 1 * MS, c, 4), 0);
+    ck_assert_uint_eq(npv_ring_in_flight(ring), 3);
+    ck_assert_int_eq(npv_ring_wait(ring, NPV_RING_WAIT_POLL, 3, GENEROUS_NS, c, 4), 3);
     ck_assert_int_eq(c[0].status, -ETIMEDOUT);
     ck_assert_int_eq(c[1].status, -ECANCELED);
     ck_assert_int_eq(c[2].status, -ECANCELED);
@@ -334,8 +335,8 @@ static unsigned unmap_under_running_fills(void)
     unsigned got = 0, failed = 0;
     while (got < TD_ENTRIES) {
         int n = npv_ring_wait(ring, NPV_RING_WAIT_POLL, 1, 2000 * MS, c, TD_ENTRIES);
-        if (n == -ETIMEDOUT)
-            continue; /* the engine stopped at the fault: the rest come back failed */
+        if (n == 0)
+            continue; /* the engine stopped at the fault: the jobs' deadlines fail the rest */
         ck_assert_msg(n > 0, "wait: %s", npv_strerror(n));
         for (int i = 0; i < n; i++)
             failed += c[i].status != 0;
