@@ -51,6 +51,8 @@ struct npv_ring {
     volatile uint32_t *error_word;             /* NULL: the device has none */
     const volatile uint32_t *error_index_word; /* NULL: errors belong to the last completion */
     int irq_fd;                                /* -1: no interrupt waits */
+    /* Completions were collected since the eventfd was last read: it may hold their count. */
+    bool irq_unread;
     bool dead;
     const struct npv_ring_sync_hook *sync_hook; /* tests only */
     struct npv_ring_stats stats;
@@ -472,6 +474,7 @@ static int ring_collect(struct npv_ring *r)
         inflight_complete(r->jobs, first_seq + n);
         r->dev_head = head;
         r->stats.completed += n;
+        r->irq_unread = true;
     }
     if (r->fatal_word) {
         uint32_t word = __atomic_load_n(r->error_word, __ATOMIC_RELAXED);
@@ -517,17 +520,17 @@ static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
          * spin that never read the eventfd) would end the sleep at once:
          * drain the count, then look again, since a completion whose
          * interrupt was just drained is already in the status block (the
-         * device writes the head before it raises the interrupt).
+         * device writes the head before it raises the interrupt). Only when
+         * something was collected since the eventfd was last read, so a
+         * plain interrupt wait pays no extra read.
          */
-        int64_t stale = npv_eventfd_consume(r->irq_fd);
-        if (stale < 0 && stale != -EAGAIN)
-            return (int)stale;
-        if (stale > 0) {
-            rc = ring_collect(r);
-            if (rc < 0)
-                return rc;
-            if (inflight_unreaped(r->jobs) >= min)
-                return 0;
+        if (r->irq_unread) {
+            r->irq_unread = false;
+            int64_t stale = npv_eventfd_consume(r->irq_fd);
+            if (stale < 0 && stale != -EAGAIN)
+                return (int)stale;
+            if (stale > 0)
+                continue;
         }
         uint64_t until = deadline;
         uint64_t job_deadline = inflight_next_deadline(r->jobs);
@@ -537,6 +540,13 @@ static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
         int64_t w = npv_eventfd_wait(r->irq_fd, until - now);
         if (w < 0 && w != -ETIMEDOUT)
             return (int)w;
+        if (w > 0) {
+            /* The count just read covers what this collect finds. */
+            rc = ring_collect(r);
+            if (rc < 0)
+                return rc;
+            r->irq_unread = false;
+        }
     }
 }
 
