@@ -65,9 +65,16 @@
  * with the value logged, and never used as an index. An error index outside
  * the newly completed range is ignored as stale.
  *
- * Deadlines: every job has one, set when its slot is claimed (npv_ring_next:
+ * Deadlines: every job has one, given when its slot is claimed (npv_ring_next:
  * the config's job_timeout_ns, by default NPV_RING_DEFAULT_JOB_TIMEOUT_NS;
- * npv_ring_next_timed: the job's own). A wait's timeout is not a job's
+ * npv_ring_next_timed: the job's own). A claim reads no clock (a vDSO clock
+ * read costs 20-60 ns, a fair share of a polled round trip): the timeout
+ * counts from the engine's next clock reading after the claim, which a
+ * caller that polls or waits gets within NPV_RING_CLOCK_EVERY polls (an
+ * interrupt wait reads the clock at once). A job that completes before any
+ * clock reading never needed its deadline; a caller that claims and then
+ * does not look at the ring for a while extends its jobs' deadlines by that
+ * while, which delays only a report nobody was there to receive. A wait's timeout is not a job's
  * deadline: a wait that runs out of time returns what completed (possibly
  * nothing) and changes nothing; the caller may do other work and wait again.
  * When a job's own deadline has passed, npv_ring_poll and npv_ring_wait
@@ -303,14 +310,15 @@ NPV_API void npv_ring_free(struct npv_ring *r);
 /*
  * Claim the next descriptor slot for a job with this cookie and point *desc at
  * it (desc_size bytes, contents undefined); the job's deadline is the ring's
- * job_timeout_ns from now. The device sees it at the next npv_ring_submit.
+ * job_timeout_ns (see "Deadlines" above). The device sees it at the next npv_ring_submit.
  * -EAGAIN when npv_ring_capacity() jobs are claimed and not yet reaped (reap
  * completions first), -EIO when the ring is dead.
  */
 NPV_API int npv_ring_next(struct npv_ring *r, uint64_t cookie, void **desc);
 /*
- * As npv_ring_next, with this job's own deadline: timeout_ns from now
- * (0 = the ring's default, UINT64_MAX = none).
+ * As npv_ring_next, with this job's own deadline: timeout_ns (0 = the ring's
+ * default, UINT64_MAX = none), counted from the engine's next clock reading
+ * (see "Deadlines" above).
  */
 NPV_API int npv_ring_next_timed(struct npv_ring *r, uint64_t cookie, uint64_t timeout_ns,
                                 void **desc);

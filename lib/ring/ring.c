@@ -328,10 +328,22 @@ static bool ring_expire(struct npv_ring *r, uint64_t now)
     return true;
 }
 
-static inline bool ring_deadline_passed(const struct npv_ring *r, uint64_t now)
+/*
+ * A clock reading: give the jobs claimed since the last one their deadlines,
+ * then fail and reset if one has passed. Returns whether it did.
+ */
+static bool ring_clock_reading(struct npv_ring *r, uint64_t now)
 {
+    if (inflight_unstamped(r->jobs))
+        inflight_stamp(r->jobs, now);
     uint64_t d = inflight_next_deadline(r->jobs);
-    return d != 0 && now >= d;
+    return d != 0 && now >= d && ring_expire(r, now);
+}
+
+/* Whether anything in flight has, or is waiting for, a deadline. */
+static inline bool ring_timed(const struct npv_ring *r)
+{
+    return inflight_unstamped(r->jobs) || inflight_next_deadline(r->jobs) != 0;
 }
 
 static uint64_t add_sat(uint64_t a, uint64_t b)
@@ -347,10 +359,10 @@ int npv_ring_next_timed(struct npv_ring *r, uint64_t cookie, uint64_t timeout_ns
         return -EAGAIN;
     if (timeout_ns == 0)
         timeout_ns = r->job_timeout_ns;
-    /* 0 is "no deadline" to the table; a deadline never lands on it (the clock is far past 0). */
-    uint64_t deadline = timeout_ns == UINT64_MAX ? 0 : add_sat(npv_now_ns(), timeout_ns);
+    /* The deadline counts from the next clock reading: a claim reads no clock. */
     uint32_t seq;
-    int rc = inflight_add(r->jobs, cookie, deadline, &seq);
+    int rc =
+        inflight_add_relative(r->jobs, cookie, timeout_ns == UINT64_MAX ? 0 : timeout_ns, &seq);
     if (rc < 0)
         return rc;
     *desc = r->desc + (size_t)((seq - r->dev_base) & r->mask) * r->cfg.desc_size;
@@ -489,9 +501,8 @@ int npv_ring_poll(struct npv_ring *r, struct npv_cpl *cpl, unsigned max)
     int rc = ring_collect(r);
     if (rc < 0)
         return rc;
-    if (__builtin_expect((++r->polls & (RING_CLOCK_EVERY - 1)) == 0, 0) &&
-        inflight_next_deadline(r->jobs) != 0)
-        ring_expire(r, npv_now_ns());
+    if (__builtin_expect((++r->polls & (RING_CLOCK_EVERY - 1)) == 0, 0) && ring_timed(r))
+        ring_clock_reading(r, npv_now_ns());
     return (int)inflight_reap(r->jobs, cpl, max);
 }
 
@@ -509,10 +520,8 @@ static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
         if (inflight_unreaped(r->jobs) >= min)
             return 0;
         uint64_t now = npv_now_ns();
-        if (ring_deadline_passed(r, now)) {
-            ring_expire(r, now);
+        if (ring_clock_reading(r, now))
             continue;
-        }
         if (now >= deadline)
             return 0;
         /*
@@ -570,10 +579,8 @@ static int ring_spin(struct npv_ring *r, unsigned min, uint64_t span, uint64_t *
             return 0;
         if ((i & (RING_CLOCK_EVERY - 1)) == 0) {
             uint64_t now = npv_now_ns();
-            if (ring_deadline_passed(r, now)) {
-                ring_expire(r, now);
+            if (ring_clock_reading(r, now))
                 continue;
-            }
             if (*start == 0) {
                 *start = now;
                 until = add_sat(now, span);

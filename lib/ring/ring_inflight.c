@@ -81,7 +81,21 @@ uint32_t inflight_fail_all(struct npv_inflight *t, int32_t first_status, uint32_
     }
     t->done = t->tail;
     t->dl_head = t->dl_tail;
+    t->stamp_from = t->tail;
     return n;
+}
+
+void inflight_stamp(struct npv_inflight *t, uint64_t now_ns)
+{
+    for (uint32_t seq = t->stamp_from; seq != t->tail; seq++) {
+        struct npv_inflight_slot *s = &t->slots[seq & t->mask];
+        if (s->deadline_ns == 0)
+            continue;
+        s->deadline_ns =
+            s->deadline_ns > UINT64_MAX - now_ns ? UINT64_MAX : now_ns + s->deadline_ns;
+        inflight_push_deadline(t, seq, s->deadline_ns);
+    }
+    t->stamp_from = t->tail;
 }
 
 uint32_t inflight_expire(struct npv_inflight *t, uint64_t now_ns)
@@ -97,6 +111,7 @@ uint32_t inflight_expire(struct npv_inflight *t, uint64_t now_ns)
     }
     t->done = t->tail;
     t->dl_head = t->dl_tail;
+    t->stamp_from = t->tail;
     return n;
 }
 
