@@ -224,7 +224,11 @@ enum npv_ring_error_format {
      * and the engine zeroes the word after taking it (and cleans it, on
      * non-coherent DMA), so a repeated code is a new failure, never success.
      * Such a device must write the word before the head that completes its
-     * job.
+     * job, and stop after a failure until the host has read it (as the
+     * testdev model stops at a fault): host and device both write the word,
+     * so a second failure written while the host clears the first could be
+     * lost. An error index is refused with NPV_RING_HEAD_SLOT: a masked
+     * index left over from an earlier lap would name a later job.
      */
     NPV_RING_ERROR_PER_JOB = 0,
     /*

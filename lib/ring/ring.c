@@ -186,6 +186,9 @@ static const char *ring_config_fault(const struct npv_ring_config *c)
         return "unknown head format";
     if (c->error_format != NPV_RING_ERROR_PER_JOB && c->error_format != NPV_RING_ERROR_FATAL)
         return "unknown error format";
+    /* A masked index cannot be told stale: an old one would name a job a lap later. */
+    if (c->head_format == NPV_RING_HEAD_SLOT && c->fields.error_index != NPV_RING_NO_FIELD)
+        return "a masked head takes no error index (use a per-job word without index, or fatal)";
     if (c->error_format == NPV_RING_ERROR_FATAL &&
         (c->fields.error == NPV_RING_NO_FIELD || c->fields.error_index != NPV_RING_NO_FIELD))
         return "a fatal error word needs an error field and no error index";

@@ -511,6 +511,13 @@ START_TEST(ring_new_rejects_bad_configs)
     c.error_format = NPV_RING_ERROR_FATAL; /* a fatal word has no index */
     ck_assert_int_eq(npv_ring_new(ctx, &c, &r), -EINVAL);
     c = cfg;
+    c.head_format = NPV_RING_HEAD_SLOT; /* with an error index: it would alias across laps */
+    ck_assert_int_eq(npv_ring_new(ctx, &c, &r), -EINVAL);
+    c.fields.error_index = NPV_RING_NO_FIELD;
+    ck_assert_int_eq(npv_ring_new(ctx, &c, &r), 0);
+    npv_ring_free(r);
+    r = NULL;
+    c = cfg;
     c.head_format = 7;
     ck_assert_int_eq(npv_ring_new(ctx, &c, &r), -EINVAL);
     /* A status block in the descriptors' last cache granule. */
