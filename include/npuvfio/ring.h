@@ -74,9 +74,11 @@
  * interrupt wait reads the clock at once). A job that completes before any
  * clock reading never needed its deadline; a caller that claims and then
  * does not look at the ring for a while extends its jobs' deadlines by that
- * while, which delays only a report nobody was there to receive. A wait's timeout is not a job's
- * deadline: a wait that runs out of time returns what completed (possibly
- * nothing) and changes nothing; the caller may do other work and wait again.
+ * while, which delays only a report nobody was there to receive.
+ *
+ * A wait's timeout is not a job's deadline: a wait that runs out of time
+ * returns what completed (possibly nothing) and changes nothing; the caller
+ * may do other work and wait again.
  * When a job's own deadline has passed, npv_ring_poll and npv_ring_wait
  * alike (whichever notices first: poll reads the vDSO clock once every
  * NPV_RING_CLOCK_EVERY calls, a wait at least as often while it spins, and
