@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <npuvfio/dev.h>
@@ -140,13 +141,27 @@ static inline int round_trip(struct ours *t, enum npv_ring_wait_mode mode, uint6
     if (rc < 0)
         return rc;
     if (rc == 0)
-        return -ETIMEDOUT; /* a wait that times out without failing the job: not on a healthy run */
+        return -ETIMEDOUT; /* the wait ran out; on a healthy run it never does */
     if (cpl.cookie != cookie || cpl.status != 0)
         return -EIO;
     return 0;
 }
 
-static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct lat *out)
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t irq_sleeps(const struct ours *t)
+{
+    struct npv_ring_stats st;
+    npv_ring_stats(t->ring, &st);
+    return st.irq_sleeps;
+}
+
+static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem *m)
 {
     struct samples smp;
     int rc = samples_init(&smp, 4u << 20);
@@ -154,16 +169,25 @@ static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct lat *out
         return rc;
     uint64_t start = bench_now(), measure_from = start + t->o->warmup_ns;
     uint64_t end = measure_from + t->o->point_ns, cookie = 0;
+    uint64_t jobs = 0, cpu0 = 0, sleeps0 = 0;
     for (uint64_t t0 = start; t0 < end;) {
+        if (jobs == 0 && t0 >= measure_from) {
+            cpu0 = thread_cpu_ns();
+            sleeps0 = irq_sleeps(t);
+        }
         rc = round_trip(t, mode, cookie++);
         if (rc < 0)
             break;
         uint64_t t1 = bench_now();
-        if (t0 >= measure_from)
+        if (t0 >= measure_from) {
             samples_add(&smp, t1 - t0);
+            jobs++;
+        }
         t0 = t1;
     }
-    lat_compute(&smp, out);
+    m->wakeups_per_job[mode] = jobs ? (double)(irq_sleeps(t) - sleeps0) / (double)jobs : 0;
+    m->cpu_ns_per_job[mode] = jobs ? (double)(thread_cpu_ns() - cpu0) / (double)jobs : 0;
+    lat_compute(&smp, &m->rtt[mode]);
     samples_free(&smp);
     return rc;
 }
@@ -196,8 +220,8 @@ static int run_rate(struct ours *t, enum npv_ring_wait_mode mode, unsigned qd, d
     unsigned batch = qd / 2 > 32 ? 32 : (qd / 2 > 0 ? qd / 2 : 1);
     while (rc == 0 && now < end) {
         int got = npv_ring_wait(t->ring, mode, batch, WAIT_NS, cpl, RING_ENTRIES);
-        if (got < 0) {
-            rc = got;
+        if (got < 0 || (unsigned)got < batch) {
+            rc = got < 0 ? got : -ETIMEDOUT;
             break;
         }
         for (int i = 0; i < got; i++)
@@ -216,8 +240,8 @@ static int run_rate(struct ours *t, enum npv_ring_wait_mode mode, unsigned qd, d
     /* Drain, so the next point starts empty. */
     while (rc == 0 && npv_ring_in_flight(t->ring) > 0) {
         int got = npv_ring_wait(t->ring, mode, 1, WAIT_NS, cpl, RING_ENTRIES);
-        if (got < 0)
-            rc = got;
+        if (got <= 0)
+            rc = got < 0 ? got : -ETIMEDOUT;
     }
     *rate = now > t_first && t_first != 0 ? (double)done * 1e9 / (double)(now - t_first) : 0;
     return rc;
@@ -231,7 +255,7 @@ static int run_mem(struct ours *t, struct ours_mem *m)
         return rc;
     }
     for (int mode = 0; mode < BENCH_MODES; mode++) {
-        rc = run_rtt(t, (enum npv_ring_wait_mode)mode, &m->rtt[mode]);
+        rc = run_rtt(t, (enum npv_ring_wait_mode)mode, m);
         if (rc < 0) {
             fprintf(stderr, "npuvfio-bench: %s QD1 round trips: %s\n", bench_mode_names[mode],
                     npv_strerror(rc));

@@ -137,7 +137,7 @@ static int alloc_ring(struct npv_testdev *td, const struct npv_dma_opts *mem)
     return 0;
 }
 
-static int make_ring(struct npv_testdev *td, uint64_t spin_ns)
+static int make_ring(struct npv_testdev *td, const struct npv_testdev_config *cfg)
 {
     uint8_t *base = npv_dma_vaddr(td->mem);
     size_t ring_bytes = (size_t)td->entries * sizeof(struct npv_testdev_desc);
@@ -165,7 +165,8 @@ static int make_ring(struct npv_testdev *td, uint64_t spin_ns)
         .db_format = NPV_RING_DB_INDEX,
         .irq = td->irq,
         .irq_vec = 0,
-        .spin_ns = spin_ns,
+        .spin_ns = cfg->spin_ns,
+        .job_timeout_ns = cfg->job_timeout_ns,
         .reset = program,
         .reset_arg = td,
     };
@@ -212,16 +213,18 @@ int npv_testdev_open(struct npv_dev *dev, const struct npv_testdev_config *cfg,
     r = alloc_ring(td, cfg->mem);
     if (r < 0)
         goto err_irq;
-    r = program(td);
+    /* The ring zeroes and cleans the status block, so the device is enabled after it. */
+    r = make_ring(td, cfg);
     if (r < 0)
         goto err_mem;
-    r = make_ring(td, cfg->spin_ns);
+    r = program(td);
     if (r < 0)
-        goto err_stop;
+        goto err_ring;
     *out = td;
     return 0;
 
-err_stop:
+err_ring:
+    npv_ring_free(td->ring);
     npv_bar_write(td->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
 err_mem:
     npv_dma_free(td->mem);

@@ -103,6 +103,11 @@ struct npv_testdev_config {
     bool irq;
     /* Hybrid waits spin this long before sleeping; 0 = the ring's default. */
     uint64_t spin_ns;
+    /*
+     * A job's deadline when it is claimed with npv_ring_next/npv_ring_push:
+     * 0 = NPV_RING_DEFAULT_JOB_TIMEOUT_NS, UINT64_MAX = none (ring.h).
+     */
+    uint64_t job_timeout_ns;
 };
 
 struct npv_testdev;

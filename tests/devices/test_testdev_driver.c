@@ -366,7 +366,8 @@ START_TEST(a_hang_ends_in_failed_jobs_and_a_working_device)
     struct npv_cpl c[2];
     ck_assert_uint_eq(drain(td, c, 2), 2);
     ck_assert_int_eq(c[0].status, -ETIMEDOUT);
-    ck_assert_int_eq(c[1].status, -ECANCELED);
+    /* Claimed together, their deadlines pass within microseconds: the later may be either. */
+    ck_assert(c[1].status == -ETIMEDOUT || c[1].status == -ECANCELED);
     ck_assert(!npv_ring_dead(ring));
     assert_works(td);
     npv_testdev_close(td);

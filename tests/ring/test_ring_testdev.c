@@ -180,25 +180,14 @@ START_TEST(hung_model_times_out_resets_fans_out_and_works_again)
         push(&nop, i);
     npv_ring_submit(ring);
     struct npv_cpl c[4];
-    /*
-     * The model never completes. Which call fails the jobs depends on the
-     * ring: one whose wait timeout recovers returns -ETIMEDOUT from the wait
-     * (the failed jobs follow); one with per-job deadlines returns short
-     * waits until the oldest job's own deadline fails them all. Either way
-     * the three come back failed, the oldest with -ETIMEDOUT.
-     */
-    unsigned got = 0;
-    for (int tries = 0; got < 3; tries++) {
-        ck_assert_msg(tries < 300, "the hung jobs never failed");
-        int n = npv_ring_wait(ring, NPV_RING_WAIT_POLL, 3 - got, 200 * MS, c + got, 3 - got);
-        if (n == -ETIMEDOUT)
-            continue;
-        ck_assert_msg(n >= 0, "wait: %s", npv_strerror(n));
-        got += (unsigned)n;
-    }
+    /* A wait that runs out harms nothing; the jobs' own deadlines (1 s default) fail them. */
+    ck_assert_int_eq(npv_ring_wait(ring, NPV_RING_WAIT_POLL, 1, 1 * MS, c, 4), 0);
+    ck_assert_uint_eq(npv_ring_in_flight(ring), 3);
+    ck_assert_int_eq(npv_ring_wait(ring, NPV_RING_WAIT_POLL, 3, GENEROUS_NS, c, 4), 3);
+    /* Claimed together, their deadlines pass within microseconds: the later may be either. */
     ck_assert_int_eq(c[0].status, -ETIMEDOUT);
-    ck_assert_int_eq(c[1].status, -ECANCELED);
-    ck_assert_int_eq(c[2].status, -ECANCELED);
+    for (int i = 1; i < 3; i++)
+        ck_assert(c[i].status == -ETIMEDOUT || c[i].status == -ECANCELED);
     struct npv_ring_stats st;
     npv_ring_stats(ring, &st);
     ck_assert_uint_eq(st.timeouts, 1);
@@ -299,8 +288,8 @@ static unsigned unmap_under_running_fills(void)
     unsigned got = 0, failed = 0;
     while (got < TD_ENTRIES) {
         int n = npv_ring_wait(ring, NPV_RING_WAIT_POLL, 1, 2000 * MS, c, TD_ENTRIES);
-        if (n == -ETIMEDOUT || n == 0)
-            continue; /* the engine stopped at the fault: the rest come back failed */
+        if (n == 0)
+            continue; /* the engine stopped at the fault: the jobs' deadlines fail the rest */
         ck_assert_msg(n > 0, "wait: %s", npv_strerror(n));
         for (int i = 0; i < n; i++)
             failed += c[i].status != 0;
