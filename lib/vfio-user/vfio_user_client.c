@@ -284,8 +284,7 @@ static void dma_serve_queue(struct vu_client *c)
     }
 }
 
-/* Twin sockets: the second socket carries only the server's commands and our replies. */
-static void dma_serve_twin(struct vu_client *c)
+void npv_vu_client_serve_twin(struct vu_client *c)
 {
     size_t max =
         sizeof(struct npv_vu_hdr) + sizeof(struct npv_vu_dma_access) + NPV_VU_CLIENT_MAX_XFER;
@@ -318,7 +317,7 @@ static void *dma_main(void *arg)
 {
     struct vu_client *c = arg;
     if (c->twin_sock >= 0)
-        dma_serve_twin(c);
+        npv_vu_client_serve_twin(c);
     else
         dma_serve_queue(c);
     return NULL;

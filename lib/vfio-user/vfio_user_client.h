@@ -113,8 +113,14 @@ void npv_vu_client_kill(struct vu_client *c, int err);
 /* The DMA side (vfio_user_client_dma.c). */
 void npv_vu_client_sink_init(struct vu_client *c);
 void npv_vu_client_maps_free(struct vu_client *c);
-/* Serve a DMA_READ/DMA_WRITE command from the server; called by the receive thread. */
+/* Serve a DMA_READ/DMA_WRITE command from the server; called by the DMA thread. */
 void npv_vu_client_serve_dma(struct vu_client *c, const struct npv_vu_msg *m);
+/*
+ * Twin sockets: read the server's commands from c->twin_sock and answer them
+ * there until the socket fails or breaks the protocol, then kill the
+ * connection. The DMA thread's body; exposed for the fuzzer.
+ */
+void npv_vu_client_serve_twin(struct vu_client *c);
 
 /*
  * Pure parsers of the server's replies (vfio_user_client_parse.c), exposed
