@@ -27,8 +27,10 @@ static void help(void)
     printf("Usage: npuvfio sim --device NAME --socket PATH [--once]\n"
            "\n"
            "Run a device model as a vfio-user server on the UNIX socket PATH (created\n"
-           "mode 0600) until SIGTERM or SIGINT; the socket is removed on exit. Any\n"
-           "vfio-user client can drive it, e.g. npv_dev_open_vfio_user().\n"
+           "mode 0600) until SIGTERM or SIGINT. A server still listening on PATH makes\n"
+           "it refuse to start; a stale socket is replaced. On exit the socket is removed\n"
+           "if it is still ours. Any vfio-user client can drive it, e.g.\n"
+           "npv_dev_open_vfio_user().\n"
            "\n"
            "  --device NAME   the model to run (see below)\n"
            "  --socket PATH   where to listen\n"
@@ -92,6 +94,10 @@ int cmd_sim(struct npv_cli *cli, int argc, char **argv)
     r = npv_vus_listen(srv, path);
     if (r < 0) {
         model->model_destroy(m);
+        if (r == -EADDRINUSE) {
+            cli_error(cli, "another server is listening on %s", path);
+            return CLI_FAILED;
+        }
         return cli_fail(cli, path, r);
     }
     struct sigaction sa = {.sa_handler = on_signal};

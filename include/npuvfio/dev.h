@@ -93,7 +93,12 @@ struct npv_irq_info {
 };
 
 struct npv_dev_opts {
-    /* Deadline for one control request (vfio-user round trip); 0 = 5 s. */
+    /*
+     * Deadline for one control request (vfio-user round trip); 0 = 5 s. A
+     * vfio-user request that misses it fails with -ETIMEDOUT and ends the
+     * connection (the server may still act on it): every later call of the
+     * device fails with -ENOTCONN; close it and open it again.
+     */
     uint64_t request_timeout_ns;
 };
 

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The npuvfio binary against fake sysfs trees: list, info, bind, unbind and
- * hugepages, their JSON, and their one-line errors. Bind and unbind are
+ * hugepages, their JSON, and their one-line errors; sim and its socket path. Bind and unbind are
  * checked by reading back the driver links the fake kernel moved.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -643,6 +647,91 @@ START_TEST(list_help_names_the_known_npus_from_the_device_table)
 }
 END_TEST
 
+/* ---- sim: one server per socket path ---- */
+
+static void sim_path(char *path, size_t len, const char *tag)
+{
+    snprintf(path, len, "/tmp/npv-cli-sim-%s-%d.sock", tag, (int)getpid());
+    unlink(path);
+}
+
+static int unix_socket_at(const char *path, bool do_listen)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    ck_assert_int_ge(s, 0);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    if (do_listen)
+        ck_assert_int_eq(listen(s, 4), 0);
+    return s;
+}
+
+START_TEST(sim_refuses_a_path_another_server_listens_on)
+{
+    char path[108];
+    sim_path(path, sizeof(path), "live");
+    int other = unix_socket_at(path, true);
+    struct stat before, after;
+    ck_assert_int_eq(lstat(path, &before), 0);
+    run_cli(&r, NULL, ARGS("sim", "--device", "testdev", "--socket", path));
+    ck_assert_int_eq(r.status, 1);
+    char want[160];
+    snprintf(want, sizeof(want), "another server is listening on %s", path);
+    ck_assert_msg(strstr(r.err, want) != NULL, "stderr: %s", r.err);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    /* The other server's socket is untouched. */
+    ck_assert_int_eq(lstat(path, &after), 0);
+    ck_assert_uint_eq(after.st_ino, before.st_ino);
+    close(other);
+    unlink(path);
+}
+END_TEST
+
+struct sim_run {
+    const char *path;
+    struct cli_result res;
+};
+
+static void *run_sim_once(void *arg)
+{
+    struct sim_run *s = arg;
+    run_cli(&s->res, NULL, ARGS("sim", "--device", "testdev", "--socket", s->path, "--once"));
+    return NULL;
+}
+
+static bool connects(const char *path)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    bool ok = connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(s);
+    return ok;
+}
+
+START_TEST(sim_replaces_a_stale_socket_and_removes_it_on_exit)
+{
+    char path[108];
+    sim_path(path, sizeof(path), "stale");
+    close(unix_socket_at(path, false)); /* a server that died left its socket */
+    static struct sim_run s;
+    s.path = path;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, run_sim_once, &s), 0);
+    /* The first connection that succeeds is the sim's (--once: it exits when we leave). */
+    for (int i = 0; !connects(path); i++) {
+        ck_assert_msg(i < 30000, "sim never took the path");
+        usleep(1000);
+    }
+    pthread_join(t, NULL);
+    ck_assert_msg(s.res.status == 0, "status %d, stderr: %s", s.res.status, s.res.err);
+    ck_assert_ptr_nonnull(strstr(s.res.err, "listening on"));
+    struct stat st;
+    ck_assert_int_ne(lstat(path, &st), 0);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -704,6 +793,10 @@ static Suite *cli_suite(void)
     tcase_add_test(run, run_against_a_missing_socket_fails_with_one_line);
     tcase_add_test(run, list_help_names_the_known_npus_from_the_device_table);
     suite_add_tcase(s, run);
+    TCase *sim = tcase_create("sim");
+    tcase_add_test(sim, sim_refuses_a_path_another_server_listens_on);
+    tcase_add_test(sim, sim_replaces_a_stale_socket_and_removes_it_on_exit);
+    suite_add_tcase(s, sim);
     return s;
 }
 

@@ -19,6 +19,7 @@
 #include <npuvfio/ctx.h>
 
 #include "model.h"
+#include "vfio_user_server_internal.h"
 
 static void nap_ms(unsigned ms)
 {
@@ -98,6 +99,54 @@ void vu_serve_testdev(const char *path, void *arg)
         fprintf(stderr, "testdev server: %s\n", npv_strerror(r));
 }
 
+void vu_serve_testdev_single_socket(const char *path, void *arg)
+{
+    (void)arg;
+    struct npv_ctx *ctx;
+    struct npv_testdev_model *td;
+    if (npv_ctx_new(&ctx) < 0 || npv_testdev_model_new(ctx, &td) < 0)
+        _exit(2);
+    struct npv_vus *srv = npv_testdev_model_server(td);
+    srv->cfg.single_socket = true;
+    int r = npv_vus_listen(srv, path);
+    if (r == 0)
+        r = npv_vus_run(srv, false);
+    if (r < 0)
+        fprintf(stderr, "testdev server: %s\n", npv_strerror(r));
+    npv_testdev_model_free(td);
+    npv_ctx_free(ctx);
+}
+
+int fake_twin_sock = -1;
+
+/* The fake's VERSION reply, with the twin-socket claim f asks for. */
+static void fake_version(int sock, const struct vu_fake *f, const struct npv_vu_msg *m)
+{
+    char body[256];
+    struct npv_vu_version v = {.major = f->major, .minor = 0};
+    char xfer[48] = "";
+    if (f->max_data_xfer_size != 0)
+        snprintf(xfer, sizeof(xfer), ",\"max_data_xfer_size\":%u", f->max_data_xfer_size);
+    const char *twin =
+        f->twin == FAKE_TWIN_OFFER       ? ",\"twin_socket\":{\"supported\":true,\"fd_index\":0}"
+        : f->twin == FAKE_TWIN_NO_INDEX  ? ",\"twin_socket\":{\"supported\":true}"
+        : f->twin == FAKE_TWIN_BAD_INDEX ? ",\"twin_socket\":{\"supported\":true,\"fd_index\":3}"
+                                         : "";
+    memcpy(body, &v, sizeof(v));
+    int n = snprintf(body + sizeof(v), sizeof(body) - sizeof(v),
+                     "{\"capabilities\":{\"max_msg_fds\":8%s%s}}", xfer, twin);
+    int pair[2] = {-1, -1};
+    if (f->twin != FAKE_TWIN_NONE && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
+        _exit(4);
+    fake_reply_fds(sock, m, body, sizeof(v) + (size_t)n + 1, pair[1] >= 0 ? &pair[1] : NULL,
+                   pair[1] >= 0 ? 1 : 0);
+    if (pair[1] >= 0)
+        close(pair[1]);
+    if (fake_twin_sock >= 0)
+        close(fake_twin_sock);
+    fake_twin_sock = pair[0];
+}
+
 /* Bind under a temporary name and rename into place: the path exists only once it listens. */
 void vu_serve_fake(const char *path, void *arg)
 {
@@ -151,12 +200,7 @@ int fake_next(int sock, const struct vu_fake *f, struct npv_vu_msg *m)
         if (npv_vu_recv(sock, m, 1u << 22, NPV_VU_MAX_MSG_FDS, (int64_t)GENEROUS_NS) < 0)
             return -1;
         if (m->hdr.cmd == NPV_VU_CMD_VERSION) {
-            char body[64];
-            struct npv_vu_version v = {.major = f->major, .minor = 0};
-            const char json[] = "{\"capabilities\":{\"max_msg_fds\":8}}";
-            memcpy(body, &v, sizeof(v));
-            memcpy(body + sizeof(v), json, sizeof(json));
-            fake_reply(sock, m, body, sizeof(v) + sizeof(json));
+            fake_version(sock, f, m);
         } else if (m->hdr.cmd == NPV_VU_CMD_DEVICE_GET_INFO) {
             struct npv_vu_device_info di = {.argsz = sizeof(di), .num_regions = 9, .num_irqs = 5};
             fake_reply(sock, m, &di, sizeof(di));

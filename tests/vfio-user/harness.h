@@ -40,6 +40,8 @@ void vu_server_start(struct vu_server *s, vu_server_fn fn, void *arg);
 void vu_server_kill(struct vu_server *s);
 /* The testdev model, serving client after client. */
 void vu_serve_testdev(const char *path, void *arg);
+/* The same, refusing twin sockets: its DMA commands share the request socket. */
+void vu_serve_testdev_single_socket(const char *path, void *arg);
 
 /*
  * A scripted server speaking raw protocol: listens on path and, client after
@@ -47,11 +49,23 @@ void vu_serve_testdev(const char *path, void *arg);
  */
 struct vu_fake;
 typedef void (*vu_script_fn)(int sock, unsigned nth, const struct vu_fake *f);
+/* What the fake's VERSION reply says of twin sockets. */
+enum vu_fake_twin {
+    FAKE_TWIN_NONE,      /* not mentioned: one socket */
+    FAKE_TWIN_OFFER,     /* supported, fd_index 0, a socketpair end as fd 0 */
+    FAKE_TWIN_NO_INDEX,  /* supported, no fd_index: inconsistent */
+    FAKE_TWIN_BAD_INDEX, /* supported, fd_index 3 with one fd: inconsistent */
+};
+
 struct vu_fake {
     vu_script_fn script;
     void *arg;
-    uint16_t major; /* what fake_next answers VERSION with */
+    uint16_t major;              /* what fake_next answers VERSION with */
+    enum vu_fake_twin twin;      /* what it says of twin sockets */
+    uint32_t max_data_xfer_size; /* 0: not stated */
 };
+/* The fake's end of the twin socket once VERSION offered one, else -1 (in the child). */
+extern int fake_twin_sock;
 void vu_serve_fake(const char *path, void *arg);
 /*
  * The next message the script must handle: VERSION and DEVICE_GET_INFO (a
