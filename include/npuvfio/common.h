@@ -47,6 +47,13 @@ enum npv_error {
     NPV_ENOTVIABLE,
     /* The peer spoke the protocol wrongly (vfio-user). */
     NPV_EPEERPROTO,
+    /*
+     * The kernel IOMMU interface the open needs is not there: no
+     * /dev/vfio/vfio for the legacy backend, no /dev/iommu (or a build
+     * without iommufd) for the iommufd one. Unlike -ENODEV, the device may
+     * well exist: another backend (NPUVFIO_IOMMU) or kernel may open it.
+     */
+    NPV_ENOBACKEND,
     NPV_ERROR_END,
 };
 

@@ -102,8 +102,11 @@ struct npv_dev_opts {
  * attach it to dom. The backend is the context's choice (auto, legacy,
  * iommufd). Enables bus mastering; clears Enable No Snoop when the IOMMU
  * does not enforce coherency. Errors: -EINVAL malformed address, -ENODEV no
- * such device, -ENOTVIABLE (negated NPV_ENOTVIABLE) when another function of
- * the group is on a host driver (logged by name), -EACCES, -EBUSY.
+ * such device (or not on a vfio driver), -NPV_ENOTVIABLE when another
+ * function of the group is on a host driver (logged by name),
+ * -NPV_ENOBACKEND when the kernel or this build lacks the backend chosen
+ * (forced by NPUVFIO_IOMMU / npv_ctx_set_iommu_backend, or the legacy
+ * fallback of auto), -EACCES, -EBUSY.
  */
 NPV_API int npv_dev_open_pci(struct npv_ctx *ctx, const char *bdf, struct npv_domain *dom,
                              const struct npv_dev_opts *opts, struct npv_dev **out);

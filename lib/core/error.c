@@ -15,6 +15,9 @@ const char *npv_strerror(int err)
         return "IOMMU group not viable: another function in the group is bound to a host driver";
     case NPV_EPEERPROTO:
         return "protocol violation by the vfio-user peer";
+    case NPV_ENOBACKEND:
+        return "the kernel or this build lacks the IOMMU backend (legacy VFIO or iommufd) asked "
+               "for";
     default:
         break;
     }

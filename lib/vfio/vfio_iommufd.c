@@ -567,7 +567,7 @@ int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv
     }
     if (access("/dev/iommu", F_OK) != 0) {
         npv_err(ctx, "%s: no /dev/iommu: the kernel has no iommufd (CONFIG_IOMMUFD)", func.addr);
-        return -ENODEV;
+        return -NPV_ENOBACKEND;
     }
     ret = npv_vfio_check_viable(ctx, func.addr);
     if (ret < 0)
@@ -610,7 +610,7 @@ int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv
             "%s: this build of npuvfio has no iommufd support (built against uapi headers "
             "without linux/iommufd.h); use the legacy backend",
             bdf);
-    return -ENOTSUP;
+    return -NPV_ENOBACKEND;
 }
 
 #endif

@@ -214,6 +214,7 @@ START_TEST(strerror_names_own_codes_and_errno)
     ck_assert_ptr_nonnull(strstr(npv_strerror(NPV_EDEVFAULT), "device fault"));
     ck_assert_ptr_nonnull(strstr(npv_strerror(-NPV_ENOTVIABLE), "not viable"));
     ck_assert_ptr_nonnull(strstr(npv_strerror(-NPV_EPEERPROTO), "vfio-user"));
+    ck_assert_ptr_nonnull(strstr(npv_strerror(-NPV_ENOBACKEND), "IOMMU backend"));
     ck_assert_str_eq(npv_strerror(-NPV_ERROR_BASE - 99), "unknown error");
     ck_assert_str_eq(npv_strerror(-ENOENT), "No such file or directory");
     ck_assert_str_eq(npv_strerror(ENOMEM), "Cannot allocate memory");
