@@ -8,6 +8,21 @@
  *
  * A device is attached to exactly one domain at a time.
  *
+ * Who holds whom: a device holds a reference on the domain it is attached
+ * to (taken by the open or npv_dev_attach, moved by a later attach, dropped
+ * by npv_dev_close). So the caller may npv_domain_put its own reference
+ * right after the open: the domain, with its mappings (and on iommufd its
+ * IOAS), lives until the device closes or moves to another domain. Nothing
+ * holds the context or the device:
+ *   1. npv_ring_free every ring (it uses the device's BAR, IRQ and DMA memory
+ *      without holding them);
+ *   2. npv_irq_disable and npv_bar_unmap the device's IRQs and BARs;
+ *   3. npv_dev_close, npv_dma_free and npv_domain_put in any order: a DMA
+ *      mapping holds its domain too, and a buffer is unmapped from every
+ *      IOMMU behind the domain before its memory is released (closing the
+ *      device first means it never DMAs to an address just unmapped);
+ *   4. npv_ctx_free last.
+ *
  * Thread-safety: control calls on one device are serialised by the device's
  * lock; region reads/writes through mmap are lock-free.
  */
