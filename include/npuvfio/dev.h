@@ -197,6 +197,57 @@ NPV_API int npv_dev_reset(struct npv_dev *dev);
 NPV_API bool npv_dev_coherent(const struct npv_dev *dev);
 NPV_API bool npv_dev_no_snoop_cleared(const struct npv_dev *dev);
 
+/*
+ * IOMMU faults of the device, as far as the kernel lets user space see them.
+ *
+ * Visible: over iommufd, I/O page faults only, that is the page requests of
+ * a device that takes recoverable faults (PCIe PRI, or an SMMU stall). The
+ * library gives each domain's page table a fault queue (IOMMU_FAULT_QUEUE_ALLOC,
+ * then IOMMU_HWPT_ALLOC with IOMMU_HWPT_FAULT_ID_VALID) when the build has
+ * the uapi (6.11+ headers) and the kernel accepts a fault queue on a
+ * kernel-managed page table (6.11 and 6.12 accept it only on nested ones),
+ * and keeps it for a device whose IOMMU driver enables I/O page faults.
+ *
+ * Not visible, so the calls below return -EOPNOTSUPP:
+ * - legacy type1: VFIO reports no IOMMU fault to user space;
+ * - iommufd otherwise: a DMA to an unmapped IOVA by a device without PRI is
+ *   an unrecoverable fault; the IOMMU driver writes it to the kernel log
+ *   (e.g. "DMAR: [DMA Read] ... fault reason") and the access fails at the
+ *   device. iommufd's vEVENTQ (6.15+) reports such faults only for nested
+ *   (VMM) translation, which the library does not use;
+ * - vfio-user: the protocol has no fault message.
+ */
+enum {
+    NPV_FAULT_READ = 1u << 0, /* the access asked for: read, write, execute, privileged */
+    NPV_FAULT_WRITE = 1u << 1,
+    NPV_FAULT_EXEC = 1u << 2,
+    NPV_FAULT_PRIV = 1u << 3,
+};
+
+#define NPV_FAULT_NO_PASID UINT32_MAX
+
+struct npv_dev_fault {
+    npv_iova_t iova;   /* the page the device asked for */
+    uint32_t access;   /* NPV_FAULT_* */
+    uint32_t pasid;    /* NPV_FAULT_NO_PASID when the request carried none */
+    bool other_device; /* raised by another device sharing the domain's page table */
+};
+
+/*
+ * An fd that polls readable (POLLIN) while faults wait; owned by the library,
+ * valid while the device stays attached to its domain. -EOPNOTSUPP.
+ */
+NPV_API int npv_dev_fault_fd(struct npv_dev *dev);
+/*
+ * Take up to max waiting faults without blocking. Returns how many (0: none),
+ * -EOPNOTSUPP (see above), -ENOSPC when the next group of faults (a PRI page
+ * request group) holds more than max. Each group taken is answered at once
+ * with Invalid Request (PCIe 6.0 §10.4.2.1): a domain's memory is mapped
+ * before the device uses it, so a page request is a DMA outside the mappings,
+ * and the device must fail that access rather than wait for a page.
+ */
+NPV_API int npv_dev_read_faults(struct npv_dev *dev, struct npv_dev_fault *out, size_t max);
+
 #ifdef __cplusplus
 }
 #endif

@@ -245,6 +245,19 @@ START_TEST(domain_put_before_device_close_lives_until_the_close)
 }
 END_TEST
 
+/* dev.h: a transport that cannot report IOMMU faults says so, never "no faults". */
+START_TEST(faults_are_eopnotsupp_where_the_transport_cannot_report_them)
+{
+    struct npv_dev *dev = open_fake(a);
+    struct npv_dev_fault f[4];
+    ck_assert_int_eq(npv_dev_fault_fd(dev), -EOPNOTSUPP);
+    ck_assert_int_eq(npv_dev_read_faults(dev, f, 4), -EOPNOTSUPP);
+    ck_assert_int_eq(npv_dev_read_faults(dev, NULL, 4), -EINVAL);
+    ck_assert_int_eq(npv_dev_fault_fd(NULL), -EINVAL);
+    npv_dev_close(dev);
+}
+END_TEST
+
 static int hook_calls;
 static int count_hook(struct npv_dev *dev, void *arg)
 {
@@ -302,6 +315,7 @@ static Suite *suite(void)
     tcase_add_test(tc, moving_the_private_iommu_replays_only_the_new_domain);
     tcase_add_test(tc, failed_replay_restores_the_old_domains_mappings);
     tcase_add_test(tc, domain_put_before_device_close_lives_until_the_close);
+    tcase_add_test(tc, faults_are_eopnotsupp_where_the_transport_cannot_report_them);
     tcase_add_test(tc, reset_prefers_the_transport_then_the_hook);
     tcase_add_test(tc, device_info_reads_identity_from_config_space);
     suite_add_tcase(s, tc);
