@@ -15,9 +15,9 @@
  * Take up to max faults (at most 32 a call) from fault queue fd; devid is the
  * iommufd device id of the asking device, for other_device. Answers each
  * group with Invalid Request. Returns the count, -ENOSPC when the next group
- * does not fit in max, -EPROTO for a record of the wrong size, -errno.
+ * does not fit in max, -EPROTO for a record of the wrong size, -EIO or -errno
+ * when the answer could not be written. Logs nothing (callers hold a lock).
  */
-int npv_iommufd_fault_take(struct npv_ctx *ctx, int fd, uint32_t devid, struct npv_dev_fault *out,
-                           size_t max);
+int npv_iommufd_fault_take(int fd, uint32_t devid, struct npv_dev_fault *out, size_t max);
 
 #endif

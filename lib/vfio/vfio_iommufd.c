@@ -605,20 +605,29 @@ static int iommufd_read_faults(struct npv_dev *dev, struct npv_dev_fault *out, s
     int fd = fault_fd_locked(fd_dev);
 #if NPV_HAVE_IOMMUFD_FAULT
     if (fd >= 0)
-        ret = npv_iommufd_fault_take(dev->ctx, fd, fd_dev->devid, out, max);
+        ret = npv_iommufd_fault_take(fd, fd_dev->devid, out, max);
 #else
     (void)fd;
     (void)out;
     (void)max;
 #endif
     pthread_mutex_unlock(&dev->ctx->iommufd_lock);
+    /* Logged unlocked (ctx.h): groups left unanswered wait until the queue is destroyed. */
+    if (ret < 0 && ret != -EOPNOTSUPP && ret != -ENOSPC)
+        npv_err(dev->ctx, "%s: reading or answering I/O page faults: %s", dev->name,
+                npv_strerror(ret));
     return ret;
 }
 
+// clang-format off
 static const struct npv_dev_ops iommufd_ops = {
-    NPV_VFIO_DEVICE_OPS,          .attach = iommufd_attach,           .close = iommufd_close,
-    .fault_fd = iommufd_fault_fd, .read_faults = iommufd_read_faults,
+    NPV_VFIO_DEVICE_OPS,
+    .attach = iommufd_attach,
+    .close = iommufd_close,
+    .fault_fd = iommufd_fault_fd,
+    .read_faults = iommufd_read_faults,
 };
+// clang-format on
 
 /* Words for a failed VFIO_DEVICE_BIND_IOMMUFD, and the errno the caller should see. */
 static int bind_error(struct npv_ctx *ctx, const char *name, int err)

@@ -9,7 +9,6 @@
 #include <unistd.h>
 #include <linux/iommufd.h>
 
-#include "ctx_internal.h"
 #include "iommufd_fault.h"
 
 #define TAKE_BATCH 32
@@ -29,8 +28,7 @@ static int group_too_big(int fd)
     return poll(&p, 1, 0) == 1 && (p.revents & POLLIN) ? -ENOSPC : 0;
 }
 
-int npv_iommufd_fault_take(struct npv_ctx *ctx, int fd, uint32_t devid, struct npv_dev_fault *out,
-                           size_t max)
+int npv_iommufd_fault_take(int fd, uint32_t devid, struct npv_dev_fault *out, size_t max)
 {
     struct iommu_hwpt_pgfault rec[TAKE_BATCH];
     struct iommu_hwpt_page_response resp[TAKE_BATCH];
@@ -60,12 +58,9 @@ int npv_iommufd_fault_take(struct npv_ctx *ctx, int fd, uint32_t devid, struct n
                                                               .code = IOMMUFD_PAGE_RESP_INVALID};
     }
     ssize_t put = write(fd, resp, nresp * sizeof(resp[0]));
-    if (put != (ssize_t)(nresp * sizeof(resp[0]))) {
-        /* Unanswered groups wait until the queue is destroyed, which answers them. */
-        int err = put < 0 ? -errno : -EIO;
-        npv_err(ctx, "answering %zu I/O page fault groups: %s", nresp, npv_strerror(err));
-        return err;
-    }
+    /* Unanswered groups wait until the queue is destroyed, which answers them. */
+    if (put != (ssize_t)(nresp * sizeof(resp[0])))
+        return put < 0 ? -errno : -EIO;
     return (int)n;
 }
 

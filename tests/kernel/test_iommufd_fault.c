@@ -20,24 +20,13 @@
 
 #include <linux/iommufd.h>
 
-#include "ctx_internal.h"
 #include "iommufd_fault.h"
 
-static struct npv_ctx *ctx;
 static int lib_end, kernel_end;
-
-static void quiet(void *user, enum npv_log_level level, const char *msg)
-{
-    (void)user;
-    (void)level;
-    (void)msg;
-}
 
 static void setup(void)
 {
     int sv[2];
-    ck_assert_int_eq(npv_ctx_new(&ctx), 0);
-    npv_ctx_set_log_sink(ctx, quiet, NULL);
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv), 0);
     lib_end = sv[0];
     kernel_end = sv[1];
@@ -47,7 +36,6 @@ static void teardown(void)
 {
     close(lib_end);
     close(kernel_end);
-    npv_ctx_free(ctx);
 }
 
 START_TEST(fault_records_become_faults_and_each_group_is_answered_invalid)
@@ -73,7 +61,7 @@ START_TEST(fault_records_become_faults_and_each_group_is_answered_invalid)
     };
     ck_assert_int_eq(write(kernel_end, rec, sizeof(rec)), (ssize_t)sizeof(rec));
     struct npv_dev_fault f[8];
-    ck_assert_int_eq(npv_iommufd_fault_take(ctx, lib_end, 5, f, 8), 3);
+    ck_assert_int_eq(npv_iommufd_fault_take(lib_end, 5, f, 8), 3);
     ck_assert_uint_eq(f[0].iova, 0x10000);
     ck_assert_uint_eq(f[0].access, NPV_FAULT_READ);
     ck_assert_uint_eq(f[0].pasid, 9);
@@ -97,7 +85,7 @@ END_TEST
 START_TEST(empty_fault_queue_reads_as_none)
 {
     struct npv_dev_fault f[2];
-    ck_assert_int_eq(npv_iommufd_fault_take(ctx, lib_end, 5, f, 2), 0);
+    ck_assert_int_eq(npv_iommufd_fault_take(lib_end, 5, f, 2), 0);
     char none;
     ck_assert_int_eq(read(kernel_end, &none, 1), -1);
     ck_assert_int_eq(errno, EAGAIN);
@@ -110,7 +98,7 @@ START_TEST(fault_record_of_the_wrong_size_is_eproto)
     memset(junk, 0, sizeof(junk));
     ck_assert_int_eq(write(kernel_end, junk, sizeof(junk)), (ssize_t)sizeof(junk));
     struct npv_dev_fault f[2];
-    ck_assert_int_eq(npv_iommufd_fault_take(ctx, lib_end, 5, f, 2), -EPROTO);
+    ck_assert_int_eq(npv_iommufd_fault_take(lib_end, 5, f, 2), -EPROTO);
 }
 END_TEST
 
