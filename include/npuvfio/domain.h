@@ -27,8 +27,13 @@
  * nothing else holds it). Legacy containers and vfio-user connections follow
  * their device instead and are gone when it closes.
  *
- * Reference counted. Thread-safety: all calls are safe from many threads; the
- * domain serialises them with its own lock.
+ * Reference counted: npv_domain_new returns one reference; every device
+ * attached to the domain and every DMA mapping in it hold one more, so the
+ * domain may be put before the devices attached to it are closed (see
+ * dev.h for the whole teardown order). The context must outlive it.
+ *
+ * Thread-safety: all calls are safe from many threads; the domain
+ * serialises them with its own lock.
  */
 #ifndef NPUVFIO_DOMAIN_H
 #define NPUVFIO_DOMAIN_H
@@ -47,7 +52,12 @@ struct npv_domain;
 #define NPV_DOMAIN_IOVA_ZERO_GUARD 4096ull
 
 struct npv_domain_opts {
-    /* The device-side DMA window, inclusive. aperture_last == 0 means all 64 bits. */
+    /*
+     * The device-side DMA window, inclusive. aperture_last == 0 means all 64
+     * bits. aperture_start may be 0 (a device that can address from 0): the
+     * domain still never allocates below NPV_DOMAIN_IOVA_ZERO_GUARD, so the
+     * usable space starts there; npv_domain_iova_ranges shows it.
+     */
     npv_iova_t aperture_start;
     npv_iova_t aperture_last;
 };

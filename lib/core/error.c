@@ -17,6 +17,9 @@ const char *npv_strerror(int err)
         return "protocol violation by the vfio-user peer";
     case NPV_ENOTSHARED:
         return "memory has no file behind it to share with a device server in another process";
+    case NPV_ENOBACKEND:
+        return "the kernel or this build lacks the IOMMU backend (legacy VFIO or iommufd) asked "
+               "for";
     default:
         break;
     }

@@ -390,3 +390,17 @@ bool npv_dev_no_snoop_cleared(const struct npv_dev *dev)
 {
     return dev->no_snoop_cleared;
 }
+
+int npv_dev_fault_fd(struct npv_dev *dev)
+{
+    if (dev == NULL)
+        return -EINVAL;
+    return dev->ops->fault_fd != NULL ? dev->ops->fault_fd(dev) : -EOPNOTSUPP;
+}
+
+int npv_dev_read_faults(struct npv_dev *dev, struct npv_dev_fault *out, size_t max)
+{
+    if (dev == NULL || (out == NULL && max != 0))
+        return -EINVAL;
+    return dev->ops->read_faults != NULL ? dev->ops->read_faults(dev, out, max) : -EOPNOTSUPP;
+}

@@ -47,6 +47,9 @@ struct npv_dev_ops {
     int (*attach)(struct npv_dev *dev, struct npv_domain *dom);
     /* Detach from dev->domain and release the backend's state. */
     void (*close)(struct npv_dev *dev);
+    /* Optional (NULL: faults not visible, -EOPNOTSUPP): npv_dev_fault_fd / _read_faults. */
+    int (*fault_fd)(struct npv_dev *dev);
+    int (*read_faults)(struct npv_dev *dev, struct npv_dev_fault *out, size_t max);
 };
 
 struct npv_dev {

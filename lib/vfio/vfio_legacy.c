@@ -196,8 +196,17 @@ static int open_container(struct legacy *lg)
     lg->container = open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC);
     if (lg->container < 0) {
         int err = -errno;
-        npv_err(ctx, "/dev/vfio/vfio: %s (is the vfio module loaded?)", npv_strerror(err));
-        return err == -ENOENT ? -ENODEV : err;
+        /* The function sits on a vfio driver, so vfio is loaded: the kernel lacks the container. */
+        if (err == -ENOENT) {
+            npv_err(ctx,
+                    "%s: no /dev/vfio/vfio: the kernel has no legacy VFIO container "
+                    "(CONFIG_VFIO_CONTAINER) or this /dev does not show it; try the iommufd "
+                    "backend",
+                    lg->name);
+            return -NPV_ENOBACKEND;
+        }
+        npv_err(ctx, "/dev/vfio/vfio: %s", npv_strerror(err));
+        return err;
     }
     int v = ioctl(lg->container, VFIO_GET_API_VERSION);
     if (v != VFIO_API_VERSION) {

@@ -133,6 +133,43 @@ START_TEST(domain_never_allocates_iova_zero)
 }
 END_TEST
 
+/* domain.h: an aperture may start at 0; the usable space then starts after the guard page. */
+START_TEST(domain_aperture_may_start_at_zero)
+{
+    struct npv_domain *d;
+    struct npv_iova_range r[2];
+    struct npv_domain_opts o = {.aperture_start = 0, .aperture_last = 0xffff};
+    ck_assert_int_eq(npv_domain_new(ctx, &o, &d), 0);
+    ck_assert_int_eq(npv_domain_iova_ranges(d, r, 2), 1);
+    ck_assert_uint_eq(r[0].start, NPV_DOMAIN_IOVA_ZERO_GUARD);
+    ck_assert_uint_eq(r[0].last, 0xffff);
+    struct npv_mapping at0 = mapping(0x20000000, PG);
+    at0.iova = 0;
+    ck_assert_int_eq(npv_domain_map_at(d, &at0), -ERANGE);
+    struct npv_mapping first = mapping(0x20000000, PG);
+    first.iova = NPV_DOMAIN_IOVA_ZERO_GUARD;
+    ck_assert_int_eq(npv_domain_map_at(d, &first), 0);
+    ck_assert_int_eq(npv_domain_unmap(d, first.iova), 0);
+    npv_domain_put(d);
+
+    /* Starting inside the guard page: the usable space still starts after it. */
+    o = (struct npv_domain_opts){.aperture_start = 0x800, .aperture_last = 0x1fff};
+    ck_assert_int_eq(npv_domain_new(ctx, &o, &d), 0);
+    ck_assert_int_eq(npv_domain_iova_ranges(d, r, 2), 1);
+    ck_assert_uint_eq(r[0].start, NPV_DOMAIN_IOVA_ZERO_GUARD);
+    ck_assert_uint_eq(r[0].last, 0x1fff);
+    npv_domain_put(d);
+
+    /* From 0 with aperture_last 0: the whole 64-bit space but the guard. */
+    o = (struct npv_domain_opts){.aperture_start = 0, .aperture_last = 0};
+    ck_assert_int_eq(npv_domain_new(ctx, &o, &d), 0);
+    ck_assert_int_eq(npv_domain_iova_ranges(d, r, 2), 1);
+    ck_assert_uint_eq(r[0].start, NPV_DOMAIN_IOVA_ZERO_GUARD);
+    ck_assert_uint_eq(r[0].last, UINT64_MAX);
+    npv_domain_put(d);
+}
+END_TEST
+
 START_TEST(domain_map_pushes_to_every_sink)
 {
     struct fake_sink f1, f2;
@@ -909,6 +946,7 @@ static Suite *domain_suite(void)
     tcase_add_test(tc, domain_get_keeps_it_alive_until_the_last_put);
     tcase_add_test(tc, domain_new_rejects_inverted_aperture);
     tcase_add_test(tc, domain_allocates_inside_a_32_bit_aperture_until_full);
+    tcase_add_test(tc, domain_aperture_may_start_at_zero);
     tcase_add_test(tc, domain_never_allocates_iova_zero);
     tcase_add_test(tc, domain_map_pushes_to_every_sink);
     tcase_add_test(tc, domain_add_sink_replays_the_journal);
