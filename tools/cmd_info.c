@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "info_vfio.h"
+#include "platform_cli.h"
 #include "json_out.h"
 
 #define MAX_BLOCKERS 64
@@ -18,18 +19,21 @@ enum open_mode { OPEN_AUTO, OPEN_REQUIRED, OPEN_NEVER };
 
 static void help(void)
 {
-    printf("Usage: npuvfio info [--json] [--open | --no-open] ADDR\n"
+    printf("Usage: npuvfio info [--json] [--open | --no-open] DEVICE\n"
            "\n"
-           "Show the PCI function ADDR (DDDD:BB:DD.F): ids, driver, NUMA node, its IOMMU\n"
-           "group's members and whether the group is viable for VFIO (every other member\n"
-           "unbound or on vfio, pci-stub or pcieport), naming the members that block it.\n"
-           "When ADDR is bound to vfio-pci, it is opened in a fresh IOVA domain and its\n"
-           "backend, regions (size, flags, mmap areas), IRQs, the domain's IOVA ranges\n"
-           "and DMA coherency are shown too.\n"
+           "Show DEVICE, a PCI function (DDDD:BB:DD.F) or a platform device by its sysfs\n"
+           "name (fdab0000.npu): ids or device-tree compatible strings, driver, NUMA node,\n"
+           "its IOMMU group's members and whether the group is viable for VFIO (every\n"
+           "other member unbound or on vfio, pci-stub or pcieport), naming the members\n"
+           "that block it. When DEVICE is bound to vfio-pci or vfio-platform, it is opened\n"
+           "in a fresh IOVA domain and its backend, regions (size, flags, mmap areas; a\n"
+           "platform device's are its MMIO resources reg0.. in device-tree order), IRQs\n"
+           "(a platform device's interrupt lines irq0..), the domain's IOVA ranges and\n"
+           "DMA coherency are shown too.\n"
            "\n"
            "  --json      one JSON document\n"
-           "  --open      the VFIO part is required: fail (exit 1) when ADDR is not bound\n"
-           "              to vfio-pci or cannot be opened\n"
+           "  --open      the VFIO part is required: fail (exit 1) when DEVICE is not bound\n"
+           "              to its VFIO driver or cannot be opened\n"
            "  --no-open   skip the VFIO part\n"
            "\n"
            "Without --open, a failed open is reported in the output (with its reason) and\n"
@@ -179,14 +183,18 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
         }
     }
     if (optind >= argc)
-        return cli_usage(cli, "missing the PCI address (DDDD:BB:DD.F)");
+        return cli_usage(cli, "missing the device (a PCI address DDDD:BB:DD.F or a platform "
+                              "device name)");
     if (optind + 1 < argc)
         return cli_usage(cli, "unexpected argument '%s'", argv[optind + 1]);
 
-    char canon[NPV_PCI_ADDR_LEN];
-    int ret = cli_pci_function(cli, argv[optind], canon);
+    char canon[NPV_PLATFORM_NAME_LEN];
+    enum cli_dev_kind kind;
+    int ret = cli_resolve_device(cli, argv[optind], canon, &kind);
     if (ret != CLI_OK)
         return ret;
+    if (kind == CLI_DEV_PLATFORM)
+        return platform_info(cli, canon, mode == OPEN_AUTO ? 0 : mode == OPEN_REQUIRED ? 1 : 2);
     struct npv_pci_func f;
     ret = npv_pci_func_read(cli->ctx, canon, &f);
     if (ret < 0)
@@ -227,7 +235,7 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
     } else if (want_open) {
         if (cli->json)
             json_key(&j, "vfio");
-        ret = info_vfio(cli, canon, cli->json ? &j : NULL, why, sizeof(why));
+        ret = info_vfio(cli, canon, false, cli->json ? &j : NULL, why, sizeof(why));
         if (ret < 0 && mode == OPEN_REQUIRED)
             status = CLI_FAILED;
     }
