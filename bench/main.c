@@ -50,7 +50,7 @@ static void print_lat(const char *name, const struct lat *l)
 }
 
 /* Descriptor bytes per job: what each side moves through the caches. */
-#define OURS_DESC_BYTES 32.0 /* sizeof(struct testdev_desc), device ABI */
+#define OURS_DESC_BYTES 32.0 /* sizeof(struct npv_testdev_desc), device ABI */
 #define RTE_ELEM_BYTES  16.0
 
 static double best_poll_rate_from(const struct ours_mem *m, unsigned min_qd);

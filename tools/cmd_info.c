@@ -78,7 +78,7 @@ static void print_json_head(struct json_out *j, const struct npv_pci_func *f,
     json_kv_string(j, "class", cls);
     json_kv_string(j, "subsystem_vendor", sv);
     json_kv_string(j, "subsystem_device", sd);
-    json_kv_string(j, "npu", npv_pci_known_npu(f->vendor, f->device));
+    json_kv_string(j, "npu", cli_known_npu(f->vendor, f->device));
     json_kv_bool(j, "vfio_bound", f->vfio_bound);
     json_key(j, "numa_node");
     if (f->numa_node < 0)
@@ -120,7 +120,7 @@ static void print_json_head(struct json_out *j, const struct npv_pci_func *f,
 
 static void print_text_head(const struct npv_pci_func *f, const struct group_view *g)
 {
-    const char *npu = npv_pci_known_npu(f->vendor, f->device);
+    const char *npu = cli_known_npu(f->vendor, f->device);
     printf("%s  %04x:%04x  class %06x%s%s\n", f->addr, f->vendor, f->device, f->class_code,
            npu ? "  npu: " : "", npu ? npu : "");
     printf("  driver:         %s\n", f->driver[0] ? f->driver : "none");

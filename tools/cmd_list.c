@@ -19,8 +19,7 @@ static void help(void)
            "\n"
            "List the PCI functions under SYSFS/bus/pci/devices: address, vendor:device, class,\n"
            "bound driver, IOMMU group, NUMA node, whether vfio-pci has it, and the NPU family\n"
-           "of the ones npuvfio drives (edgetpu 1ac1:089a, aicore 19e5:d100/d801, testdev\n"
-           "1234:4e50).\n"
+           "of the ones npuvfio knows (the PCI ids listed below).\n"
            "\n"
            "Then the platform devices under SYSFS/bus/platform/devices that VFIO could take\n"
            "(those in an IOMMU group), are on vfio-platform, or are a known NPU: sysfs name,\n"
@@ -30,7 +29,10 @@ static void help(void)
            "rockchip,rk3588-rknn-core (mainline's node per NPU core).\n"
            "\n"
            "  --json   one JSON document: {\"functions\": [...], \"platform_devices\": [...]}\n"
-           "  --npu    only the known NPUs\n");
+           "  --npu    only the known NPUs\n"
+           "\n"
+           "Known NPUs on PCI:\n");
+    cli_print_known_npus();
 }
 
 static void print_json(const struct npv_pci_func *f, size_t n, const struct platform_listing *pl,
@@ -42,7 +44,7 @@ static void print_json(const struct npv_pci_func *f, size_t n, const struct plat
     json_key(&j, "functions");
     json_begin_array(&j);
     for (size_t i = 0; i < n; i++) {
-        const char *npu = npv_pci_known_npu(f[i].vendor, f[i].device);
+        const char *npu = cli_known_npu(f[i].vendor, f[i].device);
         if (npu_only && npu == NULL)
             continue;
         char v[8], d[8], cls[8];
@@ -80,7 +82,7 @@ static void print_table(const struct npv_pci_func *f, size_t n, bool npu_only)
     printf("%-13s %-9s %-6s %-16s %-5s %-4s %-4s %s\n", "ADDRESS", "ID", "CLASS", "DRIVER", "GROUP",
            "NUMA", "VFIO", "NPU");
     for (size_t i = 0; i < n; i++) {
-        const char *npu = npv_pci_known_npu(f[i].vendor, f[i].device);
+        const char *npu = cli_known_npu(f[i].vendor, f[i].device);
         if (npu_only && npu == NULL)
             continue;
         char group[16] = "-", node[16] = "-";

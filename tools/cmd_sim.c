@@ -35,9 +35,11 @@ static void help(void)
            "  --once          exit when the first client disconnects\n"
            "\n"
            "Models:\n");
-    for (size_t i = 0; npv_device_model_at(i) != NULL; i++) {
-        const struct npv_device_model *m = npv_device_model_at(i);
-        printf("  %-10s %04x:%04x  %s\n", m->name, m->vendor_id, m->device_id, m->summary);
+    for (size_t i = 0; npv_device_at(i) != NULL; i++) {
+        const struct npv_device_entry *m = npv_device_at(i);
+        if (m->model_create != NULL)
+            printf("  %-10s %04x:%04x  %s\n", m->name, m->pci_ids[0].vendor, m->pci_ids[0].device,
+                   m->summary);
     }
 }
 
@@ -78,18 +80,18 @@ int cmd_sim(struct npv_cli *cli, int argc, char **argv)
         return cli_usage(cli, "--device is required");
     if (path == NULL)
         return cli_usage(cli, "--socket is required");
-    const struct npv_device_model *model = npv_device_model_find(device);
-    if (model == NULL)
+    const struct npv_device_entry *model = npv_device_find(device);
+    if (model == NULL || model->model_create == NULL)
         return cli_usage(cli, "no device model named '%s'", device);
 
     void *m;
     struct npv_vus *srv;
-    int r = model->create(cli->ctx, &m, &srv);
+    int r = model->model_create(cli->ctx, &m, &srv);
     if (r < 0)
         return cli_fail(cli, device, r);
     r = npv_vus_listen(srv, path);
     if (r < 0) {
-        model->destroy(m);
+        model->model_destroy(m);
         return cli_fail(cli, path, r);
     }
     struct sigaction sa = {.sa_handler = on_signal};
@@ -102,7 +104,7 @@ int cmd_sim(struct npv_cli *cli, int argc, char **argv)
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     sim_server = NULL;
-    model->destroy(m);
+    model->model_destroy(m);
     if (r < 0)
         return cli_fail(cli, path, r);
     return CLI_OK;

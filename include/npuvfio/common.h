@@ -47,6 +47,11 @@ enum npv_error {
     NPV_ENOTVIABLE,
     /* The peer spoke the protocol wrongly (vfio-user). */
     NPV_EPEERPROTO,
+    /*
+     * Memory without a file behind it (anonymous private) cannot reach a
+     * device server in another process (vfio-user shares memory by fd).
+     */
+    NPV_ENOTSHARED,
     NPV_ERROR_END,
 };
 

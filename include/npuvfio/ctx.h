@@ -50,6 +50,13 @@ NPV_API enum npv_log_level npv_ctx_log_level(const struct npv_ctx *ctx);
 NPV_API void npv_ctx_set_log_sink(struct npv_ctx *ctx, npv_log_fn fn, void *user);
 /* Parse "error|warn|info|debug". Returns the level or -EINVAL. */
 NPV_API int npv_log_level_parse(const char *name);
+/*
+ * Log through the context's sink when level is at or above the context's
+ * level: for device drivers built on the library, so their messages reach
+ * the same sink as the library's. Not for hot paths.
+ */
+NPV_API void npv_ctx_log(struct npv_ctx *ctx, enum npv_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 NPV_API void npv_ctx_set_iommu_backend(struct npv_ctx *ctx, enum npv_iommu_backend backend);
 NPV_API enum npv_iommu_backend npv_ctx_iommu_backend(const struct npv_ctx *ctx);

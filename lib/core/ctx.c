@@ -104,6 +104,18 @@ enum npv_log_level npv_ctx_log_level(const struct npv_ctx *ctx)
     return ctx->log_level;
 }
 
+void npv_ctx_log(struct npv_ctx *ctx, enum npv_log_level level, const char *fmt, ...)
+{
+    if (ctx != NULL && level > ctx->log_level)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    npv__log(ctx, level, "%s", msg);
+}
+
 void npv_ctx_set_log_sink(struct npv_ctx *ctx, npv_log_fn fn, void *user)
 {
     pthread_mutex_lock(&ctx->lock);

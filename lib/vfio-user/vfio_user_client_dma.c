@@ -129,6 +129,8 @@ void npv_vu_client_sink_init(struct vu_client *c)
     c->sink.nr_ranges = 0;
     /* The server reaches our memory through shared pages: as coherent as the CPU. */
     c->sink.coherent = -1;
+    /* Pages it maps from the fd of each DMA_MAP: the domain refuses memory without one. */
+    c->sink.shares_by_fd = true;
 }
 
 /* Called with c->lock held. The mapping holding [iova, iova+len) with prot, or NULL. */

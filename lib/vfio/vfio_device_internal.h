@@ -143,7 +143,9 @@ int npv_vfio_open_target(struct npv_ctx *ctx, const struct npv_vfio_target *t,
 
 /*
  * A kernel DMA map ioctl (call names it in messages; who is the device or IOAS)
- * for m, with error words: ENOMEM names RLIMIT_MEMLOCK and its value.
+ * for m, with error words: ENOMEM names RLIMIT_MEMLOCK and its value. Before
+ * it, the pin is checked against RLIMIT_MEMLOCK (-ENOMEM, naming the limit
+ * that would do): type1 when request is VFIO_IOMMU_MAP_DMA, else iommufd.
  */
 int npv_vfio_dma_map_ioctl(struct npv_ctx *ctx, const char *who, int fd, unsigned long request,
                            const char *call, void *arg, const struct npv_mapping *m);

@@ -584,6 +584,65 @@ START_TEST(status_json_is_one_document)
 }
 END_TEST
 
+/* ---- run ---- */
+
+START_TEST(run_testdev_checks_every_result_and_prints_percentiles)
+{
+    run_cli(&r, NULL, ARGS("run", "--device", "testdev", "--iterations", "50"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "50 (800 jobs); every result matches the CPU reference") != NULL,
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.out, "latency:    p50 ") != NULL && strstr(r.out, ", p99 ") != NULL,
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.out, "rate:") != NULL, "%s", r.out);
+}
+END_TEST
+
+START_TEST(run_json_is_one_document)
+{
+    run_cli(&r, NULL, ARGS("--json", "run", "--device", "testdev", "--iterations", "10"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(json_valid_document(r.out), "not one JSON document: %s", r.out);
+    ck_assert_msg(strstr(r.out, "\"mismatches\":0,\"ok\":true") != NULL, "%s", r.out);
+}
+END_TEST
+
+START_TEST(run_refuses_devices_without_a_sample_and_bad_arguments)
+{
+    run_cli(&r, NULL, ARGS("run", "--device", "edgetpu"));
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    run_cli(&r, NULL, ARGS("run", "--device", "nosuch"));
+    ck_assert_int_eq(r.status, 2);
+    run_cli(&r, NULL, ARGS("run"));
+    ck_assert_int_eq(r.status, 2);
+    run_cli(&r, NULL, ARGS("run", "--device", "testdev", "--iterations", "0"));
+    ck_assert_int_eq(r.status, 2);
+    run_cli(&r, NULL,
+            ARGS("run", "--device", "testdev", "--socket", "/x", "--pci", "0000:01:00.0"));
+    ck_assert_int_eq(r.status, 2);
+}
+END_TEST
+
+START_TEST(run_against_a_missing_socket_fails_with_one_line)
+{
+    run_cli(&r, NULL, ARGS("run", "--device", "testdev", "--socket", "/nonexistent/dev.sock"));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_msg(strstr(r.err, "npuvfio run: ") == r.err, "%s", r.err);
+}
+END_TEST
+
+START_TEST(list_help_names_the_known_npus_from_the_device_table)
+{
+    run_cli(&r, NULL, ARGS("list", "--help"));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "testdev   1234:4e50") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "edgetpu   1ac1:089a") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "aicore    19e5:d100,19e5:d801") != NULL, "%s", r.out);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -636,6 +695,15 @@ static Suite *cli_suite(void)
     tcase_add_test(h, hugepages_without_count_reports_pool);
     tcase_add_test(h, hugepages_missing_pool_and_bad_args);
     suite_add_tcase(s, h);
+
+    TCase *run = tcase_create("run");
+    tcase_add_checked_fixture(run, setup, teardown);
+    tcase_add_test(run, run_testdev_checks_every_result_and_prints_percentiles);
+    tcase_add_test(run, run_json_is_one_document);
+    tcase_add_test(run, run_refuses_devices_without_a_sample_and_bad_arguments);
+    tcase_add_test(run, run_against_a_missing_socket_fails_with_one_line);
+    tcase_add_test(run, list_help_names_the_known_npus_from_the_device_table);
+    suite_add_tcase(s, run);
     return s;
 }
 

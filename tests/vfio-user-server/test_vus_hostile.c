@@ -482,12 +482,12 @@ START_TEST(testdev_fills_through_mapped_memory_and_raises_msix)
     npv_vu_msg_release(&rep);
 
     /* Ring of 4 at 0x40000000, status block at +0x1000, data at +0x2000. */
-    struct testdev_desc *ring = (struct testdev_desc *)p;
-    ring[0] = (struct testdev_desc){.opcode = TESTDEV_OP_FILL,
-                                    .flags = TESTDEV_DESC_IRQ,
-                                    .dst = 0x40002000,
-                                    .len = 256,
-                                    .pattern = 0x5a};
+    struct npv_testdev_desc *ring = (struct npv_testdev_desc *)p;
+    ring[0] = (struct npv_testdev_desc){.opcode = NPV_TESTDEV_OP_FILL,
+                                        .flags = NPV_TESTDEV_DESC_IRQ,
+                                        .dst = 0x40002000,
+                                        .len = 256,
+                                        .pattern = 0x5a};
     reg_write(fd, TESTDEV_REG_RING_BASE, 0x40000000, 8);
     reg_write(fd, TESTDEV_REG_RING_ENTRIES, 4, 4);
     reg_write(fd, TESTDEV_REG_STATUS_BASE, 0x40001000, 8);
@@ -498,14 +498,14 @@ START_TEST(testdev_fills_through_mapped_memory_and_raises_msix)
     ck_assert_int_eq(poll(&pf, 1, 20000), 1);
     const struct testdev_status *st = (const struct testdev_status *)(p + 0x1000);
     ck_assert_uint_eq(__atomic_load_n(&st->completed_head, __ATOMIC_ACQUIRE), 1);
-    ck_assert_uint_eq(st->error, TESTDEV_ERR_NONE);
+    ck_assert_uint_eq(st->error, NPV_TESTDEV_ERR_NONE);
     for (int i = 0; i < 256; i++)
         ck_assert_uint_eq(p[0x2000 + i], 0x5a);
     ck_assert_uint_eq(p[0x2000 + 256], 0);
 
     /* A descriptor pointing outside the map is a device fault, not a crash. */
-    ring[1] = (struct testdev_desc){
-        .opcode = TESTDEV_OP_COPY, .src = 0x40002000, .dst = 0x7000000000ull, .len = 64};
+    ring[1] = (struct npv_testdev_desc){
+        .opcode = NPV_TESTDEV_OP_COPY, .src = 0x40002000, .dst = 0x7000000000ull, .len = 64};
     __atomic_store_n(db, 2, __ATOMIC_RELEASE);
     int64_t deadline = npv_vu_now_ns() + TIMEOUT_NS;
     while (!(reg_read32(fd, TESTDEV_REG_STATUS) & TESTDEV_STATUS_FAULT)) {
@@ -513,7 +513,7 @@ START_TEST(testdev_fills_through_mapped_memory_and_raises_msix)
         usleep(1000);
     }
     ck_assert_uint_eq(__atomic_load_n(&st->completed_head, __ATOMIC_ACQUIRE), 2);
-    ck_assert_uint_eq(st->error, TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(st->error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_eq(st->fault_iova, 0x7000000000ull);
 
     munmap((void *)db, area.size);
