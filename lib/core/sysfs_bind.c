@@ -16,7 +16,8 @@
 #include "deadline.h"
 #include "sysfs_bind.h"
 
-#define DRIVER_LEN 64
+#define DRIVER_LEN   64
+#define MAX_BLOCKERS 8
 
 /*
  * The kernel binds synchronously inside the sysfs write, so on real hardware
@@ -169,6 +170,45 @@ static void state_remove(const char *dir, const char *canon)
         unlink(path);
 }
 
+/*
+ * VFIO takes a device only while no other member of its IOMMU group is on a
+ * host driver: refuse up front, naming them, rather than let the bind
+ * succeed and every open fail.
+ */
+static int check_viable(struct npv_ctx *ctx, const struct npv_bind_bus *bus, const char *canon)
+{
+    int group = npv_sysfs_dev_group(ctx, bus->bus, canon);
+    if (group < 0) {
+        npv_err(ctx, "%s: no IOMMU group, so %s cannot take it (%s)", canon, bus->vfio_driver,
+                bus->no_group_hint);
+        return -ENOENT;
+    }
+    struct npv_group_blocker blockers[MAX_BLOCKERS];
+    size_t n = 0;
+    int ret = npv_iommu_group_blockers(ctx, group, canon, blockers, MAX_BLOCKERS, &n);
+    if (ret < 0) {
+        npv_err(ctx, "%s: cannot check the IOMMU group: %s", canon, npv_strerror(ret));
+        return ret;
+    }
+    if (n == 0)
+        return 0;
+    char list[MAX_BLOCKERS * (sizeof(blockers[0].name) + sizeof(blockers[0].driver) + 6)] = "";
+    size_t off = 0;
+    for (size_t i = 0; i < n && i < MAX_BLOCKERS && off < sizeof(list); i++) {
+        int w = snprintf(list + off, sizeof(list) - off, "%s%s (%s)", i ? ", " : "",
+                         blockers[i].name, blockers[i].driver);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+    npv_err(ctx,
+            "%s: IOMMU group %d is not viable: %s%s still on a host driver; unbind %s or bind "
+            "%s to %s too",
+            canon, group, list, n > MAX_BLOCKERS ? ", ..." : "", n == 1 ? "it" : "them",
+            n == 1 ? "it" : "them", bus->vfio_driver);
+    return -NPV_ENOTVIABLE;
+}
+
 int npv_sysfs_bind_vfio(struct npv_ctx *ctx, const struct npv_bind_bus *bus, const char *canon,
                         const char *state_dir)
 {
@@ -191,7 +231,7 @@ int npv_sysfs_bind_vfio(struct npv_ctx *ctx, const struct npv_bind_bus *bus, con
         npv_err(ctx, "%s: the %s driver is not loaded (modprobe %s)", canon, vfio, vfio);
         return -ENOENT;
     }
-    ret = bus->check_viable(ctx, canon);
+    ret = check_viable(ctx, bus, canon);
     if (ret < 0)
         return ret;
 

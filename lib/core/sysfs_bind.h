@@ -13,8 +13,8 @@
 struct npv_bind_bus {
     const char *bus;         /* "pci": everything lives under SYSFS/bus/pci */
     const char *vfio_driver; /* "vfio-pci" */
-    /* 0 when the device's IOMMU group lets VFIO take it; else logs why and returns -errno. */
-    int (*check_viable)(struct npv_ctx *ctx, const char *name);
+    /* Said when the device has no IOMMU group: where an IOMMU is switched on for this bus. */
+    const char *no_group_hint;
     /* Called when the VFIO driver did not take the device, to log what may be why; may be NULL. */
     void (*explain_refusal)(struct npv_ctx *ctx, const char *name);
 };

@@ -1,48 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Moving a platform device to vfio-platform and back (the mechanism is sysfs_bind.c's). */
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "platform_internal.h"
 #include "sysfs_bind.h"
-
-#define MAX_BLOCKERS 8
-
-static int check_viable(struct npv_ctx *ctx, const char *name)
-{
-    struct npv_group_member blockers[MAX_BLOCKERS];
-    size_t n = 0;
-    int ret = npv_platform_group_viable(ctx, name, blockers, MAX_BLOCKERS, &n);
-    if (ret == -ENOENT) {
-        npv_err(ctx,
-                "%s: no IOMMU group, so vfio-platform cannot take it (is its IOMMU enabled in "
-                "the device tree, and its driver loaded?)",
-                name);
-        return ret;
-    }
-    if (ret < 0) {
-        npv_err(ctx, "%s: cannot check the IOMMU group: %s", name, npv_strerror(ret));
-        return ret;
-    }
-    if (ret == 1)
-        return 0;
-    char list[512] = "";
-    size_t off = 0;
-    for (size_t i = 0; i < n && i < MAX_BLOCKERS && off < sizeof(list); i++) {
-        int w = snprintf(list + off, sizeof(list) - off, "%s%s (%s)", i ? ", " : "",
-                         blockers[i].name, blockers[i].driver);
-        if (w < 0)
-            break;
-        off += (size_t)w;
-    }
-    npv_err(ctx,
-            "%s: IOMMU group %d is not viable: %s%s still on a host driver; unbind %s or bind "
-            "%s to vfio-platform too",
-            name, npv_sysfs_dev_group(ctx, "platform", name), list, n > MAX_BLOCKERS ? ", ..." : "",
-            n == 1 ? "it" : "them", n == 1 ? "it" : "them");
-    return -NPV_ENOTVIABLE;
-}
 
 /*
  * vfio-platform's probe fails unless the kernel has a reset module for the
@@ -73,7 +35,7 @@ static void explain_refusal(struct npv_ctx *ctx, const char *name)
 static const struct npv_bind_bus platform_bus = {
     .bus = "platform",
     .vfio_driver = "vfio-platform",
-    .check_viable = check_viable,
+    .no_group_hint = "is its IOMMU enabled in the device tree, and the IOMMU's driver loaded?",
     .explain_refusal = explain_refusal,
 };
 
