@@ -15,8 +15,6 @@
 
 #define MAX_BLOCKERS 64
 
-enum open_mode { OPEN_AUTO, OPEN_REQUIRED, OPEN_NEVER };
-
 static void help(void)
 {
     printf("Usage: npuvfio info [--json] [--open | --no-open] DEVICE\n"
@@ -162,7 +160,7 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
         {"no-open", no_argument, NULL, 'O'},
         {NULL, 0, NULL, 0},
     };
-    enum open_mode mode = OPEN_AUTO;
+    enum info_open_mode mode = INFO_OPEN_AUTO;
     int c;
     while ((c = cli_getopt(cli, argc, argv, ":h", opts)) != -1) {
         switch (c) {
@@ -173,10 +171,10 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
             cli->json = true;
             break;
         case 'o':
-            mode = OPEN_REQUIRED;
+            mode = INFO_OPEN_REQUIRED;
             break;
         case 'O':
-            mode = OPEN_NEVER;
+            mode = INFO_OPEN_NEVER;
             break;
         default:
             return CLI_USAGE;
@@ -194,7 +192,7 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
     if (ret != CLI_OK)
         return ret;
     if (kind == CLI_DEV_PLATFORM)
-        return platform_info(cli, canon, mode == OPEN_AUTO ? 0 : mode == OPEN_REQUIRED ? 1 : 2);
+        return platform_info(cli, canon, mode);
     struct npv_pci_func f;
     ret = npv_pci_func_read(cli->ctx, canon, &f);
     if (ret < 0)
@@ -218,34 +216,7 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
         print_text_head(&f, &g);
     }
 
-    int status = CLI_OK;
-    char why[640] = "not bound to vfio-pci; run npuvfio bind";
-    bool want_open = mode == OPEN_REQUIRED || (mode == OPEN_AUTO && f.vfio_bound);
-    if (want_open && !f.vfio_bound) {
-        if (cli->json) {
-            json_key(&j, "vfio");
-            json_begin_object(&j);
-            json_kv_bool(&j, "opened", false);
-            json_kv_string(&j, "error", "not bound to vfio-pci");
-            json_end_object(&j);
-        } else {
-            printf("  vfio:           not bound to vfio-pci\n");
-        }
-        status = CLI_FAILED;
-    } else if (want_open) {
-        if (cli->json)
-            json_key(&j, "vfio");
-        ret = info_vfio(cli, canon, false, cli->json ? &j : NULL, why, sizeof(why));
-        if (ret < 0 && mode == OPEN_REQUIRED)
-            status = CLI_FAILED;
-    }
-    if (cli->json) {
-        json_end_object(&j);
-        json_finish(&j);
-    }
-    fflush(stdout);
-    if (status != CLI_OK)
-        cli_error(cli, "%s: VFIO: %s", canon, why);
+    int status = info_vfio_finish(cli, canon, false, f.vfio_bound, mode, cli->json ? &j : NULL);
     free(g.members);
     return status;
 }

@@ -233,3 +233,41 @@ int info_vfio(struct npv_cli *cli, const char *canon, bool platform, struct json
 }
 
 #endif
+
+int info_vfio_finish(struct npv_cli *cli, const char *name, bool platform, bool bound,
+                     enum info_open_mode mode, struct json_out *j)
+{
+    const char *driver = platform ? "vfio-platform" : "vfio-pci";
+    int status = CLI_OK;
+    char why[640];
+    snprintf(why, sizeof(why), "not bound to %s; run npuvfio bind", driver);
+    bool want_open = mode == INFO_OPEN_REQUIRED || (mode == INFO_OPEN_AUTO && bound);
+    if (want_open && !bound) {
+        char not_bound[64];
+        snprintf(not_bound, sizeof(not_bound), "not bound to %s", driver);
+        if (j != NULL) {
+            json_key(j, "vfio");
+            json_begin_object(j);
+            json_kv_bool(j, "opened", false);
+            json_kv_string(j, "error", not_bound);
+            json_end_object(j);
+        } else {
+            printf("  vfio:           %s\n", not_bound);
+        }
+        status = CLI_FAILED;
+    } else if (want_open) {
+        if (j != NULL)
+            json_key(j, "vfio");
+        int ret = info_vfio(cli, name, platform, j, why, sizeof(why));
+        if (ret < 0 && mode == INFO_OPEN_REQUIRED)
+            status = CLI_FAILED;
+    }
+    if (j != NULL) {
+        json_end_object(j);
+        json_finish(j);
+    }
+    fflush(stdout);
+    if (status != CLI_OK)
+        cli_error(cli, "%s: VFIO: %s", name, why);
+    return status;
+}

@@ -17,4 +17,19 @@
 int info_vfio(struct npv_cli *cli, const char *canon, bool platform, struct json_out *j, char *why,
               size_t len);
 
+enum info_open_mode {
+    INFO_OPEN_AUTO,     /* open when the device is on its VFIO driver */
+    INFO_OPEN_REQUIRED, /* --open: a device that cannot be opened fails the command */
+    INFO_OPEN_NEVER,    /* --no-open */
+};
+
+/*
+ * The rest of `info` after the device's own part: the VFIO part as mode asks
+ * (bound: the device is on its VFIO driver), then the end of the JSON
+ * document (j not NULL: its top-level object is still open), and the one
+ * error line. Returns the exit status.
+ */
+int info_vfio_finish(struct npv_cli *cli, const char *name, bool platform, bool bound,
+                     enum info_open_mode mode, struct json_out *j);
+
 #endif

@@ -195,7 +195,7 @@ static void print_json_head(struct json_out *j, const struct npv_platform_dev *d
     json_end_object(j);
 }
 
-int platform_info(struct npv_cli *cli, const char *name, int mode)
+int platform_info(struct npv_cli *cli, const char *name, enum info_open_mode mode)
 {
     struct npv_platform_dev d;
     int ret = npv_platform_dev_read(cli->ctx, name, &d);
@@ -215,33 +215,5 @@ int platform_info(struct npv_cli *cli, const char *name, int mode)
     } else {
         print_text_head(&d, &g);
     }
-    int status = CLI_OK;
-    char why[640] = "not bound to vfio-platform; run npuvfio bind";
-    bool want_open = mode == 1 || (mode == 0 && d.vfio_bound);
-    if (want_open && !d.vfio_bound) {
-        if (cli->json) {
-            json_key(&j, "vfio");
-            json_begin_object(&j);
-            json_kv_bool(&j, "opened", false);
-            json_kv_string(&j, "error", "not bound to vfio-platform");
-            json_end_object(&j);
-        } else {
-            printf("  vfio:           not bound to vfio-platform\n");
-        }
-        status = CLI_FAILED;
-    } else if (want_open) {
-        if (cli->json)
-            json_key(&j, "vfio");
-        ret = info_vfio(cli, name, true, cli->json ? &j : NULL, why, sizeof(why));
-        if (ret < 0 && mode == 1)
-            status = CLI_FAILED;
-    }
-    if (cli->json) {
-        json_end_object(&j);
-        json_finish(&j);
-    }
-    fflush(stdout);
-    if (status != CLI_OK)
-        cli_error(cli, "%s: VFIO: %s", name, why);
-    return status;
+    return info_vfio_finish(cli, name, true, d.vfio_bound, mode, cli->json ? &j : NULL);
 }

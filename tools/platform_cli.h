@@ -12,6 +12,7 @@
 #include <npuvfio/platform.h>
 
 #include "cli.h"
+#include "info_vfio.h"
 #include "json_out.h"
 
 enum cli_dev_kind { CLI_DEV_PCI, CLI_DEV_PLATFORM };
@@ -33,8 +34,7 @@ void platform_listing_text(const struct platform_listing *l, bool npu_only);
 /* "platform_devices": [...] into the open JSON object. */
 void platform_listing_json(struct json_out *j, const struct platform_listing *l, bool npu_only);
 
-/* npuvfio info for a platform device (mode as cmd_info's open_mode: 0 auto, 1 required, 2 never).
- */
-int platform_info(struct npv_cli *cli, const char *name, int mode);
+/* npuvfio info for a platform device. */
+int platform_info(struct npv_cli *cli, const char *name, enum info_open_mode mode);
 
 #endif
