@@ -58,7 +58,11 @@ enum npv_transport {
 enum {
     NPV_DEV_FLAG_RESET = 1u << 0, /* the device supports VFIO_DEVICE_RESET */
     NPV_DEV_FLAG_PCI = 1u << 1,
+    NPV_DEV_FLAG_PLATFORM = 1u << 2, /* a platform device: no config space, no MSI */
 };
+
+/* Region n of a platform device: its n-th MMIO resource (device-tree `reg` order). */
+#define NPV_PLATFORM_REGION(n) ((uint32_t)(n))
 
 struct npv_dev_info {
     uint32_t flags;
@@ -132,6 +136,17 @@ NPV_API int npv_dev_open_pci(struct npv_ctx *ctx, const char *bdf, struct npv_do
                              const struct npv_dev_opts *opts, struct npv_dev **out);
 
 /*
+ * Open a platform device bound to vfio-platform, by its sysfs name
+ * ("fdab0000.npu", see platform.h for its region and IRQ indexes), and
+ * attach it to dom, through the same backends as npv_dev_open_pci. No PCI
+ * set-up is done. Errors: -EINVAL malformed name, -ENODEV no such device, not
+ * on vfio-platform or without an IOMMU group, -ENOTVIABLE as for PCI,
+ * -EACCES, -EBUSY.
+ */
+NPV_API int npv_dev_open_platform(struct npv_ctx *ctx, const char *name, struct npv_domain *dom,
+                                  const struct npv_dev_opts *opts, struct npv_dev **out);
+
+/*
  * Connect to a vfio-user device server at socket_path, negotiate the
  * protocol, and attach to dom (its mappings are sent to the server).
  */
@@ -161,7 +176,7 @@ NPV_API struct npv_domain *npv_dev_domain(const struct npv_dev *dev);
 NPV_API enum npv_transport npv_dev_transport(const struct npv_dev *dev);
 NPV_API const char *npv_transport_name(enum npv_transport t);
 NPV_API struct npv_ctx *npv_dev_ctx(const struct npv_dev *dev);
-/* "0000:01:00.0" for PCI, the socket path for vfio-user. */
+/* "0000:01:00.0" for PCI, "fdab0000.npu" for a platform device, the socket path for vfio-user. */
 NPV_API const char *npv_dev_name(const struct npv_dev *dev);
 
 NPV_API int npv_dev_info(struct npv_dev *dev, struct npv_dev_info *info);
@@ -178,7 +193,11 @@ NPV_API int npv_dev_region_read(struct npv_dev *dev, uint32_t index, uint64_t of
 NPV_API int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
                                  size_t len);
 
-/* Config space helpers (region NPV_PCI_CONFIG_REGION), little-endian values. */
+/*
+ * Config space helpers (region NPV_PCI_CONFIG_REGION), little-endian values.
+ * -ENOTSUP on a device that is not PCI (a platform device's region 7 is an
+ * MMIO resource like any other).
+ */
 NPV_API int npv_dev_config_read(struct npv_dev *dev, uint32_t off, void *buf, size_t len);
 NPV_API int npv_dev_config_write(struct npv_dev *dev, uint32_t off, const void *buf, size_t len);
 

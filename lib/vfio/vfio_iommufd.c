@@ -52,17 +52,17 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <npuvfio/pci.h>
 #include "ctx_internal.h"
 #include "iommufd_fault.h"
 #include "iova.h"
 #include "npv_config.h"
 #include "vfio_device_internal.h"
 
-int npv_vfio_cdev_name(struct npv_ctx *ctx, const char *bdf, char *buf, size_t len)
+int npv_vfio_cdev_name_on(struct npv_ctx *ctx, const char *bus, const char *name, char *buf,
+                          size_t len)
 {
     char path[4096];
-    int ret = npv_sysfs_path(ctx, path, sizeof(path), "bus/pci/devices/%s/vfio-dev", bdf);
+    int ret = npv_sysfs_path(ctx, path, sizeof(path), "bus/%s/devices/%s/vfio-dev", bus, name);
     if (ret < 0)
         return ret;
     DIR *d = opendir(path);
@@ -105,7 +105,8 @@ struct ioas {
 struct iommufd_dev {
     struct npv_vfio_device vdev; /* dev->priv points here */
     struct npv_ctx *ctx;
-    char name[NPV_PCI_ADDR_LEN];
+    char name[128];
+    const char *bus, *vfio_driver;
     bool holds_iommufd;
     uint32_t devid;
     struct ioas *ioas; /* attached to, or NULL */
@@ -643,14 +644,14 @@ static int bind_error(struct npv_ctx *ctx, const char *name, int err)
     case -EINVAL:
         /* vfio_df_open: a device already open through its cdev cannot be bound again. */
         npv_err(ctx,
-                "%s: VFIO_DEVICE_BIND_IOMMUFD: EINVAL: the function is already open (in this "
-                "process or another); the kernel allows one open per function",
+                "%s: VFIO_DEVICE_BIND_IOMMUFD: EINVAL: the device is already open (in this "
+                "process or another); the kernel allows one open per device",
                 name);
         return -EBUSY;
     case -EBUSY:
         npv_err(ctx,
                 "%s: VFIO_DEVICE_BIND_IOMMUFD: EBUSY: the device is in use, or another "
-                "function of its IOMMU group is on a host driver",
+                "member of its IOMMU group is on a host driver",
                 name);
         return err;
     default:
@@ -664,12 +665,12 @@ static int open_cdev(struct iommufd_dev *fd_dev)
     struct npv_ctx *ctx = fd_dev->ctx;
     char cdev[64], path[96];
 
-    int ret = npv_vfio_cdev_name(ctx, fd_dev->name, cdev, sizeof(cdev));
+    int ret = npv_vfio_cdev_name_on(ctx, fd_dev->bus, fd_dev->name, cdev, sizeof(cdev));
     if (ret < 0) {
         npv_err(ctx,
-                "%s: no VFIO device cdev in sysfs (vfio-dev/): not bound to vfio-pci, or a "
+                "%s: no VFIO device cdev in sysfs (vfio-dev/): not bound to %s, or a "
                 "kernel without CONFIG_VFIO_DEVICE_CDEV",
-                fd_dev->name);
+                fd_dev->name, fd_dev->vfio_driver);
         return -ENODEV;
     }
     snprintf(path, sizeof(path), "/dev/vfio/devices/%s", cdev);
@@ -701,23 +702,17 @@ err_close:
     return ret;
 }
 
-int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
-                          struct npv_dev **out)
+int npv_vfio_iommufd_open(struct npv_ctx *ctx, const struct npv_vfio_target *t,
+                          const struct npv_dev_opts *opts, struct npv_dev **out)
 {
-    struct npv_pci_func func;
     int ret;
 
     *out = NULL;
-    ret = npv_pci_func_read(ctx, bdf, &func);
-    if (ret < 0) {
-        npv_err(ctx, "%s: %s", bdf, npv_strerror(ret));
-        return ret;
-    }
     if (access("/dev/iommu", F_OK) != 0) {
-        npv_err(ctx, "%s: no /dev/iommu: the kernel has no iommufd (CONFIG_IOMMUFD)", func.addr);
+        npv_err(ctx, "%s: no /dev/iommu: the kernel has no iommufd (CONFIG_IOMMUFD)", t->name);
         return -NPV_ENOBACKEND;
     }
-    ret = npv_vfio_check_viable(ctx, func.addr);
+    ret = npv_vfio_check_viable_target(ctx, t);
     if (ret < 0)
         return ret;
 
@@ -727,7 +722,9 @@ int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv
     fd_dev->ctx = ctx;
     fd_dev->vdev.fd = -1;
     fd_dev->vdev.backend = fd_dev;
-    snprintf(fd_dev->name, sizeof(fd_dev->name), "%s", func.addr);
+    fd_dev->bus = t->bus;
+    fd_dev->vfio_driver = t->vfio_driver;
+    snprintf(fd_dev->name, sizeof(fd_dev->name), "%s", t->name);
 
     ret = open_cdev(fd_dev);
     if (ret < 0)
@@ -749,15 +746,15 @@ err_free:
 
 #else /* !NPV_HAVE_IOMMUFD */
 
-int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
-                          struct npv_dev **out)
+int npv_vfio_iommufd_open(struct npv_ctx *ctx, const struct npv_vfio_target *t,
+                          const struct npv_dev_opts *opts, struct npv_dev **out)
 {
     (void)opts;
     *out = NULL;
     npv_err(ctx,
             "%s: this build of npuvfio has no iommufd support (built against uapi headers "
             "without linux/iommufd.h); use the legacy backend",
-            bdf);
+            t->name);
     return -NPV_ENOBACKEND;
 }
 

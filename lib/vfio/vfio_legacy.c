@@ -28,14 +28,14 @@
 #include <linux/vfio.h>
 
 #include <npuvfio/dma.h>
-#include <npuvfio/pci.h>
 #include "ctx_internal.h"
 #include "vfio_device_internal.h"
 
 struct legacy {
     struct npv_vfio_device vdev; /* dev->priv points here */
     struct npv_ctx *ctx;
-    char name[NPV_PCI_ADDR_LEN];
+    char name[128];
+    const char *vfio_driver; /* for messages */
     int container;
     int group;
     int group_id;
@@ -236,8 +236,8 @@ static int open_group(struct legacy *lg)
                     "function per IOMMU group)",
                     lg->name, path);
         else if (err == -ENOENT)
-            npv_err(ctx, "%s: %s does not exist: is the function bound to vfio-pci?", lg->name,
-                    path);
+            npv_err(ctx, "%s: %s does not exist: is the device bound to %s?", lg->name, path,
+                    lg->vfio_driver);
         else
             npv_err(ctx, "%s: %s: %s", lg->name, path, npv_strerror(err));
         return err == -ENOENT ? -ENODEV : err;
@@ -250,7 +250,7 @@ static int open_group(struct legacy *lg)
     }
     if (!(status.flags & VFIO_GROUP_FLAGS_VIABLE)) {
         npv_err(ctx,
-                "%s: IOMMU group %d is not viable: a function of it is bound to a host "
+                "%s: IOMMU group %d is not viable: a device of it is bound to a host "
                 "driver",
                 lg->name, lg->group_id);
         return -NPV_ENOTVIABLE;
@@ -346,24 +346,18 @@ static int open_device(struct legacy *lg)
     return ret;
 }
 
-int npv_vfio_legacy_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
-                         struct npv_dev **out)
+int npv_vfio_legacy_open(struct npv_ctx *ctx, const struct npv_vfio_target *t,
+                         const struct npv_dev_opts *opts, struct npv_dev **out)
 {
-    struct npv_pci_func func;
     struct npv_dev *dev;
     int ret;
 
     *out = NULL;
-    ret = npv_pci_func_read(ctx, bdf, &func);
-    if (ret < 0) {
-        npv_err(ctx, "%s: %s", bdf, npv_strerror(ret));
-        return ret;
-    }
-    if (func.iommu_group < 0) {
-        npv_err(ctx, "%s: no IOMMU group (is the IOMMU enabled, e.g. intel_iommu=on?)", func.addr);
+    if (t->iommu_group < 0) {
+        npv_err(ctx, "%s: no IOMMU group (is the IOMMU enabled, e.g. intel_iommu=on?)", t->name);
         return -ENODEV;
     }
-    ret = npv_vfio_check_viable(ctx, func.addr);
+    ret = npv_vfio_check_viable_target(ctx, t);
     if (ret < 0)
         return ret;
 
@@ -375,8 +369,9 @@ int npv_vfio_legacy_open(struct npv_ctx *ctx, const char *bdf, const struct npv_
     lg->group = -1;
     lg->vdev.fd = -1;
     lg->vdev.backend = lg;
-    lg->group_id = func.iommu_group;
-    snprintf(lg->name, sizeof(lg->name), "%s", func.addr);
+    lg->group_id = t->iommu_group;
+    lg->vfio_driver = t->vfio_driver;
+    snprintf(lg->name, sizeof(lg->name), "%s", t->name);
 
     ret = open_container(lg);
     if (ret < 0)
