@@ -81,6 +81,13 @@ struct ours_mem {
     size_t page_size;    /* what the allocator gave */
     struct lat rtt[BENCH_MODES];
     /*
+     * What a QD1 round trip costs besides time, per job over the measured
+     * part: sleeps on the interrupt's eventfd (each ends in a wake-up) and
+     * CPU time of the submitting thread (CLOCK_THREAD_CPUTIME_ID).
+     */
+    double wakeups_per_job[BENCH_MODES];
+    double cpu_ns_per_job[BENCH_MODES];
+    /*
      * The cache-line peer measured just before rtt[poll], on the same cores:
      * the latency between two vCPUs moves when the host places them
      * elsewhere, so the QD1 ratio takes the peer from the same moment.

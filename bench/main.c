@@ -50,7 +50,7 @@ static void print_lat(const char *name, const struct lat *l)
 }
 
 /* Descriptor bytes per job: what each side moves through the caches. */
-#define OURS_DESC_BYTES 32.0 /* sizeof(struct testdev_desc), device ABI */
+#define OURS_DESC_BYTES 32.0 /* sizeof(struct npv_testdev_desc), device ABI */
 #define RTE_ELEM_BYTES  16.0
 
 static double best_poll_rate_from(const struct ours_mem *m, unsigned min_qd);
@@ -153,6 +153,10 @@ static int write_json(const char *path, const char *cmdline, const struct bench_
             fprintf(f, "%s\"%s\": ", mode ? ", " : "", bench_mode_names[mode]);
             json_lat(f, &mm->rtt[mode]);
         }
+        fprintf(f, "},\n      \"qd1_per_job\": {");
+        for (int mode = 0; mode < BENCH_MODES; mode++)
+            fprintf(f, "%s\"%s\": {\"wakeups\": %.4f, \"cpu_ns\": %.1f}", mode ? ", " : "",
+                    bench_mode_names[mode], mm->wakeups_per_job[mode], mm->cpu_ns_per_job[mode]);
         fprintf(f, "},\n      \"rate_per_s\": {");
         for (int mode = 0; mode < BENCH_MODES; mode++) {
             fprintf(f, "%s\"%s\": {", mode ? ", " : "", bench_mode_names[mode]);
@@ -326,6 +330,18 @@ int main(int argc, char **argv)
     }
     print_lat("peer: cache line bounce", &p.cacheline_rtt);
     print_lat("peer: eventfd ping-pong", &p.eventfd_rtt);
+
+    printf("\nQD1 cost per job                wake-ups   CPU ns (submitting thread)\n");
+    for (int m = 0; m < BENCH_MEMS; m++) {
+        if (!r.mem[m].ran)
+            continue;
+        for (int mode = 0; mode < BENCH_MODES; mode++) {
+            char name[64];
+            snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], mem_names[m]);
+            printf("  %-28s %9.3f %9.0f\n", name, r.mem[m].wakeups_per_job[mode],
+                   r.mem[m].cpu_ns_per_job[mode]);
+        }
+    }
 
     const struct ours_mem *bm = best_mem(&r);
     if (bm != NULL) {

@@ -14,22 +14,19 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#include <npuvfio/bar.h>
 #include <npuvfio/dev.h>
 #include <npuvfio/dma.h>
 #include <npuvfio/domain.h>
-#include <npuvfio/irq.h>
 #include <npuvfio/ring.h>
+#include <npuvfio/testdev.h>
 
 #include "bench.h"
-#include "model.h"
-#include "regs.h"
+#include "registry.h"
 
 #define RING_ENTRIES 256u
-#define STATUS_OFF   (RING_ENTRIES * sizeof(struct testdev_desc))
-#define BUF_SIZE     (STATUS_OFF + 4096u)
 #define WAIT_NS      (5ull * 1000000000ull) /* a wait never near this on a healthy run */
 
 struct ours {
@@ -38,10 +35,7 @@ struct ours {
     struct npv_ctx *ctx;
     struct npv_domain *dom;
     struct npv_dev *dev;
-    struct npv_bar *bar;
-    struct npv_irq *irq;
-    struct npv_dma *dma;
-    npv_iova_t iova;
+    struct npv_testdev *td;
     struct npv_ring *ring;
     int err;
 };
@@ -63,7 +57,7 @@ static int model_start(const struct bench_cpus *c)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         /* Every thread of the model, its poller included, on the device core. */
         bench_pin(c->dev, true);
-        int rc = npv_testdev_serve(model_path, false);
+        int rc = npv_device_serve(npv_device_find("testdev"), model_path, false);
         _exit(rc < 0 ? 1 : 0);
     }
     uint64_t give_up = bench_now() + 10000000000ull;
@@ -87,23 +81,6 @@ static void model_stop(void)
     rmdir(model_dir);
 }
 
-/* The test device's ring set-up: CTRL.RESET forgets the ring; then base, size, status, enable. */
-static int program(void *arg)
-{
-    struct ours *t = arg;
-    int rc = npv_bar_write(t->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
-    if (rc == 0)
-        rc = npv_bar_write(t->bar, TESTDEV_REG_RING_BASE, 8, t->iova);
-    if (rc == 0)
-        rc = npv_bar_write(t->bar, TESTDEV_REG_RING_ENTRIES, 4, RING_ENTRIES);
-    if (rc == 0)
-        rc = npv_bar_write(t->bar, TESTDEV_REG_STATUS_BASE, 8, t->iova + STATUS_OFF);
-    if (rc == 0)
-        rc = npv_bar_write(t->bar, TESTDEV_REG_CTRL, 4,
-                           TESTDEV_CTRL_ENABLE | TESTDEV_CTRL_IRQ_ENABLE);
-    return rc;
-}
-
 static int ours_open(struct ours *t)
 {
     int rc = npv_ctx_new(&t->ctx);
@@ -112,75 +89,34 @@ static int ours_open(struct ours *t)
     rc = npv_domain_new(t->ctx, NULL, &t->dom);
     if (rc == 0)
         rc = npv_dev_open_vfio_user(t->ctx, model_path, t->dom, NULL, &t->dev);
-    if (rc == 0)
-        rc = npv_bar_map(t->dev, 0, &t->bar);
-    if (rc == 0)
-        rc = npv_irq_enable(t->dev, NPV_IRQ_MSIX, 1, &t->irq);
     return rc;
 }
 
 static void ours_close(struct ours *t)
 {
-    npv_irq_disable(t->irq);
-    npv_bar_unmap(t->bar);
     npv_dev_close(t->dev);
     npv_domain_put(t->dom);
     npv_ctx_free(t->ctx);
 }
 
+/* The driver's ring in memory of the page size under test; MSI-X for the irq and hybrid rows. */
 static int ring_setup(struct ours *t, enum npv_dma_page page, size_t *page_size)
 {
-    struct npv_dma_opts dopts = {.page = page, .numa_node = -1, .require_page = 1};
-    int rc = npv_dma_alloc(t->ctx, BUF_SIZE, &dopts, &t->dma);
+    struct npv_dma_opts mem = {.page = page, .numa_node = -1, .require_page = 1};
+    struct npv_testdev_config cfg = {.entries = RING_ENTRIES, .mem = &mem, .irq = true};
+    int rc = npv_testdev_open(t->dev, &cfg, &t->td);
     if (rc < 0)
         return rc;
-    *page_size = npv_dma_page_size(t->dma);
-    rc = npv_dma_map(t->dma, t->dom, NPV_DMA_RW, &t->iova);
-    if (rc == 0)
-        rc = program(t);
-    if (rc < 0)
-        goto err_dma;
-    uint8_t *mem = npv_dma_vaddr(t->dma);
-    struct npv_ring_config cfg = {
-        .entries = RING_ENTRIES,
-        .desc_size = sizeof(struct testdev_desc),
-        .desc_vaddr = mem,
-        .desc_iova = t->iova,
-        .status_vaddr = mem + STATUS_OFF,
-        .status_iova = t->iova + STATUS_OFF,
-        .status_size = sizeof(struct testdev_status),
-        .fields = {.head = offsetof(struct testdev_status, completed_head),
-                   .error = offsetof(struct testdev_status, error),
-                   .error_index = offsetof(struct testdev_status, error_index)},
-        .desc_dma = t->dma,
-        .status_dma = t->dma,
-        .db_bar = t->bar,
-        .db_off = TESTDEV_REG_DOORBELL,
-        .db_width = 4,
-        .db_format = NPV_RING_DB_INDEX,
-        .irq = t->irq,
-        .irq_vec = 0,
-        .reset = program,
-        .reset_arg = t,
-    };
-    rc = npv_ring_new(t->ctx, &cfg, &t->ring);
-    if (rc < 0)
-        goto err_dma;
+    t->ring = npv_testdev_ring(t->td);
+    *page_size = npv_dma_page_size(npv_testdev_ring_memory(t->td));
     return 0;
-
-err_dma:
-    npv_dma_free(t->dma);
-    t->dma = NULL;
-    return rc;
 }
 
 static void ring_teardown(struct ours *t)
 {
-    npv_ring_free(t->ring);
+    npv_testdev_close(t->td);
+    t->td = NULL;
     t->ring = NULL;
-    npv_bar_write(t->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
-    npv_dma_free(t->dma);
-    t->dma = NULL;
 }
 
 static inline int push_nop(struct ours *t, uint64_t cookie, bool irq)
@@ -189,12 +125,7 @@ static inline int push_nop(struct ours *t, uint64_t cookie, bool irq)
     int rc = npv_ring_next(t->ring, cookie, &slot);
     if (rc < 0)
         return rc;
-    struct testdev_desc *d = slot;
-    d->opcode = TESTDEV_OP_NOP;
-    d->flags = irq ? TESTDEV_DESC_IRQ : 0;
-    d->src = d->dst = 0;
-    d->len = 0;
-    d->pattern = 0;
+    *(struct npv_testdev_desc *)slot = npv_testdev_nop(irq ? NPV_TESTDEV_DESC_IRQ : 0);
     return 0;
 }
 
@@ -209,12 +140,28 @@ static inline int round_trip(struct ours *t, enum npv_ring_wait_mode mode, uint6
     rc = npv_ring_wait(t->ring, mode, 1, WAIT_NS, &cpl, 1);
     if (rc < 0)
         return rc;
+    if (rc == 0)
+        return -ETIMEDOUT; /* the wait ran out; on a healthy run it never does */
     if (cpl.cookie != cookie || cpl.status != 0)
         return -EIO;
     return 0;
 }
 
-static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct lat *out)
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t irq_sleeps(const struct ours *t)
+{
+    struct npv_ring_stats st;
+    npv_ring_stats(t->ring, &st);
+    return st.irq_sleeps;
+}
+
+static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem *m)
 {
     struct samples smp;
     int rc = samples_init(&smp, 4u << 20);
@@ -222,16 +169,25 @@ static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct lat *out
         return rc;
     uint64_t start = bench_now(), measure_from = start + t->o->warmup_ns;
     uint64_t end = measure_from + t->o->point_ns, cookie = 0;
+    uint64_t jobs = 0, cpu0 = 0, sleeps0 = 0;
     for (uint64_t t0 = start; t0 < end;) {
+        if (jobs == 0 && t0 >= measure_from) {
+            cpu0 = thread_cpu_ns();
+            sleeps0 = irq_sleeps(t);
+        }
         rc = round_trip(t, mode, cookie++);
         if (rc < 0)
             break;
         uint64_t t1 = bench_now();
-        if (t0 >= measure_from)
+        if (t0 >= measure_from) {
             samples_add(&smp, t1 - t0);
+            jobs++;
+        }
         t0 = t1;
     }
-    lat_compute(&smp, out);
+    m->wakeups_per_job[mode] = jobs ? (double)(irq_sleeps(t) - sleeps0) / (double)jobs : 0;
+    m->cpu_ns_per_job[mode] = jobs ? (double)(thread_cpu_ns() - cpu0) / (double)jobs : 0;
+    lat_compute(&smp, &m->rtt[mode]);
     samples_free(&smp);
     return rc;
 }
@@ -264,8 +220,8 @@ static int run_rate(struct ours *t, enum npv_ring_wait_mode mode, unsigned qd, d
     unsigned batch = qd / 2 > 32 ? 32 : (qd / 2 > 0 ? qd / 2 : 1);
     while (rc == 0 && now < end) {
         int got = npv_ring_wait(t->ring, mode, batch, WAIT_NS, cpl, RING_ENTRIES);
-        if (got < 0) {
-            rc = got;
+        if (got < 0 || (unsigned)got < batch) {
+            rc = got < 0 ? got : -ETIMEDOUT;
             break;
         }
         for (int i = 0; i < got; i++)
@@ -284,8 +240,8 @@ static int run_rate(struct ours *t, enum npv_ring_wait_mode mode, unsigned qd, d
     /* Drain, so the next point starts empty. */
     while (rc == 0 && npv_ring_in_flight(t->ring) > 0) {
         int got = npv_ring_wait(t->ring, mode, 1, WAIT_NS, cpl, RING_ENTRIES);
-        if (got < 0)
-            rc = got;
+        if (got <= 0)
+            rc = got < 0 ? got : -ETIMEDOUT;
     }
     *rate = now > t_first && t_first != 0 ? (double)done * 1e9 / (double)(now - t_first) : 0;
     return rc;
@@ -299,7 +255,7 @@ static int run_mem(struct ours *t, struct ours_mem *m)
         return rc;
     }
     for (int mode = 0; mode < BENCH_MODES; mode++) {
-        rc = run_rtt(t, (enum npv_ring_wait_mode)mode, &m->rtt[mode]);
+        rc = run_rtt(t, (enum npv_ring_wait_mode)mode, m);
         if (rc < 0) {
             fprintf(stderr, "npuvfio-bench: %s QD1 round trips: %s\n", bench_mode_names[mode],
                     npv_strerror(rc));

@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <string.h>
+
+#include <npuvfio/edgetpu.h>
+#include <npuvfio/testdev.h>
 
 #include "edgetpu/model.h"
 #include "edgetpu/regs.h"
+#include "edgetpu/sample_run.h"
 #include "registry.h"
 #include "testdev/model.h"
-#include "testdev/regs.h"
+#include "testdev/sample.h"
 
-static int testdev_create(struct npv_ctx *ctx, void **model, struct npv_vus **srv)
+static int testdev_model_create(struct npv_ctx *ctx, void **model, struct npv_vus **srv)
 {
     struct npv_testdev_model *td;
     int r = npv_testdev_model_new(ctx, &td);
@@ -18,12 +23,32 @@ static int testdev_create(struct npv_ctx *ctx, void **model, struct npv_vus **sr
     return 0;
 }
 
-static void testdev_destroy(void *model)
+static void testdev_model_destroy(void *model)
 {
     npv_testdev_model_free(model);
 }
 
-static int edgetpu_create(struct npv_ctx *ctx, void **model, struct npv_vus **srv)
+static int testdev_driver_open(struct npv_dev *dev, void **drv)
+{
+    struct npv_testdev *td;
+    int r = npv_testdev_open(dev, NULL, &td);
+    if (r == 0)
+        *drv = td;
+    return r;
+}
+
+static void testdev_driver_close(void *drv)
+{
+    npv_testdev_close(drv);
+}
+
+static int testdev_sample_run(void *drv, const struct npv_sample_opts *opts,
+                              struct npv_sample_result *res)
+{
+    return npv_testdev_sample_run(drv, opts, res);
+}
+
+static int edgetpu_model_create(struct npv_ctx *ctx, void **model, struct npv_vus **srv)
 {
     struct npv_edgetpu_model *m;
     int r = npv_edgetpu_model_new(ctx, &m);
@@ -34,41 +59,104 @@ static int edgetpu_create(struct npv_ctx *ctx, void **model, struct npv_vus **sr
     return 0;
 }
 
-static void edgetpu_destroy(void *model)
+static void edgetpu_model_destroy(void *model)
 {
     npv_edgetpu_model_free(model);
 }
 
-static const struct npv_device_model models[] = {
+static int edgetpu_driver_open(struct npv_dev *dev, void **drv)
+{
+    struct npv_edgetpu *tpu;
+    int r = npv_edgetpu_open(dev, NULL, &tpu);
+    if (r == 0)
+        *drv = tpu;
+    return r;
+}
+
+static void edgetpu_driver_close(void *drv)
+{
+    npv_edgetpu_close(drv);
+}
+
+static int edgetpu_sample(void *drv, const struct npv_sample_opts *opts,
+                          struct npv_sample_result *res)
+{
+    return edgetpu_sample_run(drv, opts, res, NULL);
+}
+
+static const struct npv_device_entry devices[] = {
     {
         .name = "testdev",
         .summary = "generic DMA test engine: descriptor ring, mmapped doorbell, MSI-X",
-        .vendor_id = TESTDEV_PCI_VENDOR,
-        .device_id = TESTDEV_PCI_DEVICE,
-        .class_code = TESTDEV_PCI_CLASS,
-        .create = testdev_create,
-        .destroy = testdev_destroy,
+        .pci_ids = {{NPV_TESTDEV_VENDOR_ID, NPV_TESTDEV_DEVICE_ID}},
+        .class_code = NPV_TESTDEV_CLASS,
+        .model_create = testdev_model_create,
+        .model_destroy = testdev_model_destroy,
+        .driver_open = testdev_driver_open,
+        .driver_close = testdev_driver_close,
+        .sample_run = testdev_sample_run,
     },
     {
         .name = "edgetpu",
-        .summary = "Coral Edge TPU (Apex): BAR2 CSRs, device MMU, instruction queue, int8 executor",
-        .vendor_id = EDGETPU_PCI_VENDOR,
-        .device_id = EDGETPU_PCI_DEVICE,
+        .summary = "Coral Edge TPU (Apex, Global Unichip Corp.)",
+        .pci_ids = {{EDGETPU_PCI_VENDOR, EDGETPU_PCI_DEVICE}},
         .class_code = EDGETPU_PCI_CLASS,
-        .create = edgetpu_create,
-        .destroy = edgetpu_destroy,
+        .model_create = edgetpu_model_create,
+        .model_destroy = edgetpu_model_destroy,
+        .driver_open = edgetpu_driver_open,
+        .driver_close = edgetpu_driver_close,
+        .sample_run = edgetpu_sample,
     },
+    {
+        .name = "aicore",
+        .summary = "Huawei Ascend AICore-class (Ascend 310, 910)",
+        .pci_ids = {{0x19e5, 0xd100}, {0x19e5, 0xd801}},
+    },
+    /* The RK3588 NPU is a platform device (no PCI id): vfio-platform is its path. */
 };
 
-const struct npv_device_model *npv_device_model_find(const char *name)
+#define NR_DEVICES (sizeof(devices) / sizeof(devices[0]))
+
+const struct npv_device_entry *npv_device_find(const char *name)
 {
-    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++)
-        if (strcmp(models[i].name, name) == 0)
-            return &models[i];
+    for (size_t i = 0; i < NR_DEVICES; i++)
+        if (strcmp(devices[i].name, name) == 0)
+            return &devices[i];
     return NULL;
 }
 
-const struct npv_device_model *npv_device_model_at(size_t i)
+const struct npv_device_entry *npv_device_by_pci_id(uint16_t vendor, uint16_t device)
 {
-    return i < sizeof(models) / sizeof(models[0]) ? &models[i] : NULL;
+    for (size_t i = 0; i < NR_DEVICES; i++)
+        for (size_t k = 0; k < NPV_DEVICE_MAX_PCI_IDS && devices[i].pci_ids[k].vendor != 0; k++)
+            if (devices[i].pci_ids[k].vendor == vendor && devices[i].pci_ids[k].device == device)
+                return &devices[i];
+    return NULL;
+}
+
+const struct npv_device_entry *npv_device_at(size_t i)
+{
+    return i < NR_DEVICES ? &devices[i] : NULL;
+}
+
+int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, bool once)
+{
+    if (e->model_create == NULL)
+        return -ENOTSUP;
+    struct npv_ctx *ctx;
+    void *model;
+    struct npv_vus *srv;
+    int r = npv_ctx_new(&ctx);
+    if (r < 0)
+        return r;
+    r = e->model_create(ctx, &model, &srv);
+    if (r < 0)
+        goto out_ctx;
+    r = npv_vus_listen(srv, socket_path);
+    if (r == 0)
+        r = npv_vus_run(srv, once);
+    e->model_destroy(model);
+out_ctx:
+    npv_ctx_free(ctx);
+    return r;
 }

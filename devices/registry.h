@@ -1,31 +1,62 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The device model registry: every model the simulator runner can start
- * (`npuvfio sim --device NAME`), by name. A model family adds one entry in
- * registry.c; nothing else in the tree names models.
+ * The device table: every device npuvfio knows, by name and by PCI id, with
+ * what the tree has for it: a model the simulator runner can start (`npuvfio
+ * sim --device NAME`), a driver, and a sample workload with its CPU check
+ * (`npuvfio run --device NAME`). The CLI and the bench find devices here
+ * only; a device family adds one entry in registry.c. The library (lib/)
+ * knows no device.
  */
 #ifndef NPV_DEVICES_REGISTRY_H
 #define NPV_DEVICES_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
 #include <npuvfio/vfio_user_server.h>
 
-struct npv_device_model {
+#include "sample_workload.h"
+
+#define NPV_DEVICE_MAX_PCI_IDS 4
+
+struct npv_device_pci_id {
+    uint16_t vendor, device; /* 0:0 ends the list */
+};
+
+struct npv_device_entry {
     const char *name;
     const char *summary;
-    uint16_t vendor_id, device_id;
-    uint32_t class_code;
-    /* Build the model and its vfio-user server (not yet listening). */
-    int (*create)(struct npv_ctx *ctx, void **model, struct npv_vus **srv);
+    /* The PCI functions that are this device; none for a platform device. */
+    struct npv_device_pci_id pci_ids[NPV_DEVICE_MAX_PCI_IDS];
+    uint32_t class_code; /* what the model reports; 0 without a model */
+
+    /* The model: build it and its vfio-user server (not yet listening). NULL: no model yet. */
+    int (*model_create)(struct npv_ctx *ctx, void **model, struct npv_vus **srv);
     /* Stop the model's threads and free it with its server. */
-    void (*destroy)(void *model);
+    void (*model_destroy)(void *model);
+
+    /* The driver on an opened device, with its defaults. NULL: no driver yet. */
+    int (*driver_open)(struct npv_dev *dev, void **drv);
+    void (*driver_close)(void *drv);
+
+    /* The sample workload on an open driver. NULL: none yet. */
+    int (*sample_run)(void *drv, const struct npv_sample_opts *opts, struct npv_sample_result *res);
 };
 
 /* The entry named name, or NULL. */
-const struct npv_device_model *npv_device_model_find(const char *name);
+const struct npv_device_entry *npv_device_find(const char *name);
+/* The entry whose PCI ids include vendor:device, or NULL. */
+const struct npv_device_entry *npv_device_by_pci_id(uint16_t vendor, uint16_t device);
 /* Entries in registration order; NULL past the end. */
-const struct npv_device_model *npv_device_model_at(size_t i);
+const struct npv_device_entry *npv_device_at(size_t i);
+
+/*
+ * Run e's model as a vfio-user server on socket_path in the calling thread,
+ * until the first client leaves (once) or forever; for a child process or a
+ * thread of its own. -ENOTSUP when e has no model; else 0 or a negative errno.
+ */
+int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, bool once);
 
 #endif

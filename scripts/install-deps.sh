@@ -21,9 +21,16 @@ BASE_PACKAGES=(
     liburing-dev libhwloc-dev check libsubunit-dev
     clang clang-format libclang-rt-14-dev
     dpdk-dev
-    gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
     busybox-static kmod cpio xz-utils zstd
     bison flex bc libelf-dev file python3
+)
+# arm64 builds of the libraries the ring and DMA unit tests link, for the
+# cross-built test run under qemu-aarch64-static (scripts/run-arm64-tests.sh).
+# Needs the arm64 architecture enabled in dpkg (multiarch); every package
+# here is Multi-Arch: same, so the amd64 copies stay installed beside them.
+ARM64_PACKAGES=(
+    check:arm64 libsubunit-dev:arm64 liburing-dev:arm64 libhwloc-dev:arm64
 )
 # Packages taken from bookworm-backports.
 BACKPORTS_PACKAGES=(
@@ -70,7 +77,12 @@ SRC
     echo "install-deps.sh: enabled bookworm-backports in $BACKPORTS_LIST"
 fi
 
-mapfile -t need_base < <(missing "${BASE_PACKAGES[@]}")
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    dpkg --add-architecture arm64
+    echo "install-deps.sh: enabled the arm64 architecture (multiarch)"
+fi
+
+mapfile -t need_base < <(missing "${BASE_PACKAGES[@]}" "${ARM64_PACKAGES[@]}")
 need_bpo=()
 for p in "${BACKPORTS_PACKAGES[@]}"; do
     backports_version_installed "$p" || need_bpo+=("$p")

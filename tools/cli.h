@@ -43,6 +43,11 @@ void cli_clear_error(struct npv_cli *cli);
  */
 int cli_pci_function(struct npv_cli *cli, const char *text, char *canon);
 
+/* The name of the device table's entry for a PCI vendor:device, or NULL (devices/registry.c). */
+const char *cli_known_npu(uint16_t vendor, uint16_t device);
+/* Print the device table's PCI ids, "  name  vvvv:dddd[, ...]  summary" a line. */
+void cli_print_known_npus(void);
+
 /*
  * getopt_long for a subcommand: reports unknown options and missing arguments
  * as one-line usage errors. Returns the option, -1 at the end, or '?' after

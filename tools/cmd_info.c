@@ -10,26 +10,28 @@
 
 #include "cli.h"
 #include "info_vfio.h"
+#include "platform_cli.h"
 #include "json_out.h"
 
 #define MAX_BLOCKERS 64
 
-enum open_mode { OPEN_AUTO, OPEN_REQUIRED, OPEN_NEVER };
-
 static void help(void)
 {
-    printf("Usage: npuvfio info [--json] [--open | --no-open] ADDR\n"
+    printf("Usage: npuvfio info [--json] [--open | --no-open] DEVICE\n"
            "\n"
-           "Show the PCI function ADDR (DDDD:BB:DD.F): ids, driver, NUMA node, its IOMMU\n"
-           "group's members and whether the group is viable for VFIO (every other member\n"
-           "unbound or on vfio, pci-stub or pcieport), naming the members that block it.\n"
-           "When ADDR is bound to vfio-pci, it is opened in a fresh IOVA domain and its\n"
-           "backend, regions (size, flags, mmap areas), IRQs, the domain's IOVA ranges\n"
-           "and DMA coherency are shown too.\n"
+           "Show DEVICE, a PCI function (DDDD:BB:DD.F) or a platform device by its sysfs\n"
+           "name (fdab0000.npu): ids or device-tree compatible strings, driver, NUMA node,\n"
+           "its IOMMU group's members and whether the group is viable for VFIO (every\n"
+           "other member unbound or on vfio, pci-stub or pcieport), naming the members\n"
+           "that block it. When DEVICE is bound to vfio-pci or vfio-platform, it is opened\n"
+           "in a fresh IOVA domain and its backend, regions (size, flags, mmap areas; a\n"
+           "platform device's are its MMIO resources reg0.. in device-tree order), IRQs\n"
+           "(a platform device's interrupt lines irq0..), the domain's IOVA ranges and\n"
+           "DMA coherency are shown too.\n"
            "\n"
            "  --json      one JSON document\n"
-           "  --open      the VFIO part is required: fail (exit 1) when ADDR is not bound\n"
-           "              to vfio-pci or cannot be opened\n"
+           "  --open      the VFIO part is required: fail (exit 1) when DEVICE is not bound\n"
+           "              to its VFIO driver or cannot be opened\n"
            "  --no-open   skip the VFIO part\n"
            "\n"
            "Without --open, a failed open is reported in the output (with its reason) and\n"
@@ -74,7 +76,7 @@ static void print_json_head(struct json_out *j, const struct npv_pci_func *f,
     json_kv_string(j, "class", cls);
     json_kv_string(j, "subsystem_vendor", sv);
     json_kv_string(j, "subsystem_device", sd);
-    json_kv_string(j, "npu", npv_pci_known_npu(f->vendor, f->device));
+    json_kv_string(j, "npu", cli_known_npu(f->vendor, f->device));
     json_kv_bool(j, "vfio_bound", f->vfio_bound);
     json_key(j, "numa_node");
     if (f->numa_node < 0)
@@ -116,7 +118,7 @@ static void print_json_head(struct json_out *j, const struct npv_pci_func *f,
 
 static void print_text_head(const struct npv_pci_func *f, const struct group_view *g)
 {
-    const char *npu = npv_pci_known_npu(f->vendor, f->device);
+    const char *npu = cli_known_npu(f->vendor, f->device);
     printf("%s  %04x:%04x  class %06x%s%s\n", f->addr, f->vendor, f->device, f->class_code,
            npu ? "  npu: " : "", npu ? npu : "");
     printf("  driver:         %s\n", f->driver[0] ? f->driver : "none");
@@ -158,7 +160,7 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
         {"no-open", no_argument, NULL, 'O'},
         {NULL, 0, NULL, 0},
     };
-    enum open_mode mode = OPEN_AUTO;
+    enum info_open_mode mode = INFO_OPEN_AUTO;
     int c;
     while ((c = cli_getopt(cli, argc, argv, ":h", opts)) != -1) {
         switch (c) {
@@ -169,24 +171,28 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
             cli->json = true;
             break;
         case 'o':
-            mode = OPEN_REQUIRED;
+            mode = INFO_OPEN_REQUIRED;
             break;
         case 'O':
-            mode = OPEN_NEVER;
+            mode = INFO_OPEN_NEVER;
             break;
         default:
             return CLI_USAGE;
         }
     }
     if (optind >= argc)
-        return cli_usage(cli, "missing the PCI address (DDDD:BB:DD.F)");
+        return cli_usage(cli, "missing the device (a PCI address DDDD:BB:DD.F or a platform "
+                              "device name)");
     if (optind + 1 < argc)
         return cli_usage(cli, "unexpected argument '%s'", argv[optind + 1]);
 
-    char canon[NPV_PCI_ADDR_LEN];
-    int ret = cli_pci_function(cli, argv[optind], canon);
+    char canon[NPV_PLATFORM_NAME_LEN];
+    enum cli_dev_kind kind;
+    int ret = cli_resolve_device(cli, argv[optind], canon, &kind);
     if (ret != CLI_OK)
         return ret;
+    if (kind == CLI_DEV_PLATFORM)
+        return platform_info(cli, canon, mode);
     struct npv_pci_func f;
     ret = npv_pci_func_read(cli->ctx, canon, &f);
     if (ret < 0)
@@ -210,34 +216,7 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
         print_text_head(&f, &g);
     }
 
-    int status = CLI_OK;
-    char why[640] = "not bound to vfio-pci; run npuvfio bind";
-    bool want_open = mode == OPEN_REQUIRED || (mode == OPEN_AUTO && f.vfio_bound);
-    if (want_open && !f.vfio_bound) {
-        if (cli->json) {
-            json_key(&j, "vfio");
-            json_begin_object(&j);
-            json_kv_bool(&j, "opened", false);
-            json_kv_string(&j, "error", "not bound to vfio-pci");
-            json_end_object(&j);
-        } else {
-            printf("  vfio:           not bound to vfio-pci\n");
-        }
-        status = CLI_FAILED;
-    } else if (want_open) {
-        if (cli->json)
-            json_key(&j, "vfio");
-        ret = info_vfio(cli, canon, cli->json ? &j : NULL, why, sizeof(why));
-        if (ret < 0 && mode == OPEN_REQUIRED)
-            status = CLI_FAILED;
-    }
-    if (cli->json) {
-        json_end_object(&j);
-        json_finish(&j);
-    }
-    fflush(stdout);
-    if (status != CLI_OK)
-        cli_error(cli, "%s: VFIO: %s", canon, why);
+    int status = info_vfio_finish(cli, canon, false, f.vfio_bound, mode, cli->json ? &j : NULL);
     free(g.members);
     return status;
 }

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* npuvfio list: every PCI function with its IOMMU group, driver and NUMA node. */
+/*
+ * npuvfio list: every PCI function with its IOMMU group, driver and NUMA node,
+ * then the platform devices VFIO could take.
+ */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +11,7 @@
 
 #include "cli.h"
 #include "json_out.h"
+#include "platform_cli.h"
 
 static void help(void)
 {
@@ -15,14 +19,24 @@ static void help(void)
            "\n"
            "List the PCI functions under SYSFS/bus/pci/devices: address, vendor:device, class,\n"
            "bound driver, IOMMU group, NUMA node, whether vfio-pci has it, and the NPU family\n"
-           "of the ones npuvfio drives (edgetpu 1ac1:089a, aicore 19e5:d100/d801, testdev\n"
-           "1234:4e50). The RK3588 NPU is a platform device, not PCI, so it is never listed.\n"
+           "of the ones npuvfio knows (the PCI ids listed below).\n"
            "\n"
-           "  --json   one JSON document: {\"functions\": [...]}\n"
-           "  --npu    only the known NPUs\n");
+           "Then the platform devices under SYSFS/bus/platform/devices that VFIO could take\n"
+           "(those in an IOMMU group), are on vfio-platform, or are a known NPU: sysfs name,\n"
+           "driver, IOMMU group, whether vfio-platform has it, the NPU it is, and its\n"
+           "device-tree compatible strings. NPUs are known by compatible string: rknpu for\n"
+           "rockchip,rk3588-rknpu (the vendor node of the RK3588 NPU, fdab0000.npu) and\n"
+           "rockchip,rk3588-rknn-core (mainline's node per NPU core).\n"
+           "\n"
+           "  --json   one JSON document: {\"functions\": [...], \"platform_devices\": [...]}\n"
+           "  --npu    only the known NPUs\n"
+           "\n"
+           "Known NPUs on PCI:\n");
+    cli_print_known_npus();
 }
 
-static void print_json(const struct npv_pci_func *f, size_t n, bool npu_only)
+static void print_json(const struct npv_pci_func *f, size_t n, const struct platform_listing *pl,
+                       bool npu_only)
 {
     struct json_out j;
     json_init(&j, stdout);
@@ -30,7 +44,7 @@ static void print_json(const struct npv_pci_func *f, size_t n, bool npu_only)
     json_key(&j, "functions");
     json_begin_array(&j);
     for (size_t i = 0; i < n; i++) {
-        const char *npu = npv_pci_known_npu(f[i].vendor, f[i].device);
+        const char *npu = cli_known_npu(f[i].vendor, f[i].device);
         if (npu_only && npu == NULL)
             continue;
         char v[8], d[8], cls[8];
@@ -58,6 +72,7 @@ static void print_json(const struct npv_pci_func *f, size_t n, bool npu_only)
         json_end_object(&j);
     }
     json_end_array(&j);
+    platform_listing_json(&j, pl, npu_only);
     json_end_object(&j);
     json_finish(&j);
 }
@@ -67,7 +82,7 @@ static void print_table(const struct npv_pci_func *f, size_t n, bool npu_only)
     printf("%-13s %-9s %-6s %-16s %-5s %-4s %-4s %s\n", "ADDRESS", "ID", "CLASS", "DRIVER", "GROUP",
            "NUMA", "VFIO", "NPU");
     for (size_t i = 0; i < n; i++) {
-        const char *npu = npv_pci_known_npu(f[i].vendor, f[i].device);
+        const char *npu = cli_known_npu(f[i].vendor, f[i].device);
         if (npu_only && npu == NULL)
             continue;
         char group[16] = "-", node[16] = "-";
@@ -114,10 +129,19 @@ int cmd_list(struct npv_cli *cli, int argc, char **argv)
     int ret = npv_pci_list(cli->ctx, &funcs, &n);
     if (ret < 0)
         return cli_fail(cli, "bus/pci/devices", ret);
-    if (cli->json)
-        print_json(funcs, n, npu_only);
-    else
+    struct platform_listing pl;
+    ret = platform_listing_read(cli, &pl);
+    if (ret < 0) {
+        free(funcs);
+        return cli_fail(cli, "bus/platform/devices", ret);
+    }
+    if (cli->json) {
+        print_json(funcs, n, &pl, npu_only);
+    } else {
         print_table(funcs, n, npu_only);
+        platform_listing_text(&pl, npu_only);
+    }
     free(funcs);
+    free(pl.devs);
     return CLI_OK;
 }

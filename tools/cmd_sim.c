@@ -27,17 +27,21 @@ static void help(void)
     printf("Usage: npuvfio sim --device NAME --socket PATH [--once]\n"
            "\n"
            "Run a device model as a vfio-user server on the UNIX socket PATH (created\n"
-           "mode 0600) until SIGTERM or SIGINT; the socket is removed on exit. Any\n"
-           "vfio-user client can drive it, e.g. npv_dev_open_vfio_user().\n"
+           "mode 0600) until SIGTERM or SIGINT. A server still listening on PATH makes\n"
+           "it refuse to start; a stale socket is replaced. On exit the socket is removed\n"
+           "if it is still ours. Any vfio-user client can drive it, e.g.\n"
+           "npv_dev_open_vfio_user().\n"
            "\n"
            "  --device NAME   the model to run (see below)\n"
            "  --socket PATH   where to listen\n"
            "  --once          exit when the first client disconnects\n"
            "\n"
            "Models:\n");
-    for (size_t i = 0; npv_device_model_at(i) != NULL; i++) {
-        const struct npv_device_model *m = npv_device_model_at(i);
-        printf("  %-10s %04x:%04x  %s\n", m->name, m->vendor_id, m->device_id, m->summary);
+    for (size_t i = 0; npv_device_at(i) != NULL; i++) {
+        const struct npv_device_entry *m = npv_device_at(i);
+        if (m->model_create != NULL)
+            printf("  %-10s %04x:%04x  %s\n", m->name, m->pci_ids[0].vendor, m->pci_ids[0].device,
+                   m->summary);
     }
 }
 
@@ -78,18 +82,22 @@ int cmd_sim(struct npv_cli *cli, int argc, char **argv)
         return cli_usage(cli, "--device is required");
     if (path == NULL)
         return cli_usage(cli, "--socket is required");
-    const struct npv_device_model *model = npv_device_model_find(device);
-    if (model == NULL)
+    const struct npv_device_entry *model = npv_device_find(device);
+    if (model == NULL || model->model_create == NULL)
         return cli_usage(cli, "no device model named '%s'", device);
 
     void *m;
     struct npv_vus *srv;
-    int r = model->create(cli->ctx, &m, &srv);
+    int r = model->model_create(cli->ctx, &m, &srv);
     if (r < 0)
         return cli_fail(cli, device, r);
     r = npv_vus_listen(srv, path);
     if (r < 0) {
-        model->destroy(m);
+        model->model_destroy(m);
+        if (r == -EADDRINUSE) {
+            cli_error(cli, "another server is listening on %s", path);
+            return CLI_FAILED;
+        }
         return cli_fail(cli, path, r);
     }
     struct sigaction sa = {.sa_handler = on_signal};
@@ -102,7 +110,7 @@ int cmd_sim(struct npv_cli *cli, int argc, char **argv)
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     sim_server = NULL;
-    model->destroy(m);
+    model->model_destroy(m);
     if (r < 0)
         return cli_fail(cli, path, r);
     return CLI_OK;

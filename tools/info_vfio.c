@@ -28,6 +28,24 @@ static void region_flags(uint32_t flags, char *buf, size_t len)
              flags & NPV_REGION_WRITE ? "w" : "-", flags & NPV_REGION_MMAP ? "m" : "-");
 }
 
+/* PCI regions and IRQs have VFIO's fixed names; a platform device's are its n-th resource and line.
+ */
+static void region_name(const struct npv_dev_info *di, uint32_t i, char *buf, size_t len)
+{
+    if (di->flags & NPV_DEV_FLAG_PLATFORM)
+        snprintf(buf, len, "reg%u", i);
+    else
+        snprintf(buf, len, "%s", i < 9 ? region_names[i] : "dev");
+}
+
+static void irq_name(const struct npv_dev_info *di, uint32_t i, char *buf, size_t len)
+{
+    if (di->flags & NPV_DEV_FLAG_PLATFORM)
+        snprintf(buf, len, "irq%u", i);
+    else
+        snprintf(buf, len, "%s", i < 5 ? irq_names[i] : "dev");
+}
+
 static void print_text(struct npv_dev *dev, struct npv_domain *dom, const struct npv_dev_info *di)
 {
     printf("  vfio:\n");
@@ -42,15 +60,17 @@ static void print_text(struct npv_dev *dev, struct npv_domain *dom, const struct
     const char *ns = npv_dev_no_snoop_cleared(dev) ? "yes"
                      : npv_dev_coherent(dev)       ? "no (not needed: coherent)"
                                                    : "no (no PCIe capability: nothing to clear)";
-    printf("    no-snoop off:   %s\n", ns);
+    if (di->flags & NPV_DEV_FLAG_PCI)
+        printf("    no-snoop off:   %s\n", ns);
     printf("    regions:\n");
     for (uint32_t i = 0; i < di->num_regions; i++) {
         struct npv_region_info ri;
         if (npv_dev_region_info(dev, i, &ri) < 0 || ri.size == 0)
             continue;
-        char fl[8];
+        char fl[8], nm[16];
         region_flags(ri.flags, fl, sizeof(fl));
-        printf("      %-6s size 0x%-10" PRIx64 " %s", i < 9 ? region_names[i] : "dev", ri.size, fl);
+        region_name(di, i, nm, sizeof(nm));
+        printf("      %-6s size 0x%-10" PRIx64 " %s", nm, ri.size, fl);
         for (uint32_t a = 0; a < ri.nr_mmap_areas && a < NPV_REGION_MAX_SPARSE; a++)
             printf(" mmap[0x%" PRIx64 "+0x%" PRIx64 "]", ri.mmap_areas[a].offset,
                    ri.mmap_areas[a].size);
@@ -61,9 +81,12 @@ static void print_text(struct npv_dev *dev, struct npv_domain *dom, const struct
         struct npv_irq_info ii;
         if (npv_dev_irq_info(dev, i, &ii) < 0 || ii.count == 0)
             continue;
-        printf("      %-6s count %u%s%s\n", i < 5 ? irq_names[i] : "dev", ii.count,
+        char nm[16];
+        irq_name(di, i, nm, sizeof(nm));
+        printf("      %-6s count %u%s%s%s\n", nm, ii.count,
                ii.flags & NPV_IRQ_INFO_EVENTFD ? " eventfd" : "",
-               ii.flags & NPV_IRQ_INFO_MASKABLE ? " maskable" : "");
+               ii.flags & NPV_IRQ_INFO_MASKABLE ? " maskable" : "",
+               ii.flags & NPV_IRQ_INFO_AUTOMASKED ? " automasked" : "");
     }
     struct npv_iova_range r[MAX_RANGES];
     int nr = npv_domain_iova_ranges(dom, r, MAX_RANGES);
@@ -87,9 +110,11 @@ static void print_json(struct json_out *j, struct npv_dev *dev, struct npv_domai
         struct npv_region_info ri;
         if (npv_dev_region_info(dev, i, &ri) < 0 || ri.size == 0)
             continue;
+        char nm[16];
+        region_name(di, i, nm, sizeof(nm));
         json_begin_object(j);
         json_kv_uint(j, "index", i);
-        json_kv_string(j, "name", i < 9 ? region_names[i] : NULL);
+        json_kv_string(j, "name", nm);
         json_kv_uint(j, "size", ri.size);
         json_kv_bool(j, "read", ri.flags & NPV_REGION_READ);
         json_kv_bool(j, "write", ri.flags & NPV_REGION_WRITE);
@@ -113,12 +138,15 @@ static void print_json(struct json_out *j, struct npv_dev *dev, struct npv_domai
         struct npv_irq_info ii;
         if (npv_dev_irq_info(dev, i, &ii) < 0)
             continue;
+        char nm[16];
+        irq_name(di, i, nm, sizeof(nm));
         json_begin_object(j);
         json_kv_uint(j, "index", i);
-        json_kv_string(j, "name", i < 5 ? irq_names[i] : NULL);
+        json_kv_string(j, "name", nm);
         json_kv_uint(j, "count", ii.count);
         json_kv_bool(j, "eventfd", ii.flags & NPV_IRQ_INFO_EVENTFD);
         json_kv_bool(j, "maskable", ii.flags & NPV_IRQ_INFO_MASKABLE);
+        json_kv_bool(j, "automasked", ii.flags & NPV_IRQ_INFO_AUTOMASKED);
         json_end_object(j);
     }
     json_end_array(j);
@@ -136,7 +164,8 @@ static void print_json(struct json_out *j, struct npv_dev *dev, struct npv_domai
     json_end_object(j);
 }
 
-int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j, char *why_out, size_t len)
+int info_vfio(struct npv_cli *cli, const char *canon, bool platform, struct json_out *j,
+              char *why_out, size_t len)
 {
     struct npv_domain *dom = NULL;
     struct npv_dev *dev = NULL;
@@ -145,7 +174,8 @@ int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j, char *
     int ret = npv_domain_new(cli->ctx, NULL, &dom);
     if (ret == 0) {
         stage = "open";
-        ret = npv_dev_open_pci(cli->ctx, canon, dom, NULL, &dev);
+        ret = platform ? npv_dev_open_platform(cli->ctx, canon, dom, NULL, &dev)
+                       : npv_dev_open_pci(cli->ctx, canon, dom, NULL, &dev);
     }
     if (ret == 0) {
         stage = "device info";
@@ -183,10 +213,12 @@ int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j, char *
 #else
 
 /* Built without the device layer (lib/vfio_pci_open.c absent at configure time). */
-int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j, char *why_out, size_t len)
+int info_vfio(struct npv_cli *cli, const char *canon, bool platform, struct json_out *j,
+              char *why_out, size_t len)
 {
     (void)cli;
     (void)canon;
+    (void)platform;
     const char *why = "this build has no kernel VFIO device layer";
     snprintf(why_out, len, "%s", why);
     if (j != NULL) {
@@ -201,3 +233,41 @@ int info_vfio(struct npv_cli *cli, const char *canon, struct json_out *j, char *
 }
 
 #endif
+
+int info_vfio_finish(struct npv_cli *cli, const char *name, bool platform, bool bound,
+                     enum info_open_mode mode, struct json_out *j)
+{
+    const char *driver = platform ? "vfio-platform" : "vfio-pci";
+    int status = CLI_OK;
+    char why[640];
+    snprintf(why, sizeof(why), "not bound to %s; run npuvfio bind", driver);
+    bool want_open = mode == INFO_OPEN_REQUIRED || (mode == INFO_OPEN_AUTO && bound);
+    if (want_open && !bound) {
+        char not_bound[64];
+        snprintf(not_bound, sizeof(not_bound), "not bound to %s", driver);
+        if (j != NULL) {
+            json_key(j, "vfio");
+            json_begin_object(j);
+            json_kv_bool(j, "opened", false);
+            json_kv_string(j, "error", not_bound);
+            json_end_object(j);
+        } else {
+            printf("  vfio:           %s\n", not_bound);
+        }
+        status = CLI_FAILED;
+    } else if (want_open) {
+        if (j != NULL)
+            json_key(j, "vfio");
+        int ret = info_vfio(cli, name, platform, j, why, sizeof(why));
+        if (ret < 0 && mode == INFO_OPEN_REQUIRED)
+            status = CLI_FAILED;
+    }
+    if (j != NULL) {
+        json_end_object(j);
+        json_finish(j);
+    }
+    fflush(stdout);
+    if (status != CLI_OK)
+        cli_error(cli, "%s: VFIO: %s", name, why);
+    return status;
+}

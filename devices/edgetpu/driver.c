@@ -351,6 +351,8 @@ static int make_ring(struct npv_edgetpu *tpu)
         /* Vector 0 follows the status block write; SC_HOST_0 (vector 4) may precede it. */
         .irq = tpu->irq,
         .irq_vec = EDGETPU_VEC_INSTR_QUEUE,
+        /* A request's deadline: the ring fails it with -ETIMEDOUT and resets the chip. */
+        .job_timeout_ns = tpu->cfg.request_timeout_ns,
         .reset = recover,
         .reset_arg = tpu,
     };
@@ -504,6 +506,11 @@ int npv_edgetpu_reset(struct npv_edgetpu *tpu)
         return -ENODEV;
     int r = npv_ring_reset(tpu->ring);
     return tpu->gone ? -ENODEV : r;
+}
+
+struct npv_dev *npv_edgetpu_dev(const struct npv_edgetpu *tpu)
+{
+    return tpu->dev;
 }
 
 void npv_edgetpu_last_error(const struct npv_edgetpu *tpu, struct npv_edgetpu_error *err)

@@ -301,13 +301,17 @@ int npv_edgetpu_wait(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_ns,
     }
     if (r == 0) {
         /*
-         * A ring whose wait returns empty at its timeout (rather than failing
-         * the jobs itself): nothing finished in time, so the requests are
+         * The wait ran out before any request finished or reached its own
+         * deadline: the caller's patience is the limit, so the requests are
          * failed and the chip reset here.
          */
         (void)npv_ring_reset(tpu->ring);
         r = -ETIMEDOUT;
     }
+    /* The ring zeroes the status block before the reset: the fatal word comes with the job. */
+    for (int i = 0; i < r; i++)
+        if (cpl[i].status == -EIO && cpl[i].dev_error != 0)
+            tpu->last_error.fatal_word = cpl[i].dev_error;
     return r;
 }
 
@@ -320,7 +324,9 @@ int npv_edgetpu_run(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable
     if (r < 0)
         return r;
     struct npv_cpl c;
-    r = npv_edgetpu_wait(tpu, 1, tpu->cfg.request_timeout_ns, &c, 1);
+    /* The request's own deadline (the ring's job timeout) decides; the wait only bounds it. */
+    uint64_t t = tpu->cfg.request_timeout_ns;
+    r = npv_edgetpu_wait(tpu, 1, t > UINT64_MAX / 2 ? UINT64_MAX : 2 * t, &c, 1);
     if (r < 0) {
         /* The failed request is returned by the next poll: take it off the table. */
         while (npv_ring_poll(tpu->ring, &c, 1) > 0)

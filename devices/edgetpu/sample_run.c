@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,8 +36,9 @@ struct run_buffers {
     uint64_t in_va, out_va;
 };
 
-static int map_buffers(struct npv_edgetpu *tpu, struct npv_dev *dev, struct run_buffers *b)
+static int map_buffers(struct npv_edgetpu *tpu, struct run_buffers *b)
 {
+    struct npv_dev *dev = npv_edgetpu_dev(tpu);
     struct npv_ctx *ctx = npv_dev_ctx(dev);
     struct npv_domain *dom = npv_dev_domain(dev);
     int r = npv_dma_alloc(ctx, 4096, NULL, &b->in);
@@ -53,81 +55,83 @@ static int map_buffers(struct npv_edgetpu *tpu, struct npv_dev *dev, struct run_
     return r;
 }
 
-static void free_buffers(struct npv_edgetpu *tpu, struct npv_dev *dev, struct run_buffers *b)
+/* The chip's page table is cleared of them before the memory leaves the domain. */
+static void free_buffers(struct npv_edgetpu *tpu, struct run_buffers *b)
 {
+    struct npv_domain *dom = npv_dev_domain(npv_edgetpu_dev(tpu));
     if (b->in_va != 0)
         (void)npv_edgetpu_unmap(tpu, b->in_va, EDGETPU_SAMPLE_INPUT_BYTES);
     if (b->out_va != 0)
         (void)npv_edgetpu_unmap(tpu, b->out_va, EDGETPU_SAMPLE_OUTPUT_BYTES);
     if (b->in != NULL)
-        (void)npv_dma_unmap(b->in, npv_dev_domain(dev));
+        (void)npv_dma_unmap(b->in, dom);
     if (b->out != NULL)
-        (void)npv_dma_unmap(b->out, npv_dev_domain(dev));
+        (void)npv_dma_unmap(b->out, dom);
     npv_dma_free(b->in);
     npv_dma_free(b->out);
 }
 
 static int run_all(struct npv_edgetpu *tpu, const struct edgetpu_sample *s,
                    struct npv_edgetpu_executable *exe, struct run_buffers *b, uint32_t n,
-                   uint64_t *lat, struct edgetpu_sample_report *rep)
+                   uint64_t *lat, struct npv_sample_result *res, uint64_t *sum)
 {
     int8_t *x = npv_dma_vaddr(b->in), *y = npv_dma_vaddr(b->out);
     int8_t want[EDGETPU_SAMPLE_OUTPUT_BYTES];
-    uint64_t t0 = mono_ns();
     for (uint32_t i = 0; i < n; i++) {
         edgetpu_sample_input(i, x);
+        /* A stale output must not pass for a fresh one. */
         memset(y, 0xcc, EDGETPU_SAMPLE_OUTPUT_BYTES);
         uint64_t a = mono_ns();
         int r = npv_edgetpu_run(tpu, exe, &b->in_va, &b->out_va);
         lat[i] = mono_ns() - a;
+        res->elapsed_ns += lat[i];
         if (r < 0)
             return r;
-        rep->requests++;
+        res->iterations++;
+        res->jobs++;
+        res->bytes += EDGETPU_SAMPLE_OUTPUT_BYTES;
         edgetpu_sample_reference(s, x, want);
-        if (memcmp(y, want, sizeof(want)) != 0)
-            rep->mismatches++;
-        rep->checksum = edgetpu_fnv1a(rep->checksum, y, EDGETPU_SAMPLE_OUTPUT_BYTES);
+        for (size_t k = 0; k < sizeof(want); k++)
+            res->mismatches += y[k] != want[k];
+        *sum = edgetpu_fnv1a(*sum, y, EDGETPU_SAMPLE_OUTPUT_BYTES);
     }
-    uint64_t span = mono_ns() - t0;
-    rep->rate = span > 0 ? (double)n * 1e9 / (double)span : 0.0;
     return 0;
 }
 
-int edgetpu_sample_run(struct npv_dev *dev, enum npv_edgetpu_completion mode, uint32_t n,
-                       struct edgetpu_sample_report *rep)
+int edgetpu_sample_run(struct npv_edgetpu *tpu, const struct npv_sample_opts *opts,
+                       struct npv_sample_result *res, uint64_t *checksum)
 {
-    memset(rep, 0, sizeof(*rep));
-    rep->checksum = EDGETPU_FNV_OFFSET;
-    if (n == 0)
-        return -EINVAL;
+    uint32_t n =
+        opts != NULL && opts->iterations ? opts->iterations : EDGETPU_SAMPLE_DEFAULT_ITERATIONS;
+    uint64_t sum = EDGETPU_FNV_OFFSET;
+    memset(res, 0, sizeof(*res));
     struct edgetpu_sample *s = malloc(sizeof(*s));
     uint64_t *lat = calloc(n, sizeof(*lat));
-    struct npv_edgetpu *tpu = NULL;
     struct npv_edgetpu_executable *exe = NULL;
     struct run_buffers b = {0};
     int r = -ENOMEM;
     if (s == NULL || lat == NULL)
         goto out;
     edgetpu_sample_init(s, 7);
-    struct npv_edgetpu_config cfg = {.completion = mode};
-    r = npv_edgetpu_open(dev, &cfg, &tpu);
+    r = npv_edgetpu_load(tpu, &s->desc, &exe);
     if (r == 0)
-        r = npv_edgetpu_load(tpu, &s->desc, &exe);
+        r = map_buffers(tpu, &b);
     if (r == 0)
-        r = map_buffers(tpu, dev, &b);
-    if (r == 0)
-        r = run_all(tpu, s, exe, &b, n, lat, rep);
-    if (rep->requests > 0) {
-        qsort(lat, rep->requests, sizeof(*lat), cmp_u64);
-        rep->p50_ns = lat[(rep->requests - 1) / 2];
-        rep->p99_ns = lat[(uint64_t)(rep->requests - 1) * 99 / 100];
-        rep->max_ns = lat[rep->requests - 1];
+        r = run_all(tpu, s, exe, &b, n, lat, res, &sum);
+    if (res->iterations > 0) {
+        qsort(lat, res->iterations, sizeof(*lat), cmp_u64);
+        res->p50_ns = lat[(res->iterations - 1) / 2];
+        res->p99_ns = lat[(res->iterations - 1) * 99 / 100];
     }
+    snprintf(res->what, sizeof(res->what),
+             "int8 FC %u->%u ReLU->%u over %u rows; outputs FNV-1a %016llx", EDGETPU_SAMPLE_IN,
+             EDGETPU_SAMPLE_HIDDEN, EDGETPU_SAMPLE_OUT, EDGETPU_SAMPLE_ROWS,
+             (unsigned long long)sum);
+    if (checksum != NULL)
+        *checksum = sum;
 out:
-    if (tpu != NULL)
-        free_buffers(tpu, dev, &b);
+    free_buffers(tpu, &b);
     npv_edgetpu_unload(exe);
-    npv_edgetpu_close(tpu);
     free(lat);
     free(s);
     return r;

@@ -1,34 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Run the sample network on an opened device and check it: what
- * `npuvfio run --device edgetpu` is to print (checksum, latency percentiles,
- * rate). Needs the device attached to a domain below 4 GiB.
+ * The Edge TPU sample workload for `npuvfio run --device edgetpu` and the
+ * tests: the sample network request after request through the driver, every
+ * output compared with the CPU reference, a checksum of all outputs.
  */
 #ifndef NPV_EDGETPU_SAMPLE_RUN_H
 #define NPV_EDGETPU_SAMPLE_RUN_H
 
+#include <stddef.h>
 #include <stdint.h>
-#include <npuvfio/dev.h>
 #include <npuvfio/edgetpu.h>
 
-struct edgetpu_sample_report {
-    uint32_t requests;
-    uint32_t mismatches;             /* requests whose output differed from the CPU reference */
-    uint64_t checksum;               /* FNV-1a 64 over every output, in request order */
-    uint64_t p50_ns, p99_ns, max_ns; /* per request, submit to completion */
-    double rate;                     /* requests per second over the whole run */
-};
+#include "sample_workload.h"
+
+#define EDGETPU_SAMPLE_DEFAULT_ITERATIONS 1000u
 
 /* FNV-1a 64 of len bytes, continuing from h (start with EDGETPU_FNV_OFFSET). */
 #define EDGETPU_FNV_OFFSET 0xcbf29ce484222325ull
 uint64_t edgetpu_fnv1a(uint64_t h, const void *p, size_t len);
 
 /*
- * Open the driver on dev in completion mode, run n requests (inputs
- * edgetpu_sample_input(0..n-1)), one at a time, and fill *rep. 0, or the first
- * failing call's negative errno (rep then counts what ran).
+ * Load the sample on an open driver, run opts->iterations requests (inputs
+ * edgetpu_sample_input(0..n-1)) one at a time, check each, and fill *res;
+ * *checksum (may be NULL) gets the FNV-1a of every output in request order
+ * (also written in res->what). 0 (res may still count mismatches), or the
+ * first failing call's negative errno.
  */
-int edgetpu_sample_run(struct npv_dev *dev, enum npv_edgetpu_completion mode, uint32_t n,
-                       struct edgetpu_sample_report *rep);
+int edgetpu_sample_run(struct npv_edgetpu *tpu, const struct npv_sample_opts *opts,
+                       struct npv_sample_result *res, uint64_t *checksum);
 
 #endif

@@ -4,7 +4,7 @@
  * in BAR0 page 0, a doorbell page shared with the client and polled by a
  * thread, descriptors and data read from the client's DMA memory, a status
  * block written back with completed_head stored last (release), MSI-X vector 0
- * per descriptor with TESTDEV_DESC_IRQ.
+ * per descriptor with NPV_TESTDEV_DESC_IRQ.
  *
  * The client's ring contents and register values are untrusted: every IOVA
  * goes through the server's mapping table (an unmapped one is a device fault,
@@ -29,9 +29,7 @@
 #include "model.h"
 #include "regs.h"
 
-/* A copy bounded so one descriptor cannot keep the engine busy for long. */
-#define TESTDEV_MAX_LEN (16u << 20)
-/* An IOVA no client maps (top of the 64-bit space), for TESTDEV_FAULT_DMA_UNMAPPED. */
+/* An IOVA no client maps (top of the 64-bit space), for NPV_TESTDEV_FAULT_DMA_UNMAPPED. */
 #define TESTDEV_WILD_IOVA 0xfffffffffff00000ull
 /* Spin this long on an idle doorbell before napping. */
 #define TESTDEV_SPIN_NS 1000000ll
@@ -179,7 +177,7 @@ static void engine_enable(struct npv_testdev_model *td)
     struct engine *e = &td->eng;
     if (!ring_valid(td->ring_entries)) {
         td->status |= TESTDEV_STATUS_FAULT;
-        e->err = TESTDEV_ERR_BAD_DESC;
+        e->err = NPV_TESTDEV_ERR_BAD_DESC;
         return;
     }
     e->ring_base = td->ring_base;
@@ -222,8 +220,8 @@ static void section_enter(struct npv_testdev_model *td)
     void *p;
     e->ring = NULL;
     e->st = NULL;
-    if (npv_vus_dma_ptr(td->srv, e->ring_base, (uint64_t)e->entries * sizeof(struct testdev_desc),
-                        1, &p) == 0)
+    if (npv_vus_dma_ptr(td->srv, e->ring_base,
+                        (uint64_t)e->entries * sizeof(struct npv_testdev_desc), 1, &p) == 0)
         e->ring = p;
     /* Aligned, or the stores below would not be single-copy atomic. */
     if (npv_vus_dma_ptr(td->srv, e->status_base, sizeof(struct testdev_status), 2, &p) == 0 &&
@@ -265,16 +263,16 @@ static int write_status(struct npv_testdev_model *td, uint32_t head)
 }
 
 /* Message DMA (client memory without fd): bounce through a buffer, outside the section. */
-static uint32_t execute_by_message(struct npv_testdev_model *td, const struct testdev_desc *d,
+static uint32_t execute_by_message(struct npv_testdev_model *td, const struct npv_testdev_desc *d,
                                    uint64_t src, uint64_t dst, uint64_t *bad_iova)
 {
     struct npv_vus *srv = td->srv;
     int r = 0;
     uint8_t *buf = malloc(d->len);
     if (buf == NULL)
-        return TESTDEV_ERR_DMA;
+        return NPV_TESTDEV_ERR_DMA;
     section_leave(td);
-    if (d->opcode == TESTDEV_OP_COPY) {
+    if (d->opcode == NPV_TESTDEV_OP_COPY) {
         r = npv_vus_dma_read(srv, src, buf, d->len);
         if (r < 0)
             *bad_iova = src;
@@ -288,53 +286,53 @@ static uint32_t execute_by_message(struct npv_testdev_model *td, const struct te
     }
     section_enter(td);
     free(buf);
-    return r == 0 ? TESTDEV_ERR_NONE : TESTDEV_ERR_DMA;
+    return r == 0 ? NPV_TESTDEV_ERR_NONE : NPV_TESTDEV_ERR_DMA;
 }
 
 /*
  * Run one descriptor's DMA, inside a section. d is the engine's own copy, so
  * the client cannot change it between the checks and the use. Returns
- * TESTDEV_ERR_*; *bad_iova names a refused address.
+ * NPV_TESTDEV_ERR_*; *bad_iova names a refused address.
  */
-static uint32_t execute(struct npv_testdev_model *td, const struct testdev_desc *d,
+static uint32_t execute(struct npv_testdev_model *td, const struct npv_testdev_desc *d,
                         uint64_t *bad_iova)
 {
     struct npv_vus *srv = td->srv;
     uint64_t src = d->src, dst = d->dst;
     int r;
 
-    if (d->opcode == TESTDEV_OP_NOP)
-        return TESTDEV_ERR_NONE;
-    if ((d->opcode != TESTDEV_OP_COPY && d->opcode != TESTDEV_OP_FILL) || d->len == 0 ||
-        d->len > TESTDEV_MAX_LEN)
-        return TESTDEV_ERR_BAD_DESC;
-    if (td->eng.fault_armed == TESTDEV_FAULT_DMA_UNMAPPED) {
-        td->eng.fault_armed = TESTDEV_FAULT_NONE;
+    if (d->opcode == NPV_TESTDEV_OP_NOP)
+        return NPV_TESTDEV_ERR_NONE;
+    if ((d->opcode != NPV_TESTDEV_OP_COPY && d->opcode != NPV_TESTDEV_OP_FILL) || d->len == 0 ||
+        d->len > NPV_TESTDEV_MAX_LEN)
+        return NPV_TESTDEV_ERR_BAD_DESC;
+    if (td->eng.fault_armed == NPV_TESTDEV_FAULT_DMA_UNMAPPED) {
+        td->eng.fault_armed = NPV_TESTDEV_FAULT_NONE;
         dst = TESTDEV_WILD_IOVA;
     }
     void *s = NULL, *t = NULL;
     r = npv_vus_dma_ptr(srv, dst, d->len, 2, &t);
     if (r == -EFAULT) {
         *bad_iova = dst;
-    } else if (r == 0 && d->opcode == TESTDEV_OP_COPY) {
+    } else if (r == 0 && d->opcode == NPV_TESTDEV_OP_COPY) {
         r = npv_vus_dma_ptr(srv, src, d->len, 1, &s);
         if (r == -EFAULT)
             *bad_iova = src;
     }
     if (r == 0) {
-        if (d->opcode == TESTDEV_OP_COPY)
+        if (d->opcode == NPV_TESTDEV_OP_COPY)
             memmove(t, s, d->len);
         else
             memset(t, (int)(d->pattern & 0xff), d->len);
-        return TESTDEV_ERR_NONE;
+        return NPV_TESTDEV_ERR_NONE;
     }
     if (r != -ENOTSUP)
-        return TESTDEV_ERR_DMA;
+        return NPV_TESTDEV_ERR_DMA;
     return execute_by_message(td, d, src, dst, bad_iova);
 }
 
 /* Fetch descriptor head into d, inside a section. 0, or -EFAULT with *bad_iova set. */
-static int fetch(struct npv_testdev_model *td, struct testdev_desc *d, uint64_t *bad_iova)
+static int fetch(struct npv_testdev_model *td, struct npv_testdev_desc *d, uint64_t *bad_iova)
 {
     struct engine *e = &td->eng;
     uint32_t slot = e->head & (e->entries - 1);
@@ -369,7 +367,7 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
     section_enter(td);
     /* A producer index more than a ring ahead names descriptors that do not exist. */
     if (avail > e->entries) {
-        e->err = TESTDEV_ERR_BAD_DESC;
+        e->err = NPV_TESTDEV_ERR_BAD_DESC;
         e->err_index = e->head;
         engine_fault(td, false, 0);
         write_status(td, e->completed);
@@ -380,13 +378,15 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
         if (atomic_load_explicit(&td->park_req, memory_order_relaxed))
             break;
         uint32_t armed = e->fault_armed;
-        if (armed == TESTDEV_FAULT_HANG) {
-            e->fault_armed = TESTDEV_FAULT_NONE;
+        if (armed == NPV_TESTDEV_FAULT_HANG) {
+            e->fault_armed = NPV_TESTDEV_FAULT_NONE;
             e->hung = true;
             break;
         }
-        if (armed == TESTDEV_FAULT_DISCONNECT) {
-            e->fault_armed = TESTDEV_FAULT_NONE;
+        if (armed == NPV_TESTDEV_FAULT_DISCONNECT) {
+            /* A device that went away works no further descriptor of this client. */
+            e->fault_armed = NPV_TESTDEV_FAULT_NONE;
+            e->running = false;
             npv_vus_disconnect(td->srv);
             break;
         }
@@ -396,19 +396,19 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
          */
         if (e->ring != NULL && tail - e->head > TESTDEV_PREFETCH)
             __builtin_prefetch(e->ring + (size_t)((e->head + TESTDEV_PREFETCH) & (e->entries - 1)) *
-                                             sizeof(struct testdev_desc));
-        struct testdev_desc d;
+                                             sizeof(struct npv_testdev_desc));
+        struct npv_testdev_desc d;
         uint64_t bad = 0;
-        uint32_t err = fetch(td, &d, &bad) < 0 ? TESTDEV_ERR_DMA : execute(td, &d, &bad);
+        uint32_t err = fetch(td, &d, &bad) < 0 ? NPV_TESTDEV_ERR_DMA : execute(td, &d, &bad);
         e->head++;
         e->completed++;
-        if (d.flags & TESTDEV_DESC_IRQ)
+        if (d.flags & NPV_TESTDEV_DESC_IRQ)
             irq = true;
-        if (err != TESTDEV_ERR_NONE) {
+        if (err != NPV_TESTDEV_ERR_NONE) {
             e->err = err;
             e->err_index = e->head - 1;
             e->err_iova = bad;
-            engine_fault(td, err == TESTDEV_ERR_DMA, bad);
+            engine_fault(td, err == NPV_TESTDEV_ERR_DMA, bad);
             break; /* the engine stops at the first failed descriptor */
         }
         /*
@@ -416,15 +416,15 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
          * descriptor that moved data (up to 16 MiB) and every
          * TESTDEV_SECTION_MAX others, so it never waits for a whole batch.
          */
-        if (d.opcode != TESTDEV_OP_NOP || ++in_section == TESTDEV_SECTION_MAX) {
+        if (d.opcode != NPV_TESTDEV_OP_NOP || ++in_section == TESTDEV_SECTION_MAX) {
             section_leave(td);
             section_enter(td);
             in_section = 0;
         }
     }
     uint32_t head = e->completed;
-    if (e->fault_armed == TESTDEV_FAULT_WILD_HEAD) {
-        e->fault_armed = TESTDEV_FAULT_NONE;
+    if (e->fault_armed == NPV_TESTDEV_FAULT_WILD_HEAD) {
+        e->fault_armed = NPV_TESTDEV_FAULT_NONE;
         head = tail + e->entries + 7; /* beyond anything the driver submitted */
     }
     if (write_status(td, head) < 0)
@@ -606,9 +606,9 @@ static int regs_access(void *arg, uint32_t index, uint64_t off, void *buf, size_
             td->ring_entries = v32;
             break;
         case TESTDEV_REG_FAULT_INJECT:
-            if (v32 == TESTDEV_FAULT_FAIL_RESET)
+            if (v32 == NPV_TESTDEV_FAULT_FAIL_RESET)
                 td->fail_reset = true;
-            else if (v32 <= TESTDEV_FAULT_DISCONNECT) {
+            else if (v32 <= NPV_TESTDEV_FAULT_DISCONNECT) {
                 park(td);
                 td->eng.fault_armed = v32;
                 unpark(td);
@@ -630,7 +630,7 @@ static int regs_access(void *arg, uint32_t index, uint64_t off, void *buf, size_
         v32 = td->status;
         break;
     case TESTDEV_REG_DESC_SIZE:
-        v32 = sizeof(struct testdev_desc);
+        v32 = sizeof(struct npv_testdev_desc);
         break;
     case TESTDEV_REG_RING_ENTRIES:
         v32 = td->ring_entries;
@@ -691,11 +691,11 @@ int npv_testdev_model_new(struct npv_ctx *ctx, struct npv_testdev_model **out)
     atomic_init(&td->park_req, false);
 
     struct npv_vus_config cfg = {
-        .vendor_id = TESTDEV_PCI_VENDOR,
-        .device_id = TESTDEV_PCI_DEVICE,
-        .subsys_vendor_id = TESTDEV_PCI_VENDOR,
-        .subsys_id = TESTDEV_PCI_DEVICE,
-        .class_code = TESTDEV_PCI_CLASS,
+        .vendor_id = NPV_TESTDEV_VENDOR_ID,
+        .device_id = NPV_TESTDEV_DEVICE_ID,
+        .subsys_vendor_id = NPV_TESTDEV_VENDOR_ID,
+        .subsys_id = NPV_TESTDEV_DEVICE_ID,
+        .class_code = NPV_TESTDEV_CLASS,
         .msix_vectors = TESTDEV_MSIX_VECTORS,
         .msix_bar = 0,
         .msix_table_offset = TESTDEV_MSIX_TABLE_OFFSET,

@@ -20,9 +20,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TESTDEV_PCI_VENDOR 0x1234 /* QEMU's test-device vendor id, as edu uses */
-#define TESTDEV_PCI_DEVICE 0x4e50
-#define TESTDEV_PCI_CLASS  0x120000 /* processing accelerator */
+/*
+ * What users of the device need (PCI ids, the descriptor, opcodes, error
+ * words, fault kinds) is public, in <npuvfio/testdev.h>; this file adds the
+ * registers and the status block, which only the driver and the model touch.
+ */
+#include <npuvfio/testdev.h>
 
 #define TESTDEV_BAR0_SIZE    0x4000u
 #define TESTDEV_MSIX_VECTORS 2u
@@ -31,14 +34,15 @@
 #define TESTDEV_REG_ID           0x000u /* RO: TESTDEV_ID_VALUE */
 #define TESTDEV_REG_CTRL         0x004u /* RW: TESTDEV_CTRL_* */
 #define TESTDEV_REG_STATUS       0x008u /* RO: TESTDEV_STATUS_* */
-#define TESTDEV_REG_DESC_SIZE    0x00cu /* RO: sizeof(struct testdev_desc) */
+#define TESTDEV_REG_DESC_SIZE    0x00cu /* RO: sizeof(struct npv_testdev_desc) */
 #define TESTDEV_REG_RING_BASE    0x010u /* RW 64: IOVA of the descriptor ring */
 #define TESTDEV_REG_RING_ENTRIES 0x018u /* RW: power of two, 2..65536 */
 #define TESTDEV_REG_STATUS_BASE  0x020u /* RW 64: IOVA of struct testdev_status */
-#define TESTDEV_REG_FAULT_INJECT 0x030u /* WO: TESTDEV_FAULT_*, armed for the next descriptor */
-#define TESTDEV_REG_FAULT_IOVA   0x038u /* RO 64: IOVA of the last refused DMA */
-#define TESTDEV_REG_SCRATCH64    0x040u /* RW 64: plain storage */
-#define TESTDEV_REG_LAST_WIDTH   0x048u /* RO: width in bytes of the last SCRATCH64 access */
+#define TESTDEV_REG_FAULT_INJECT                                                                   \
+    0x030u /* WO: enum npv_testdev_fault, armed for the next descriptor */
+#define TESTDEV_REG_FAULT_IOVA 0x038u /* RO 64: IOVA of the last refused DMA */
+#define TESTDEV_REG_SCRATCH64  0x040u /* RW 64: plain storage */
+#define TESTDEV_REG_LAST_WIDTH 0x048u /* RO: width in bytes of the last SCRATCH64 access */
 
 #define TESTDEV_ID_VALUE 0x4e500001u
 
@@ -47,16 +51,9 @@
 #define TESTDEV_CTRL_IRQ_ENABLE (1u << 2) /* raise MSI-X vector 0 on descriptors with IRQ */
 
 #define TESTDEV_STATUS_RUNNING (1u << 0)
-#define TESTDEV_STATUS_FAULT   (1u << 1) /* a DMA was refused; see FAULT_IOVA */
-
-enum testdev_fault {
-    TESTDEV_FAULT_NONE = 0,
-    TESTDEV_FAULT_HANG = 1,         /* stop completing until reset */
-    TESTDEV_FAULT_WILD_HEAD = 2,    /* write a completed head beyond the tail */
-    TESTDEV_FAULT_DMA_UNMAPPED = 3, /* DMA to an IOVA nobody mapped */
-    TESTDEV_FAULT_DISCONNECT = 4,   /* the server closes the connection */
-    TESTDEV_FAULT_FAIL_RESET = 5,   /* the next reset fails */
-};
+#define TESTDEV_STATUS_FAULT                                                                       \
+    (1u << 1) /* stopped: a failed descriptor (a refused DMA: see                                  \
+                  FAULT_IOVA), a bad ring size, a failed reset */
 
 /* Page 1: the doorbell. The driver writes the free-running producer index. */
 #define TESTDEV_DOORBELL_PAGE 0x1000u
@@ -65,31 +62,6 @@ enum testdev_fault {
 #define TESTDEV_MSIX_TABLE_OFFSET 0x2000u
 #define TESTDEV_MSIX_PBA_OFFSET   0x3000u
 
-enum testdev_opcode {
-    TESTDEV_OP_NOP = 0,
-    TESTDEV_OP_COPY = 1, /* len bytes from src to dst */
-    TESTDEV_OP_FILL = 2, /* len bytes of (pattern & 0xff) at dst */
-};
-
-#define TESTDEV_DESC_IRQ (1u << 0) /* raise vector 0 when this descriptor completes */
-
-/* One descriptor, as the device reads it from the ring. */
-struct testdev_desc {
-    uint32_t opcode;
-    uint32_t flags;
-    uint64_t src;
-    uint64_t dst;
-    uint32_t len;
-    uint32_t pattern;
-};
-static_assert(sizeof(struct testdev_desc) == 32, "descriptor layout is device ABI");
-static_assert(offsetof(struct testdev_desc, src) == 8, "descriptor layout is device ABI");
-static_assert(offsetof(struct testdev_desc, len) == 24, "descriptor layout is device ABI");
-
-#define TESTDEV_ERR_NONE     0u
-#define TESTDEV_ERR_DMA      1u /* a DMA of the descriptor was refused */
-#define TESTDEV_ERR_BAD_DESC 2u /* unknown opcode or length */
-
 /*
  * The status block, written by the device with a release store of
  * completed_head last. completed_head is free-running: the number of
@@ -97,7 +69,7 @@ static_assert(offsetof(struct testdev_desc, len) == 24, "descriptor layout is de
  */
 struct testdev_status {
     uint32_t completed_head;
-    uint32_t error;       /* TESTDEV_ERR_* of the descriptor error_index names */
+    uint32_t error;       /* enum npv_testdev_error of the descriptor error_index names */
     uint32_t error_index; /* free-running index of the failed descriptor */
     uint32_t reserved;
     uint64_t fault_iova;

@@ -47,6 +47,18 @@ enum npv_error {
     NPV_ENOTVIABLE,
     /* The peer spoke the protocol wrongly (vfio-user). */
     NPV_EPEERPROTO,
+    /*
+     * Memory without a file behind it (anonymous private) cannot reach a
+     * device server in another process (vfio-user shares memory by fd).
+     */
+    NPV_ENOTSHARED,
+    /*
+     * The kernel IOMMU interface the open needs is not there: no
+     * /dev/vfio/vfio for the legacy backend, no /dev/iommu (or a build
+     * without iommufd) for the iommufd one. Unlike -ENODEV, the device may
+     * well exist: another backend (NPUVFIO_IOMMU) or kernel may open it.
+     */
+    NPV_ENOBACKEND,
     NPV_ERROR_END,
 };
 

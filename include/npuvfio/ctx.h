@@ -3,8 +3,12 @@
  * The library context: logging, backend preferences and the sysfs root.
  * The library keeps no global state; everything hangs off a context.
  *
- * Thread-safety: a context may be used by many threads at once once set up;
- * the setters are meant for set-up time and take the context's lock.
+ * Thread-safety: every call here may run in any thread at any time, also
+ * while other threads log or open devices through the context. A setter's
+ * value is seen by calls that start after it returns; a call already under
+ * way may still use the previous one (see npv_ctx_set_log_sink and
+ * npv_ctx_sysfs_root). npv_ctx_free is the exception: nothing may use the
+ * context during or after it.
  */
 #ifndef NPUVFIO_CTX_H
 #define NPUVFIO_CTX_H
@@ -46,18 +50,37 @@ NPV_API void npv_ctx_free(struct npv_ctx *ctx);
 
 NPV_API void npv_ctx_set_log_level(struct npv_ctx *ctx, enum npv_log_level level);
 NPV_API enum npv_log_level npv_ctx_log_level(const struct npv_ctx *ctx);
-/* fn NULL restores the stderr sink. */
+/*
+ * fn NULL restores the stderr sink. A line being logged while this runs may
+ * still reach the previous sink after it returns: keep the previous user data
+ * valid until no thread can be logging through the context.
+ */
 NPV_API void npv_ctx_set_log_sink(struct npv_ctx *ctx, npv_log_fn fn, void *user);
 /* Parse "error|warn|info|debug". Returns the level or -EINVAL. */
 NPV_API int npv_log_level_parse(const char *name);
+/*
+ * Log through the context's sink when level is at or above the context's
+ * level: for device drivers built on the library, so their messages reach
+ * the same sink as the library's. Not for hot paths.
+ */
+NPV_API void npv_ctx_log(struct npv_ctx *ctx, enum npv_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 NPV_API void npv_ctx_set_iommu_backend(struct npv_ctx *ctx, enum npv_iommu_backend backend);
 NPV_API enum npv_iommu_backend npv_ctx_iommu_backend(const struct npv_ctx *ctx);
 /* Parse "auto|legacy|iommufd". Returns the backend or -EINVAL. */
 NPV_API int npv_iommu_backend_parse(const char *name);
 
-/* The root under which "bus/pci", "kernel/iommu_groups" ... are read. -ENAMETOOLONG / -ENOMEM. */
+/*
+ * The root under which "bus/pci", "kernel/iommu_groups" ... are read. The
+ * string is copied. -EINVAL empty, -ENAMETOOLONG, -ENOMEM.
+ */
 NPV_API int npv_ctx_set_sysfs_root(struct npv_ctx *ctx, const char *root);
+/*
+ * The current sysfs root. The string stays valid until npv_ctx_free, also
+ * after another thread sets a new root (the context keeps every distinct
+ * root it was given until then), so it may be read while setters run.
+ */
 NPV_API const char *npv_ctx_sysfs_root(const struct npv_ctx *ctx);
 
 /* Whether this build has iommufd support (uapi headers had it at configure time). */

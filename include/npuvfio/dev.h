@@ -8,6 +8,21 @@
  *
  * A device is attached to exactly one domain at a time.
  *
+ * Who holds whom: a device holds a reference on the domain it is attached
+ * to (taken by the open or npv_dev_attach, moved by a later attach, dropped
+ * by npv_dev_close). So the caller may npv_domain_put its own reference
+ * right after the open: the domain, with its mappings (and on iommufd its
+ * IOAS), lives until the device closes or moves to another domain. Nothing
+ * holds the context or the device:
+ *   1. npv_ring_free every ring (it uses the device's BAR, IRQ and DMA memory
+ *      without holding them);
+ *   2. npv_irq_disable and npv_bar_unmap the device's IRQs and BARs;
+ *   3. npv_dev_close, npv_dma_free and npv_domain_put in any order: a DMA
+ *      mapping holds its domain too, and a buffer is unmapped from every
+ *      IOMMU behind the domain before its memory is released (closing the
+ *      device first means it never DMAs to an address just unmapped);
+ *   4. npv_ctx_free last.
+ *
  * Thread-safety: control calls on one device are serialised by the device's
  * lock; region reads/writes through mmap are lock-free.
  */
@@ -43,7 +58,11 @@ enum npv_transport {
 enum {
     NPV_DEV_FLAG_RESET = 1u << 0, /* the device supports VFIO_DEVICE_RESET */
     NPV_DEV_FLAG_PCI = 1u << 1,
+    NPV_DEV_FLAG_PLATFORM = 1u << 2, /* a platform device: no config space, no MSI */
 };
+
+/* Region n of a platform device: its n-th MMIO resource (device-tree `reg` order). */
+#define NPV_PLATFORM_REGION(n) ((uint32_t)(n))
 
 struct npv_dev_info {
     uint32_t flags;
@@ -93,7 +112,12 @@ struct npv_irq_info {
 };
 
 struct npv_dev_opts {
-    /* Deadline for one control request (vfio-user round trip); 0 = 5 s. */
+    /*
+     * Deadline for one control request (vfio-user round trip); 0 = 5 s. A
+     * vfio-user request that misses it fails with -ETIMEDOUT and ends the
+     * connection (the server may still act on it): every later call of the
+     * device fails with -ENOTCONN; close it and open it again.
+     */
     uint64_t request_timeout_ns;
 };
 
@@ -102,11 +126,25 @@ struct npv_dev_opts {
  * attach it to dom. The backend is the context's choice (auto, legacy,
  * iommufd). Enables bus mastering; clears Enable No Snoop when the IOMMU
  * does not enforce coherency. Errors: -EINVAL malformed address, -ENODEV no
- * such device, -ENOTVIABLE (negated NPV_ENOTVIABLE) when another function of
- * the group is on a host driver (logged by name), -EACCES, -EBUSY.
+ * such device (or not on a vfio driver), -NPV_ENOTVIABLE when another
+ * function of the group is on a host driver (logged by name),
+ * -NPV_ENOBACKEND when the kernel or this build lacks the backend chosen
+ * (forced by NPUVFIO_IOMMU / npv_ctx_set_iommu_backend, or the legacy
+ * fallback of auto), -EACCES, -EBUSY.
  */
 NPV_API int npv_dev_open_pci(struct npv_ctx *ctx, const char *bdf, struct npv_domain *dom,
                              const struct npv_dev_opts *opts, struct npv_dev **out);
+
+/*
+ * Open a platform device bound to vfio-platform, by its sysfs name
+ * ("fdab0000.npu", see platform.h for its region and IRQ indexes), and
+ * attach it to dom, through the same backends as npv_dev_open_pci. No PCI
+ * set-up is done. Errors: -EINVAL malformed name, -ENODEV no such device, not
+ * on vfio-platform or without an IOMMU group, -ENOTVIABLE as for PCI,
+ * -EACCES, -EBUSY.
+ */
+NPV_API int npv_dev_open_platform(struct npv_ctx *ctx, const char *name, struct npv_domain *dom,
+                                  const struct npv_dev_opts *opts, struct npv_dev **out);
 
 /*
  * Connect to a vfio-user device server at socket_path, negotiate the
@@ -138,7 +176,7 @@ NPV_API struct npv_domain *npv_dev_domain(const struct npv_dev *dev);
 NPV_API enum npv_transport npv_dev_transport(const struct npv_dev *dev);
 NPV_API const char *npv_transport_name(enum npv_transport t);
 NPV_API struct npv_ctx *npv_dev_ctx(const struct npv_dev *dev);
-/* "0000:01:00.0" for PCI, the socket path for vfio-user. */
+/* "0000:01:00.0" for PCI, "fdab0000.npu" for a platform device, the socket path for vfio-user. */
 NPV_API const char *npv_dev_name(const struct npv_dev *dev);
 
 NPV_API int npv_dev_info(struct npv_dev *dev, struct npv_dev_info *info);
@@ -155,7 +193,11 @@ NPV_API int npv_dev_region_read(struct npv_dev *dev, uint32_t index, uint64_t of
 NPV_API int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
                                  size_t len);
 
-/* Config space helpers (region NPV_PCI_CONFIG_REGION), little-endian values. */
+/*
+ * Config space helpers (region NPV_PCI_CONFIG_REGION), little-endian values.
+ * -ENOTSUP on a device that is not PCI (a platform device's region 7 is an
+ * MMIO resource like any other).
+ */
 NPV_API int npv_dev_config_read(struct npv_dev *dev, uint32_t off, void *buf, size_t len);
 NPV_API int npv_dev_config_write(struct npv_dev *dev, uint32_t off, const void *buf, size_t len);
 
@@ -178,6 +220,57 @@ NPV_API int npv_dev_reset(struct npv_dev *dev);
  */
 NPV_API bool npv_dev_coherent(const struct npv_dev *dev);
 NPV_API bool npv_dev_no_snoop_cleared(const struct npv_dev *dev);
+
+/*
+ * IOMMU faults of the device, as far as the kernel lets user space see them.
+ *
+ * Visible: over iommufd, I/O page faults only, that is the page requests of
+ * a device that takes recoverable faults (PCIe PRI, or an SMMU stall). The
+ * library gives each domain's page table a fault queue (IOMMU_FAULT_QUEUE_ALLOC,
+ * then IOMMU_HWPT_ALLOC with IOMMU_HWPT_FAULT_ID_VALID) when the build has
+ * the uapi (6.11+ headers) and the kernel accepts a fault queue on a
+ * kernel-managed page table (6.11 and 6.12 accept it only on nested ones),
+ * and keeps it for a device whose IOMMU driver enables I/O page faults.
+ *
+ * Not visible, so the calls below return -EOPNOTSUPP:
+ * - legacy type1: VFIO reports no IOMMU fault to user space;
+ * - iommufd otherwise: a DMA to an unmapped IOVA by a device without PRI is
+ *   an unrecoverable fault; the IOMMU driver writes it to the kernel log
+ *   (e.g. "DMAR: [DMA Read] ... fault reason") and the access fails at the
+ *   device. iommufd's vEVENTQ (6.15+) reports such faults only for nested
+ *   (VMM) translation, which the library does not use;
+ * - vfio-user: the protocol has no fault message.
+ */
+enum {
+    NPV_FAULT_READ = 1u << 0, /* the access asked for: read, write, execute, privileged */
+    NPV_FAULT_WRITE = 1u << 1,
+    NPV_FAULT_EXEC = 1u << 2,
+    NPV_FAULT_PRIV = 1u << 3,
+};
+
+#define NPV_FAULT_NO_PASID UINT32_MAX
+
+struct npv_dev_fault {
+    npv_iova_t iova;   /* the page the device asked for */
+    uint32_t access;   /* NPV_FAULT_* */
+    uint32_t pasid;    /* NPV_FAULT_NO_PASID when the request carried none */
+    bool other_device; /* raised by another device sharing the domain's page table */
+};
+
+/*
+ * An fd that polls readable (POLLIN) while faults wait; owned by the library,
+ * valid while the device stays attached to its domain. -EOPNOTSUPP.
+ */
+NPV_API int npv_dev_fault_fd(struct npv_dev *dev);
+/*
+ * Take up to max waiting faults without blocking. Returns how many (0: none),
+ * -EOPNOTSUPP (see above), -ENOSPC when the next group of faults (a PRI page
+ * request group) holds more than max. Each group taken is answered at once
+ * with Invalid Request (PCIe 6.0 §10.4.2.1): a domain's memory is mapped
+ * before the device uses it, so a page request is a DMA outside the mappings,
+ * and the device must fail that access rather than wait for a page.
+ */
+NPV_API int npv_dev_read_faults(struct npv_dev *dev, struct npv_dev_fault *out, size_t max);
 
 #ifdef __cplusplus
 }

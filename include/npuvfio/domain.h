@@ -27,8 +27,13 @@
  * nothing else holds it). Legacy containers and vfio-user connections follow
  * their device instead and are gone when it closes.
  *
- * Reference counted. Thread-safety: all calls are safe from many threads; the
- * domain serialises them with its own lock.
+ * Reference counted: npv_domain_new returns one reference; every device
+ * attached to the domain and every DMA mapping in it hold one more, so the
+ * domain may be put before the devices attached to it are closed (see
+ * dev.h for the whole teardown order). The context must outlive it.
+ *
+ * Thread-safety: all calls are safe from many threads; the domain
+ * serialises them with its own lock.
  */
 #ifndef NPUVFIO_DOMAIN_H
 #define NPUVFIO_DOMAIN_H
@@ -47,7 +52,12 @@ struct npv_domain;
 #define NPV_DOMAIN_IOVA_ZERO_GUARD 4096ull
 
 struct npv_domain_opts {
-    /* The device-side DMA window, inclusive. aperture_last == 0 means all 64 bits. */
+    /*
+     * The device-side DMA window, inclusive. aperture_last == 0 means all 64
+     * bits. aperture_start may be 0 (a device that can address from 0): the
+     * domain still never allocates below NPV_DOMAIN_IOVA_ZERO_GUARD, so the
+     * usable space starts there; npv_domain_iova_ranges shows it.
+     */
     npv_iova_t aperture_start;
     npv_iova_t aperture_last;
 };
@@ -76,8 +86,24 @@ NPV_API int npv_domain_iova_to_vaddr(struct npv_domain *dom, npv_iova_t iova, vo
 /* IOVA of a host address, if it lies in a mapping. -ENOENT otherwise. O(log n). */
 NPV_API int npv_domain_vaddr_to_iova(struct npv_domain *dom, const void *vaddr, npv_iova_t *iova);
 
-/* Number of mappings in the journal. */
+/* Number of mappings in the journal (quarantined ranges not included). */
 NPV_API size_t npv_domain_mapping_count(struct npv_domain *dom);
+
+/*
+ * The quarantine: when an IOMMU behind the domain fails to unmap a mapping
+ * (npv_dma_unmap, or the undo of a map that failed in another IOMMU), the
+ * error is logged and returned, and the IOVA range stays taken: it is never
+ * handed out again while that IOMMU may still translate it. The mapping is
+ * gone from the journal (no lookups, no replay into a device attached later).
+ * A range leaves the quarantine when a retried npv_dma_unmap of the same
+ * buffer succeeds in every IOMMU that still held it, when those IOMMUs leave
+ * the domain (their device closes or moves to another domain), or with the
+ * domain.
+ *
+ * Returns the number of quarantined ranges; *bytes (may be NULL) gets their
+ * total length. 0 for NULL.
+ */
+NPV_API size_t npv_domain_quarantined(struct npv_domain *dom, uint64_t *bytes);
 
 /*
  * Whether every IOMMU behind the domain enforces cache coherency

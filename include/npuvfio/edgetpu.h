@@ -82,6 +82,8 @@ struct npv_edgetpu_error {
  */
 NPV_API int npv_edgetpu_open(struct npv_dev *dev, const struct npv_edgetpu_config *cfg,
                              struct npv_edgetpu **out);
+/* The device the driver was opened on. */
+NPV_API struct npv_dev *npv_edgetpu_dev(const struct npv_edgetpu *tpu);
 /*
  * Pause DMA, halt the cores, disable the queue, unmap and free everything.
  * Requests in flight are forgotten. Executables must be unloaded first. NULL

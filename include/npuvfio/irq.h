@@ -25,6 +25,14 @@ enum npv_irq_type {
     NPV_IRQ_REQ = 4,
 };
 
+/*
+ * A platform device's IRQ index n: its n-th interrupt line (device-tree
+ * order), one vector. A level-triggered line comes back masked after each
+ * interrupt (VFIO's AUTOMASKED): npv_irq_unmask() once the device's status
+ * is cleared, or the next interrupt never arrives.
+ */
+#define NPV_IRQ_PLATFORM(n) ((enum npv_irq_type)(n))
+
 struct npv_irq;
 
 /*

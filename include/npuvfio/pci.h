@@ -90,9 +90,6 @@ NPV_API int npv_pci_unbind_vfio(struct npv_ctx *ctx, const char *addr);
 NPV_API int npv_pci_bind_vfio_state(struct npv_ctx *ctx, const char *addr, const char *state_dir);
 NPV_API int npv_pci_unbind_vfio_state(struct npv_ctx *ctx, const char *addr, const char *state_dir);
 
-/* Known NPUs and our model ids: the device family name, or NULL. */
-NPV_API const char *npv_pci_known_npu(uint16_t vendor, uint16_t device);
-
 #ifdef __cplusplus
 }
 #endif

@@ -17,10 +17,16 @@
  *   bounded waits by polling, by interrupt or both (hybrid). Used by the
  *   ring-shaped devices (Edge TPU, the generic test device).
  *
- * Indexes are free-running 32-bit sequence numbers: the device's completed
- * head and the producer index written to the doorbell count descriptors since
- * the device was (re)started, modulo 2^32; the slot of index i is
- * i & (entries - 1). A full ring holds `entries` descriptors.
+ * Indexes: the producer index (what the doorbell announces) and the
+ * device's completed head count descriptors since the device was (re)started.
+ * The device writes its completed head either as a free-running count modulo
+ * 2^32 (NPV_RING_HEAD_COUNT) or masked to the ring size (NPV_RING_HEAD_SLOT,
+ * Edge TPU); the doorbell takes the free-running index (NPV_RING_DB_INDEX) or
+ * the slot (NPV_RING_DB_SLOT, Edge TPU). The slot of index i is
+ * i & (entries - 1). With a free-running head and index doorbell a full ring
+ * holds `entries` descriptors; with a slot doorbell or a slot head one slot
+ * stays free (entries - 1 in flight), so that a full ring and an empty one
+ * differ to the device. npv_ring_capacity() says which.
  *
  * Memory ordering (what the engine does, so a driver need not):
  *
@@ -40,21 +46,62 @@
  *   non-coherent DMA (arm64 without an IOMMU that snoops): when the config
  *            names the npv_dma of the ring and of the status block, the
  *            engine cleans the descriptors before the doorbell and
- *            invalidates the status block before reading it.
+ *            invalidates the status block before reading it. The engine
+ *            never leaves a CPU-written line of the status block dirty while
+ *            the device may write it: the block is zeroed and cleaned to the
+ *            point of coherency before the device is enabled (at
+ *            npv_ring_new, and before every reset callback), and an error
+ *            word the engine clears is cleaned at once. Otherwise the next
+ *            clean+invalidate (EL0 has no invalidate-only) could write the
+ *            CPU's stale zero over the device's first completion.
+ *            For the same reason the status block may not share a cache
+ *            line with the descriptors: npv_ring_new refuses a config whose
+ *            status block lies within NPV_RING_CACHE_GRANULE bytes (rounded
+ *            to that granule) of the descriptor ring.
  *
- * Values the device writes are untrusted: a completed head outside
- * (last seen, last doorbell] is a device fault, reported as -NPV_EDEVFAULT
+ * Values the device writes are untrusted: a completed head whose distance
+ * from the last one seen exceeds what the doorbell announced (or, masked,
+ * a head outside the ring) is a device fault, reported as -NPV_EDEVFAULT
  * with the value logged, and never used as an index. An error index outside
  * the newly completed range is ignored as stale.
  *
- * Failure and recovery: when a wait's deadline passes with jobs still in
- * flight, or the device faults, the engine
- *   1. fails the oldest job with the cause (-ETIMEDOUT or -NPV_EDEVFAULT)
- *      and every other job in flight with -ECANCELED (their completions are
- *      returned by the following npv_ring_poll/npv_ring_wait calls),
- *   2. calls the config's reset callback, which resets the device and
- *      programs its ring again (both indexes restart at 0),
- *   3. returns the cause.
+ * Deadlines: every job has one, given when its slot is claimed (npv_ring_next:
+ * the config's job_timeout_ns, by default NPV_RING_DEFAULT_JOB_TIMEOUT_NS;
+ * npv_ring_next_timed: the job's own). A claim reads no clock (a vDSO clock
+ * read costs 20-60 ns, a fair share of a polled round trip): the timeout
+ * counts from the engine's next clock reading after the claim, which a
+ * caller that polls or waits gets within NPV_RING_CLOCK_EVERY polls (an
+ * interrupt wait reads the clock at once). A job that completes before any
+ * clock reading never needed its deadline; a caller that claims and then
+ * does not look at the ring for a while extends its jobs' deadlines by that
+ * while, which delays only a report nobody was there to receive.
+ *
+ * A wait's timeout is not a job's deadline: a wait that runs out of time
+ * returns what completed (possibly nothing) and changes nothing; the caller
+ * may do other work and wait again.
+ * When a job's own deadline has passed, npv_ring_poll and npv_ring_wait
+ * alike (whichever notices first: poll reads the vDSO clock once every
+ * NPV_RING_CLOCK_EVERY calls, a wait at least as often while it spins, and
+ * an interrupt wait sleeps no longer than the earliest deadline)
+ *   1. fail every job in flight whose deadline passed with -ETIMEDOUT and the
+ *      other jobs in flight with -ECANCELED,
+ *   2. zero and clean the status block, and call the config's reset
+ *      callback, which resets the device and programs its ring again (both
+ *      indexes restart at 0),
+ *   3. return those failures as completions (struct npv_cpl.status), oldest
+ *      first, from this call and the following ones.
+ * A deadline is checked against the jobs still in flight: a job the device
+ * completed in time is never failed, however late it is reaped.
+ *
+ * Device faults recover the same way:
+ *   - an impossible completed head: the oldest job in flight fails with
+ *     -NPV_EDEVFAULT, the others with -ECANCELED, the device is reset, and
+ *     the call that found it returns -NPV_EDEVFAULT (the failed jobs come
+ *     back from the following calls);
+ *   - a non-zero sticky fatal word (NPV_RING_ERROR_FATAL): the jobs the head
+ *     covers complete as usual, the oldest job still in flight fails with
+ *     -EIO and dev_error = the word, the others with -ECANCELED, the device
+ *     is reset, and the failures are returned as completions.
  * If the reset callback fails the ring is dead: submissions return -EIO
  * until npv_ring_reset() succeeds. Completions already decided are still
  * reaped from a dead ring.
@@ -125,14 +172,39 @@ NPV_API uint32_t npv_inflight_unreaped(const struct npv_inflight *t);
 /* Sequence numbers: the oldest unfinished job and the next to be added. */
 NPV_API uint32_t npv_inflight_done(const struct npv_inflight *t);
 NPV_API uint32_t npv_inflight_tail(const struct npv_inflight *t);
-/* The earliest deadline among unfinished jobs, 0 if none has one. O(unfinished). */
+/*
+ * The earliest deadline among unfinished jobs, 0 if none has one. O(1): the
+ * table keeps it as jobs are added and finished (O(1) amortised each).
+ */
 NPV_API uint64_t npv_inflight_next_deadline(const struct npv_inflight *t);
+/*
+ * The deadline service of the ring, for register-driven devices: if an
+ * unfinished job's deadline is at or before now_ns (CLOCK_MONOTONIC ns),
+ * finish every unfinished job, those whose own deadline passed with
+ * -ETIMEDOUT and the others with -ECANCELED, and return how many were
+ * failed; the caller then resets its device. 0 when none expired, in O(1):
+ * call it whenever a clock reading is at hand.
+ */
+NPV_API uint32_t npv_inflight_expire(struct npv_inflight *t, uint64_t now_ns);
 
 /* ---- ring ---- */
 
 struct npv_ring;
 
 #define NPV_RING_NO_FIELD UINT32_MAX
+
+/* A job's deadline when the config leaves job_timeout_ns 0: 1 s after its claim. */
+#define NPV_RING_DEFAULT_JOB_TIMEOUT_NS 1000000000ull
+/* npv_ring_poll reads the clock once per this many calls (deadlines armed). */
+#define NPV_RING_CLOCK_EVERY 16u
+/*
+ * The status block may not share a granule of this size with the
+ * descriptors. 128 bytes: the largest data-cache line and cache writeback
+ * granule (CTR_EL0.CWG) of the arm64 cores that carry NPUs and of Apple's;
+ * 64 on x86. A fixed value keeps a config valid or invalid independent of
+ * the CPU it happens to run on.
+ */
+#define NPV_RING_CACHE_GRANULE 128u
 
 /* What the doorbell register takes. */
 enum npv_ring_db_format {
@@ -143,15 +215,30 @@ enum npv_ring_db_format {
 /* How the device writes its completed head. */
 enum npv_ring_head_format {
     NPV_RING_HEAD_COUNT = 0, /* free-running count since (re)start, mod 2^32 */
-    NPV_RING_HEAD_SLOT,      /* masked to the ring size (Edge TPU) */
+    NPV_RING_HEAD_SLOT,      /* masked to the ring size (Edge TPU); one slot stays free */
 };
 
 /* What a non-zero error word means. */
 enum npv_ring_error_format {
-    NPV_RING_ERROR_PER_JOB = 0, /* a job's failure code (see error_index) */
-    NPV_RING_ERROR_FATAL,       /* sticky fatal word (Edge TPU status block fatal_error):
-                                   non-zero faults the ring until reset: oldest job -EIO
-                                   with dev_error = word, the others -ECANCELED, then reset */
+    /*
+     * A job's failure code. With error_index the index names the job; without
+     * it the word belongs to the newest job the same status read completed,
+     * and the engine zeroes the word after taking it (and cleans it, on
+     * non-coherent DMA), so a repeated code is a new failure, never success.
+     * Such a device must write the word before the head that completes its
+     * job, and stop after a failure until the host has read it (as the
+     * testdev model stops at a fault): host and device both write the word,
+     * so a second failure written while the host clears the first could be
+     * lost. An error index is refused with NPV_RING_HEAD_SLOT: a masked
+     * index left over from an earlier lap would name a later job.
+     */
+    NPV_RING_ERROR_PER_JOB = 0,
+    /*
+     * A sticky fatal word (Edge TPU status block fatal_error): non-zero faults
+     * the ring until the device is reset (see "Device faults" above). No
+     * error_index.
+     */
+    NPV_RING_ERROR_FATAL,
 };
 
 enum npv_ring_wait_mode {
@@ -177,6 +264,8 @@ struct npv_ring_config {
     npv_iova_t status_iova;
     uint32_t status_size;
     struct npv_ring_status_fields fields;
+    enum npv_ring_head_format head_format;
+    enum npv_ring_error_format error_format;
     /*
      * Optional: the buffers behind desc_vaddr and status_vaddr, for cache
      * maintenance when DMA is not coherent (arm64). NULL: coherent.
@@ -188,31 +277,36 @@ struct npv_ring_config {
     uint64_t db_off;
     unsigned db_width;
     enum npv_ring_db_format db_format;
-    /*
-     * A slot doorbell or a slot head keeps one slot free (full and empty
-     * differ): at most entries - 1 jobs in flight (npv_ring_capacity).
-     */
-    enum npv_ring_head_format head_format;
-    enum npv_ring_error_format error_format;
     /* Interrupt waits: vector irq_vec of irq. NULL: only polling. */
     struct npv_irq *irq;
     uint32_t irq_vec;
     /* Hybrid waits spin this long before sleeping; 0 = 20 us. */
     uint64_t spin_ns;
     /*
+     * Each job's deadline, relative to its claim: 0 = NPV_RING_DEFAULT_JOB_TIMEOUT_NS,
+     * UINT64_MAX = none (then only the caller's own bookkeeping notices a hung
+     * device).
+     */
+    uint64_t job_timeout_ns;
+    /*
      * Required. Reset the device and program its ring again so that both
      * indexes restart at 0 (e.g. npv_dev_reset, then write ring base, size,
-     * status base and enable). Called after a missed deadline or a device
-     * fault, and by npv_ring_reset. Returns 0 or a negative errno.
+     * status base and enable). Called after a job's deadline passed or a
+     * device fault, and by npv_ring_reset, always with the status block
+     * already zeroed and cleaned to the point of coherency: the callback
+     * must stop the device before it enables it again, and must not touch
+     * the status block itself. Returns 0 or a negative errno.
      */
     int (*reset)(void *arg);
     void *reset_arg;
 };
 
 /*
- * Create a ring over memory the driver allocated and mapped. The device must
- * already be programmed with the ring (indexes at 0). -EINVAL for a bad
- * config (the reason is logged), -ENOMEM.
+ * Create a ring over memory the driver allocated and mapped. npv_ring_new
+ * zeroes the status block and cleans it to the point of coherency, so the
+ * device is best enabled after it returns; it may be enabled before if it
+ * writes nothing to the status block until the first doorbell (indexes at
+ * 0). -EINVAL for a bad config (the reason is logged), -ENOMEM.
  */
 NPV_API int npv_ring_new(struct npv_ctx *ctx, const struct npv_ring_config *cfg,
                          struct npv_ring **out);
@@ -221,11 +315,19 @@ NPV_API void npv_ring_free(struct npv_ring *r);
 
 /*
  * Claim the next descriptor slot for a job with this cookie and point *desc at
- * it (desc_size bytes, contents undefined). The device sees it at the next
- * npv_ring_submit. -EAGAIN when the ring is full (reap completions first),
- * -EIO when the ring is dead.
+ * it (desc_size bytes, contents undefined); the job's deadline is the ring's
+ * job_timeout_ns (see "Deadlines" above). The device sees it at the next npv_ring_submit.
+ * -EAGAIN when npv_ring_capacity() jobs are claimed and not yet reaped (reap
+ * completions first), -EIO when the ring is dead.
  */
 NPV_API int npv_ring_next(struct npv_ring *r, uint64_t cookie, void **desc);
+/*
+ * As npv_ring_next, with this job's own deadline: timeout_ns (0 = the ring's
+ * default, UINT64_MAX = none), counted from the engine's next clock reading
+ * (see "Deadlines" above).
+ */
+NPV_API int npv_ring_next_timed(struct npv_ring *r, uint64_t cookie, uint64_t timeout_ns,
+                                void **desc);
 /* Copy desc_size bytes from desc into the next slot: npv_ring_next + memcpy. */
 NPV_API int npv_ring_push(struct npv_ring *r, const void *desc, uint64_t cookie);
 /*
@@ -236,20 +338,25 @@ NPV_API int npv_ring_submit(struct npv_ring *r);
 
 /*
  * Collect what the device finished, without waiting: up to max completions
- * into cpl, oldest first. Returns how many, or -NPV_EDEVFAULT when the
- * status block holds an impossible head (then the ring recovers as above
- * and the following calls return the failed jobs).
+ * into cpl, oldest first, including jobs failed by their deadline or a fatal
+ * error word. Returns how many, or -NPV_EDEVFAULT when the status block holds
+ * an impossible head (then the ring recovers as above and the following
+ * calls return the failed jobs).
  */
 NPV_API int npv_ring_poll(struct npv_ring *r, struct npv_cpl *cpl, unsigned max);
 /*
  * Wait until at least min completions (1 <= min <= max) are collected into
- * cpl, or timeout_ns passes. Returns how many (>= min), -ETIMEDOUT (the ring
- * recovered as above; jobs failed by it are returned by the next calls),
+ * cpl, or timeout_ns passes. Returns how many were collected: >= min, or
+ * fewer (possibly 0) when timeout_ns passed first; a wait's timeout fails no
+ * job and resets nothing. Jobs whose own deadline passed during the wait are
+ * returned failed (see "Deadlines" above) and count towards min. Also
  * -NPV_EDEVFAULT, -EINVAL (IRQ mode without an irq; min > max; min more than
  * the jobs in flight), or an error of the interrupt wait. In POLL and HYBRID
  * modes timeout_ns counts from the wait's first clock reading, taken after a
  * few empty polls (a completion already there, or arriving within them, costs
- * no clock read).
+ * no clock read). In IRQ and HYBRID modes an interrupt left over from a job
+ * already collected (its eventfd count not yet read) never ends a wait: the
+ * count is drained before sleeping and the status block read again.
  */
 NPV_API int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsigned min,
                           uint64_t timeout_ns, struct npv_cpl *cpl, unsigned max);
@@ -265,14 +372,14 @@ struct npv_ring_stats {
     uint64_t doorbells;  /* doorbell writes */
     uint64_t completed;  /* jobs finished by the device */
     uint64_t dev_errors; /* of which with the device's error word */
-    uint64_t timeouts;
-    uint64_t faults; /* impossible heads */
-    uint64_t resets; /* reset callback calls (including failed ones) */
-    uint64_t irq_sleeps;
+    uint64_t timeouts;   /* recoveries because a job's deadline passed */
+    uint64_t faults;     /* impossible heads and fatal error words */
+    uint64_t resets;     /* reset callback calls (including failed ones) */
+    uint64_t irq_sleeps; /* blocking waits on the interrupt's eventfd (wake-ups) */
 };
 NPV_API void npv_ring_stats(const struct npv_ring *r, struct npv_ring_stats *st);
 NPV_API uint32_t npv_ring_entries(const struct npv_ring *r);
-/* How many jobs may be in flight at once: entries, or entries - 1 with a slot doorbell or head. */
+/* How many jobs may be claimed and not yet reaped: entries, or entries - 1 with a slot format. */
 NPV_API uint32_t npv_ring_capacity(const struct npv_ring *r);
 /* Jobs claimed and not yet finished. */
 NPV_API uint32_t npv_ring_in_flight(const struct npv_ring *r);

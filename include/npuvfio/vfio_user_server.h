@@ -9,7 +9,12 @@
  * model's callback with their exact width, the client's DMA mappings (mmapped
  * from the fds the client passes), interrupts through the client's eventfds.
  *
- * One event loop per device (npv_vus_run) serves one client at a time. The
+ * One event loop per device (npv_vus_run) serves one client at a time. A
+ * client that offers twin sockets gets a second socket in the VERSION reply,
+ * which carries the server's DMA_READ/DMA_WRITE commands and their replies;
+ * without it they share the request socket, and the loop hands their
+ * replies to the waiting DMA call. DEVICE_FEATURE, migration and dirty-page
+ * logging are answered with ENOSYS. The
  * model may run threads of its own (a doorbell poller): the DMA and IRQ calls
  * below are thread-safe. On client disconnect the server unmaps all DMA,
  * closes the IRQ eventfds, keeps the device state, and accepts the next one.
@@ -88,6 +93,12 @@ struct npv_vus_config {
     int (*reset)(void *arg);       /* DEVICE_RESET; a negative errno fails it */
     void (*connect)(void *arg);    /* a client finished VERSION */
     void (*disconnect)(void *arg); /* the client left; DMA is already unmapped */
+    /*
+     * Refuse twin-socket mode even when the client offers it: DMA_READ/WRITE
+     * commands then share the request socket (interop testing; a client that
+     * mishandles the second socket).
+     */
+    bool single_socket;
 };
 
 /* Create a server for the function cfg describes (cfg is copied). */
@@ -100,14 +111,17 @@ NPV_API void npv_vus_free(struct npv_vus *srv);
 NPV_API void *npv_vus_region_mem(struct npv_vus *srv, uint32_t index);
 
 /*
- * Create the listening socket at path, mode 0600 (a stale socket at path is
- * replaced; any other file is -EEXIST). -ENAMETOOLONG when path does not fit.
+ * Create the listening socket at path, mode 0600. A socket at path that a
+ * server still answers on is -EADDRINUSE (one server per path); a stale one
+ * (nothing listening) is replaced; any other file is -EEXIST.
+ * -ENAMETOOLONG when path does not fit.
  */
 NPV_API int npv_vus_listen(struct npv_vus *srv, const char *path);
 /*
  * Serve clients until npv_vus_stop(), or until the first client leaves when
  * once is set. Returns 0, or a negative errno when the loop itself fails.
- * Removes the socket file before returning.
+ * Removes the socket file before returning if it is still the one we bound
+ * (same device and inode): a server that replaced it keeps its socket.
  */
 NPV_API int npv_vus_run(struct npv_vus *srv, bool once);
 /* Make npv_vus_run return. Async-signal-safe. */

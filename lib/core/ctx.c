@@ -2,6 +2,7 @@
 /* The library context: settings from the environment, setters, sysfs paths. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,7 @@ static int apply_environment(struct npv_ctx *ctx)
             npv_err(ctx, "NPUVFIO_LOG=%s: expected error, warn, info or debug", v);
             return -EINVAL;
         }
-        ctx->log_level = (enum npv_log_level)level;
+        atomic_store_explicit(&ctx->log_level, level, memory_order_relaxed);
     }
     v = getenv("NPUVFIO_IOMMU");
     if (v != NULL && *v != '\0') {
@@ -50,7 +51,7 @@ static int apply_environment(struct npv_ctx *ctx)
             npv_err(ctx, "NPUVFIO_IOMMU=%s: expected auto, legacy or iommufd", v);
             return -EINVAL;
         }
-        ctx->iommu_backend = (enum npv_iommu_backend)backend;
+        atomic_store_explicit(&ctx->iommu_backend, backend, memory_order_relaxed);
     }
     v = getenv("NPUVFIO_SYSFS_ROOT");
     if (v != NULL && *v != '\0')
@@ -66,10 +67,12 @@ int npv_ctx_new(struct npv_ctx **out)
     pthread_mutex_init(&ctx->lock, NULL);
     pthread_mutex_init(&ctx->iommufd_lock, NULL);
     ctx->iommufd = -1;
-    ctx->log_level = NPV_LOG_WARN;
-    ctx->iommu_backend = NPV_IOMMU_AUTO;
-    ctx->sysfs_root = strdup("/sys");
-    int ret = ctx->sysfs_root ? apply_environment(ctx) : -ENOMEM;
+    atomic_init(&ctx->log_level, NPV_LOG_WARN);
+    atomic_init(&ctx->iommu_backend, NPV_IOMMU_AUTO);
+    atomic_init(&ctx->sysfs_root, NULL);
+    int ret = npv_ctx_set_sysfs_root(ctx, "/sys");
+    if (ret == 0)
+        ret = apply_environment(ctx);
     if (ret < 0) {
         npv_ctx_free(ctx);
         return ret;
@@ -90,18 +93,34 @@ void npv_ctx_free(struct npv_ctx *ctx)
                 ctx->iommufd_users);
     pthread_mutex_destroy(&ctx->lock);
     pthread_mutex_destroy(&ctx->iommufd_lock);
-    free(ctx->sysfs_root);
+    while (ctx->roots != NULL) {
+        struct npv_sysfs_root *r = ctx->roots;
+        ctx->roots = r->next;
+        free(r);
+    }
     free(ctx);
 }
 
 void npv_ctx_set_log_level(struct npv_ctx *ctx, enum npv_log_level level)
 {
-    ctx->log_level = level;
+    atomic_store_explicit(&ctx->log_level, (int)level, memory_order_relaxed);
 }
 
 enum npv_log_level npv_ctx_log_level(const struct npv_ctx *ctx)
 {
-    return ctx->log_level;
+    return (enum npv_log_level)atomic_load_explicit(&ctx->log_level, memory_order_relaxed);
+}
+
+void npv_ctx_log(struct npv_ctx *ctx, enum npv_log_level level, const char *fmt, ...)
+{
+    if (ctx != NULL && level > npv_ctx_log_level(ctx))
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    npv__log(ctx, level, "%s", msg);
 }
 
 void npv_ctx_set_log_sink(struct npv_ctx *ctx, npv_log_fn fn, void *user)
@@ -114,38 +133,54 @@ void npv_ctx_set_log_sink(struct npv_ctx *ctx, npv_log_fn fn, void *user)
 
 void npv_ctx_set_iommu_backend(struct npv_ctx *ctx, enum npv_iommu_backend backend)
 {
-    ctx->iommu_backend = backend;
+    atomic_store_explicit(&ctx->iommu_backend, (int)backend, memory_order_relaxed);
 }
 
 enum npv_iommu_backend npv_ctx_iommu_backend(const struct npv_ctx *ctx)
 {
-    return ctx->iommu_backend;
+    return (enum npv_iommu_backend)atomic_load_explicit(&ctx->iommu_backend, memory_order_relaxed);
+}
+
+/* A root set before is reused: a program switching between two trees keeps two strings. */
+static const char *keep_root_locked(struct npv_ctx *ctx, const char *root, size_t len)
+{
+    for (struct npv_sysfs_root *r = ctx->roots; r != NULL; r = r->next)
+        if (strcmp(r->path, root) == 0)
+            return r->path;
+    struct npv_sysfs_root *r = malloc(sizeof(*r) + len + 1);
+    if (r == NULL)
+        return NULL;
+    memcpy(r->path, root, len + 1);
+    r->next = ctx->roots;
+    ctx->roots = r;
+    return r->path;
 }
 
 int npv_ctx_set_sysfs_root(struct npv_ctx *ctx, const char *root)
 {
     if (root == NULL || *root == '\0')
         return -EINVAL;
-    if (strlen(root) >= 4096)
+    size_t len = strlen(root);
+    if (len >= 4096)
         return -ENAMETOOLONG;
-    char *copy = strdup(root);
-    if (copy == NULL)
-        return -ENOMEM;
     pthread_mutex_lock(&ctx->lock);
-    free(ctx->sysfs_root);
-    ctx->sysfs_root = copy;
+    const char *kept = keep_root_locked(ctx, root, len);
+    /* Release: a reader that loads the pointer sees the string's bytes. */
+    if (kept != NULL)
+        atomic_store_explicit(&ctx->sysfs_root, kept, memory_order_release);
     pthread_mutex_unlock(&ctx->lock);
-    return 0;
+    return kept != NULL ? 0 : -ENOMEM;
 }
 
 const char *npv_ctx_sysfs_root(const struct npv_ctx *ctx)
 {
-    return ctx->sysfs_root;
+    return atomic_load_explicit(&ctx->sysfs_root, memory_order_acquire);
 }
 
 int npv_sysfs_path(const struct npv_ctx *ctx, char *buf, size_t len, const char *fmt, ...)
 {
-    int n = snprintf(buf, len, "%s/", ctx->sysfs_root);
+    /* One load: the whole path uses one root even while another thread sets a new one. */
+    int n = snprintf(buf, len, "%s/", npv_ctx_sysfs_root(ctx));
     if (n < 0 || (size_t)n >= len)
         return -ENAMETOOLONG;
     va_list ap;

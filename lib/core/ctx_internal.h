@@ -4,16 +4,27 @@
 #define NPV_CTX_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <npuvfio/ctx.h>
 
+/* A sysfs root once set: kept until npv_ctx_free, so a pointer handed out never dangles. */
+struct npv_sysfs_root {
+    struct npv_sysfs_root *next;
+    char path[];
+};
+
 struct npv_ctx {
+    /* Guards log_fn/log_user (read as a pair), the roots list and warned_small_pages. */
     pthread_mutex_t lock;
-    enum npv_log_level log_level;
+    /* Atomic: every log call reads it without the lock, and a setter may run meanwhile. */
+    _Atomic int log_level;
     npv_log_fn log_fn;
     void *log_user;
-    enum npv_iommu_backend iommu_backend;
-    char *sysfs_root;
+    _Atomic int iommu_backend;
+    /* The current root, one of roots; read without the lock. */
+    _Atomic(const char *) sysfs_root;
+    struct npv_sysfs_root *roots;
     /* The 4 KiB fallback of DMA memory is worth one warning per context, not one per buffer. */
     bool warned_small_pages;
     /*
@@ -37,7 +48,8 @@ void npv__log(struct npv_ctx *ctx, enum npv_log_level level, const char *fmt, ..
 /* The level test is inline so a suppressed debug line costs one load and a branch. */
 #define npv_log(ctx, level, ...)                                                                   \
     do {                                                                                           \
-        if ((ctx) == NULL || (level) <= (ctx)->log_level)                                          \
+        if ((ctx) == NULL ||                                                                       \
+            (int)(level) <= atomic_load_explicit(&(ctx)->log_level, memory_order_relaxed))         \
             npv__log((ctx), (level), __VA_ARGS__);                                                 \
     } while (0)
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pci_internal.h"
+#include "sysfs_internal.h"
 
 int npv_sysfs_read_str(const char *path, char *buf, size_t len)
 {

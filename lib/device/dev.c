@@ -77,14 +77,23 @@ static int config_write16(struct npv_dev *dev, uint32_t off, uint16_t val)
     return dev->ops->region_write(dev, NPV_PCI_CONFIG_REGION, off, &val, sizeof(val));
 }
 
+bool npv_dev_is_pci(struct npv_dev *dev)
+{
+    struct npv_dev_info info;
+    return dev->ops->get_info(dev, &info) == 0 && (info.flags & NPV_DEV_FLAG_PCI) &&
+           info.num_regions > NPV_PCI_CONFIG_REGION;
+}
+
 /* The chain is written by the device (or a vfio-user server): the walk is bounded. */
 int npv_dev_find_pci_cap(struct npv_dev *dev, uint8_t id, uint32_t *out)
 {
+    *out = 0;
+    if (!npv_dev_is_pci(dev))
+        return 0;
     uint16_t status;
     int ret = config_read16(dev, PCI_CFG_STATUS, &status);
     if (ret < 0)
         return ret;
-    *out = 0;
     if (!(status & PCI_STATUS_CAP_LIST))
         return 0;
     uint8_t ptr;
@@ -339,13 +348,18 @@ int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, cons
     return dev->ops->region_write(dev, index, off, buf, len);
 }
 
+/* Region 7 of a platform device is its eighth MMIO resource, not config space. */
 int npv_dev_config_read(struct npv_dev *dev, uint32_t off, void *buf, size_t len)
 {
+    if (dev != NULL && !npv_dev_is_pci(dev))
+        return -ENOTSUP;
     return npv_dev_region_read(dev, NPV_PCI_CONFIG_REGION, off, buf, len);
 }
 
 int npv_dev_config_write(struct npv_dev *dev, uint32_t off, const void *buf, size_t len)
 {
+    if (dev != NULL && !npv_dev_is_pci(dev))
+        return -ENOTSUP;
     return npv_dev_region_write(dev, NPV_PCI_CONFIG_REGION, off, buf, len);
 }
 
@@ -389,4 +403,18 @@ bool npv_dev_coherent(const struct npv_dev *dev)
 bool npv_dev_no_snoop_cleared(const struct npv_dev *dev)
 {
     return dev->no_snoop_cleared;
+}
+
+int npv_dev_fault_fd(struct npv_dev *dev)
+{
+    if (dev == NULL)
+        return -EINVAL;
+    return dev->ops->fault_fd != NULL ? dev->ops->fault_fd(dev) : -EOPNOTSUPP;
+}
+
+int npv_dev_read_faults(struct npv_dev *dev, struct npv_dev_fault *out, size_t max)
+{
+    if (dev == NULL || (out == NULL && max != 0))
+        return -EINVAL;
+    return dev->ops->read_faults != NULL ? dev->ops->read_faults(dev, out, max) : -EOPNOTSUPP;
 }

@@ -47,6 +47,9 @@ struct npv_dev_ops {
     int (*attach)(struct npv_dev *dev, struct npv_domain *dom);
     /* Detach from dev->domain and release the backend's state. */
     void (*close)(struct npv_dev *dev);
+    /* Optional (NULL: faults not visible, -EOPNOTSUPP): npv_dev_fault_fd / _read_faults. */
+    int (*fault_fd)(struct npv_dev *dev);
+    int (*read_faults)(struct npv_dev *dev, struct npv_dev_fault *out, size_t max);
 };
 
 struct npv_dev {
@@ -86,9 +89,15 @@ void npv_dev_free_shell(struct npv_dev *dev);
  * the caller releases it with npv_dev_close().
  *
  * Config-space offset of the first standard PCI capability with this id, 0
- * when there is none (bounded walk: the chain is device-written input).
+ * when there is none or the device is not PCI (bounded walk: the chain is
+ * device-written input).
  */
 int npv_dev_find_pci_cap(struct npv_dev *dev, uint8_t id, uint32_t *off);
+/*
+ * Whether the device is a PCI function with a config space region: only
+ * then do config space, bus mastering, No Snoop and MSI-X mean anything.
+ */
+bool npv_dev_is_pci(struct npv_dev *dev);
 
 /*
  * Attach helper for backends with one IOMMU sink per device (legacy
@@ -102,10 +111,11 @@ int npv_dev_move_private_sink(struct npv_dev *dev, struct npv_iommu_sink *sink,
  * Transport constructors: open and return a device that is not yet attached
  * to a domain (npv_dev_finish_open does that).
  */
-int npv_vfio_legacy_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
-                         struct npv_dev **out);
-int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
-                          struct npv_dev **out);
+struct npv_vfio_target;
+int npv_vfio_legacy_open(struct npv_ctx *ctx, const struct npv_vfio_target *t,
+                         const struct npv_dev_opts *opts, struct npv_dev **out);
+int npv_vfio_iommufd_open(struct npv_ctx *ctx, const struct npv_vfio_target *t,
+                          const struct npv_dev_opts *opts, struct npv_dev **out);
 int npv_vfio_user_open(struct npv_ctx *ctx, const char *socket_path,
                        const struct npv_dev_opts *opts, struct npv_dev **out);
 

@@ -1,27 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * npv_dma: DMA memory in a memfd, mapped into domains.
+ * npv_dma: DMA memory in a memfd, or memory the caller owns, mapped into
+ * domains.
  *
  * A memfd rather than anonymous memory: a vfio-user server maps the client's
  * DMA memory from an fd passed in DMA_MAP, and kernel IOMMUs do not care.
  * Hugetlb pages when there are some: a 2 MiB page lets the IOMMU map the
  * buffer with one IOTLB entry per 2 MiB instead of 512.
+ *
+ * Nothing here is pinned: the kernel IOMMU pins at map time, and that is
+ * where RLIMIT_MEMLOCK is checked (lib/vfio/vfio_dma_ioctl.c).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/memfd.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include <npuvfio/dma.h>
 
 #include "ctx_internal.h"
 #include "domain_internal.h"
-#include "memlock.h"
 #include "numa.h"
+#include "vma_file.h"
 
 /* Linux 5.14; older C libraries do not name it, older kernels answer EINVAL. */
 #ifndef MADV_POPULATE_WRITE
@@ -43,55 +50,13 @@ struct npv_dma {
     void *vaddr;
     size_t size;
     size_t page_size;
-    int fd;
+    int fd;             /* ours: the memfd, or a duplicate of the caller's fd; -1 none */
+    uint64_t fd_offset; /* of vaddr in fd */
+    bool wrapped;       /* the caller's memory: never unmapped by us */
     int numa_node;
     struct dma_mapping *maps;
     size_t nr_maps;
 };
-
-/* ---- the memlock limit ---- */
-
-/* VmLck of this process in bytes: type1 charges its pins to the same locked_vm. */
-static uint64_t locked_bytes(void)
-{
-    FILE *f = fopen("/proc/self/status", "re");
-    if (f == NULL)
-        return 0;
-    char line[256];
-    unsigned long long kib = 0;
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (sscanf(line, "VmLck: %llu kB", &kib) == 1)
-            break;
-    fclose(f);
-    return (uint64_t)kib * 1024;
-}
-
-/*
- * The IOMMU pins every page of a mapped buffer, and type1 and iommufd charge
- * the pins to RLIMIT_MEMLOCK. Refusing here, with the limit that would do,
- * beats an -ENOMEM from a VFIO ioctl that names no cause.
- */
-static int check_memlock(struct npv_ctx *ctx, size_t size)
-{
-    if (npv_process_has_cap_ipc_lock())
-        return 0;
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return 0;
-    uint64_t locked = locked_bytes();
-    uint64_t need = locked + size;
-    if (need >= locked && need <= rl.rlim_cur)
-        return 0;
-    uint64_t need_kib = (need + 1023) / 1024;
-    npv_err(ctx,
-            "DMA buffer of %zu KiB would exceed RLIMIT_MEMLOCK (%llu KiB, %llu KiB already "
-            "locked): IOMMU pins count against it; raise it to at least %llu KiB "
-            "(ulimit -l %llu, or LimitMEMLOCK= in a systemd unit) or grant CAP_IPC_LOCK",
-            size / 1024, (unsigned long long)(rl.rlim_cur / 1024),
-            (unsigned long long)(locked / 1024), (unsigned long long)need_kib,
-            (unsigned long long)need_kib);
-    return -ENOMEM;
-}
 
 /* ---- backing memory ---- */
 
@@ -112,9 +77,10 @@ static int prefault(void *addr, size_t len, size_t page)
 
 /*
  * A memfd of rounded bytes in pages of `page`, mapped shared and faulted in
- * (on node when node >= 0). On failure nothing is left behind.
+ * (on node when node >= 0), unless sparse: then only a touch faults a page
+ * in. On failure nothing is left behind.
  */
-static int make_backing(struct npv_dma *dma, size_t size, size_t page, int node)
+static int make_backing(struct npv_dma *dma, size_t size, size_t page, int node, bool sparse)
 {
     unsigned flags = MFD_CLOEXEC;
     if (page == SZ_2M)
@@ -138,7 +104,7 @@ static int make_backing(struct npv_dma *dma, size_t size, size_t page, int node)
      * A shared hugetlb mapping reserves its pages at mmap time, so a lack of
      * hugepages shows here as -ENOMEM rather than as SIGBUS on first touch.
      */
-    int mflags = MAP_SHARED | (node < 0 ? MAP_POPULATE : 0);
+    int mflags = MAP_SHARED | (node < 0 && !sparse ? MAP_POPULATE : 0);
     void *va = mmap(NULL, rounded, PROT_READ | PROT_WRITE, mflags, fd, 0);
     if (va == MAP_FAILED) {
         ret = -errno;
@@ -152,10 +118,11 @@ static int make_backing(struct npv_dma *dma, size_t size, size_t page, int node)
         ret = npv_numa_bind(dma->ctx, topo, va, rounded, node);
         if (ret < 0)
             goto err_topo;
-        ret = prefault(va, rounded, page);
+        ret = sparse ? 0 : prefault(va, rounded, page);
         if (ret < 0)
             goto err_topo;
-        dma->numa_node = npv_numa_node_of(topo, va, rounded);
+        /* Sparse: no page is there yet to ask; the bind places every later one. */
+        dma->numa_node = sparse ? node : npv_numa_node_of(topo, va, rounded);
         npv_numa_close(topo);
     } else {
         dma->numa_node = npv_numa_single_node(dma->ctx);
@@ -191,10 +158,14 @@ static void warn_small_pages(struct npv_ctx *ctx, size_t wanted)
 static int alloc_backing(struct npv_dma *dma, size_t size, const struct npv_dma_opts *o)
 {
     size_t page = SZ_4K;
+    bool sparse = (o->flags & NPV_DMA_SPARSE) != 0;
     switch (o->page) {
     case NPV_DMA_PAGE_AUTO:
-        /* Below 1 MiB a 2 MiB page would mostly be waste. */
-        page = size >= SZ_1M ? SZ_2M : SZ_4K;
+        /*
+         * Below 1 MiB a 2 MiB page would mostly be waste. Sparse memory takes
+         * 4 KiB pages: a hugetlb mapping reserves its whole pool share at mmap.
+         */
+        page = size >= SZ_1M && !sparse ? SZ_2M : SZ_4K;
         break;
     case NPV_DMA_PAGE_4K:
         break;
@@ -205,7 +176,7 @@ static int alloc_backing(struct npv_dma *dma, size_t size, const struct npv_dma_
         page = SZ_1G;
         break;
     }
-    int ret = make_backing(dma, size, page, o->numa_node);
+    int ret = make_backing(dma, size, page, o->numa_node, sparse);
     if (ret == 0 || page == SZ_4K)
         return ret;
     if (o->require_page) {
@@ -216,13 +187,13 @@ static int alloc_backing(struct npv_dma *dma, size_t size, const struct npv_dma_
     if (page == SZ_1G) {
         npv_warn(dma->ctx, "no free 1 GiB hugepages (%s): trying 2 MiB pages", npv_strerror(ret));
         page = SZ_2M;
-        ret = make_backing(dma, size, page, o->numa_node);
+        ret = make_backing(dma, size, page, o->numa_node, sparse);
         if (ret == 0)
             return 0;
     }
     npv_debug(dma->ctx, "%zu MiB hugepages: %s", page >> 20, npv_strerror(ret));
     warn_small_pages(dma->ctx, page);
-    return make_backing(dma, size, SZ_4K, o->numa_node);
+    return make_backing(dma, size, SZ_4K, o->numa_node, sparse);
 }
 
 int npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
@@ -232,20 +203,20 @@ int npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *o
     if (opts != NULL)
         o = *opts;
     if (ctx == NULL || out == NULL || size == 0 || o.numa_node < -1 ||
-        (unsigned)o.page > NPV_DMA_PAGE_1G)
+        (unsigned)o.page > NPV_DMA_PAGE_1G || (o.flags & ~(unsigned)NPV_DMA_SPARSE) != 0)
+        return -EINVAL;
+    /* A hugetlb mapping reserves every page at mmap: it cannot be sparse. */
+    if ((o.flags & NPV_DMA_SPARSE) && o.page != NPV_DMA_PAGE_AUTO && o.page != NPV_DMA_PAGE_4K)
         return -EINVAL;
     if (size > SIZE_MAX - (SZ_4K - 1))
         return -ENOMEM;
-    int ret = check_memlock(ctx, (size + SZ_4K - 1) & ~(SZ_4K - 1));
-    if (ret < 0)
-        return ret;
     struct npv_dma *dma = calloc(1, sizeof(*dma));
     if (dma == NULL)
         return -ENOMEM;
     dma->ctx = ctx;
     dma->fd = -1;
     dma->numa_node = -1;
-    ret = alloc_backing(dma, size, &o);
+    int ret = alloc_backing(dma, size, &o);
     if (ret < 0) {
         free(dma);
         return ret;
@@ -254,15 +225,174 @@ int npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *o
     return 0;
 }
 
+/* ---- the caller's memory ---- */
+
+/*
+ * The IOMMU page the caller's memory allows: hugetlb memory (a hugetlbfs
+ * file, a hugetlb memfd, anonymous MAP_HUGETLB) maps in its huge pages when
+ * the range is aligned to them, so the IOVA is aligned alike.
+ */
+static size_t wrapped_page_size(int fd, const void *vaddr, size_t len, uint64_t fd_offset)
+{
+    size_t page = 0;
+    struct statfs st;
+    if (fd >= 0 && fstatfs(fd, &st) == 0 && st.f_type == (typeof(st.f_type))HUGETLBFS_MAGIC &&
+        st.f_bsize > 0)
+        page = (size_t)st.f_bsize;
+    /*
+     * smaps walks the page tables of every mapping before ours: asked only
+     * when the range could sit on huge pages at all.
+     */
+    else if (fd < 0 && (((uintptr_t)vaddr | len) & (SZ_2M - 1)) == 0)
+        page = npv_vma_page_size((uintptr_t)vaddr);
+    if (page <= SZ_4K || (page & (page - 1)) != 0 ||
+        (((uintptr_t)vaddr | len | (fd >= 0 ? fd_offset : 0)) & (page - 1)) != 0)
+        return SZ_4K;
+    return page;
+}
+
+/*
+ * A caller's fd must be the file mapped at vaddr, at fd_offset: a server
+ * would otherwise see other bytes than the CPU does, silently. Compared by
+ * inode (the device number /proc/self/maps shows differs from fstat's on
+ * btrfs), and skipped when /proc cannot be read.
+ */
+static int check_callers_file(struct npv_ctx *ctx, void *vaddr, size_t len, int fd,
+                              uint64_t fd_offset)
+{
+    struct npv_vma_file vf;
+    int ret = npv_vma_file_of((uintptr_t)vaddr, len, &vf);
+    if (ret == -ENOENT) {
+        npv_err(ctx, "caller memory %p (+0x%zx) is not all mapped", vaddr, len);
+        return -EFAULT;
+    }
+    if (ret == -EXDEV) {
+        npv_err(ctx,
+                "caller memory %p (+0x%zx) spans mappings of different files (or of one "
+                "file out of order): no single fd and offset describe it",
+                vaddr, len);
+        return -EINVAL;
+    }
+    if (ret < 0) {
+        npv_debug(ctx, "/proc/self/maps: %s: fd %d not checked", npv_strerror(ret), fd);
+        return 0;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    if (vf.ino == 0 || !vf.shared || (uint64_t)st.st_ino != vf.ino || vf.offset != fd_offset) {
+        npv_err(ctx,
+                "fd %d at offset 0x%llx is not the memory at %p: that is %s%s at offset 0x%llx "
+                "(inode %llu, fd's inode %llu); a device server would see other bytes",
+                fd, (unsigned long long)fd_offset, vaddr, vf.shared ? "shared " : "private ",
+                vf.ino != 0 ? vf.path : "anonymous memory", (unsigned long long)vf.offset,
+                (unsigned long long)vf.ino, (unsigned long long)st.st_ino);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The file behind a MAP_SHARED mapping at vaddr, if one can be had; -1 otherwise (logged). */
+static int find_file(struct npv_ctx *ctx, void *vaddr, size_t len, uint64_t *fd_offset)
+{
+    struct npv_vma_file vf;
+    int ret = npv_vma_file_of((uintptr_t)vaddr, len, &vf);
+    const char *why = NULL;
+    if (ret == -ENOENT)
+        return -EFAULT;
+    if (ret < 0)
+        why = ret == -EXDEV ? "it spans mappings of different files" : npv_strerror(ret);
+    else if (vf.ino == 0 || !vf.shared)
+        why = vf.ino == 0 ? "anonymous memory" : "a private (copy-on-write) file mapping";
+    if (why == NULL) {
+        ret = npv_vma_file_open(&vf, vf.writable);
+        if (ret >= 0) {
+            *fd_offset = vf.offset;
+            return ret;
+        }
+        why = vf.deleted ? "its file has no name to reopen (a memfd or unlinked file: name "
+                           "its fd, or grant CAP_CHECKPOINT_RESTORE)"
+                         : "its file could not be reopened by path";
+    }
+    npv_warn(ctx,
+             "caller memory %p (+0x%zx): no file found (%s): a vfio-user device cannot "
+             "reach it",
+             vaddr, len, why);
+    return -1;
+}
+
+int npv_dma_wrap(struct npv_ctx *ctx, void *vaddr, size_t len, int fd, uint64_t fd_offset,
+                 unsigned flags, struct npv_dma **out)
+{
+    if (ctx == NULL || out == NULL || vaddr == NULL || len == 0 ||
+        (flags & ~(unsigned)NPV_DMA_WRAP_FIND_FILE) != 0 ||
+        (uintptr_t)vaddr > UINTPTR_MAX - (len - 1) || fd < -1)
+        return -EINVAL;
+    /*
+     * The IOMMU maps whole pages: a buffer that began or ended inside one
+     * would show the device whatever else lives in that page.
+     */
+    if (((uintptr_t)vaddr | len) & (SZ_4K - 1) || (fd >= 0 && (fd_offset & (SZ_4K - 1)) != 0)) {
+        npv_err(ctx,
+                "caller memory %p (+0x%zx, file offset 0x%llx) is not 4 KiB aligned: the "
+                "IOMMU maps whole pages and would show the device the neighbours",
+                vaddr, len, (unsigned long long)fd_offset);
+        return -EINVAL;
+    }
+    int own_fd = -1;
+    if (fd >= 0) {
+        int ret = check_callers_file(ctx, vaddr, len, fd, fd_offset);
+        if (ret < 0)
+            return ret;
+        /* Our own descriptor: the caller may close theirs while the buffer lives. */
+        own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (own_fd < 0)
+            return -errno;
+    } else if (flags & NPV_DMA_WRAP_FIND_FILE) {
+        fd_offset = 0;
+        own_fd = find_file(ctx, vaddr, len, &fd_offset);
+        if (own_fd == -EFAULT) {
+            npv_err(ctx, "caller memory %p (+0x%zx) is not all mapped", vaddr, len);
+            return -EFAULT;
+        }
+    }
+    struct npv_dma *dma = calloc(1, sizeof(*dma));
+    if (dma == NULL) {
+        if (own_fd >= 0)
+            close(own_fd);
+        return -ENOMEM;
+    }
+    dma->ctx = ctx;
+    dma->vaddr = vaddr;
+    dma->size = len;
+    dma->wrapped = true;
+    dma->fd = own_fd;
+    dma->fd_offset = own_fd >= 0 ? fd_offset : 0;
+    dma->page_size = wrapped_page_size(dma->fd, vaddr, len, dma->fd_offset);
+    dma->numa_node = npv_numa_single_node(ctx);
+    *out = dma;
+    return 0;
+}
+
 void npv_dma_free(struct npv_dma *dma)
 {
     if (dma == NULL)
         return;
-    while (dma->nr_maps > 0)
-        npv_dma_unmap(dma, dma->maps[dma->nr_maps - 1].dom);
+    /*
+     * One attempt each: a mapping whose unmap fails stays quarantined in its
+     * domain (logged there), which keeps the IOVA from being handed out.
+     */
+    while (dma->nr_maps > 0) {
+        struct dma_mapping *m = &dma->maps[dma->nr_maps - 1];
+        npv_domain_unmap(m->dom, m->iova);
+        npv_domain_put(m->dom);
+        dma->nr_maps--;
+    }
     free(dma->maps);
-    munmap(dma->vaddr, dma->size);
-    close(dma->fd);
+    if (!dma->wrapped)
+        munmap(dma->vaddr, dma->size);
+    if (dma->fd >= 0)
+        close(dma->fd);
     free(dma);
 }
 
@@ -320,7 +450,7 @@ static int map_common(struct npv_dma *dma, struct npv_domain *dom, unsigned prot
         .len = dma->size,
         .vaddr = dma->vaddr,
         .fd = dma->fd,
-        .fd_offset = 0,
+        .fd_offset = dma->fd_offset,
         .prot = prot,
     };
     int ret = fixed ? npv_domain_map_at(dom, &m) : npv_domain_map(dom, &m, dma->page_size);
@@ -353,10 +483,15 @@ int npv_dma_unmap(struct npv_dma *dma, struct npv_domain *dom)
     if (m == NULL)
         return -ENOENT;
     int ret = npv_domain_unmap(dom, m->iova);
-    /* Gone from the journal either way (domain.c logs a sink's failure). */
+    /*
+     * A sink's failure (logged by domain.c) leaves the IOVA quarantined: the
+     * buffer keeps the mapping so that a retry reaches the same range.
+     */
+    if (ret < 0 && ret != -ENOENT)
+        return ret;
     *m = dma->maps[--dma->nr_maps];
     npv_domain_put(dom);
-    return ret == -ENOENT ? 0 : ret;
+    return 0;
 }
 
 int npv_dma_iova(const struct npv_dma *dma, const struct npv_domain *dom, npv_iova_t *iova)

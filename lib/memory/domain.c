@@ -28,6 +28,19 @@ struct journal_entry {
     struct npv_mapping m;
 };
 
+/*
+ * A mapping some IOMMU failed to unmap: it may still translate the IOVA, so
+ * the IOVA stays taken in the allocator until every holder has let go (a
+ * retried unmap succeeded, or the sink left the domain). Out of the journal:
+ * it is neither replayed nor looked up. Rare, so a plain list.
+ */
+struct quarantine_entry {
+    struct quarantine_entry *next;
+    struct npv_mapping m;
+    size_t nr_holders;
+    struct npv_iommu_sink *holders[]; /* the sinks that may still translate m */
+};
+
 struct npv_domain {
     struct npv_ctx *ctx;
     atomic_ulong refs;
@@ -39,6 +52,8 @@ struct npv_domain {
     struct npv_avl by_iova;
     struct npv_avl by_vaddr;
     struct npv_iommu_sink *sinks;
+    size_t nr_sinks;
+    struct quarantine_entry *quarantine;
     /*
      * npv_domain_coherent()'s answer, recomputed under the lock whenever the
      * sink list changes: DMA sync asks it on every poll, which must not lock.
@@ -255,6 +270,7 @@ static struct npv_iommu_sink *take_sinks(struct npv_domain *dom, unsigned *stray
     *stray = 0;
     while ((s = dom->sinks) != NULL) {
         dom->sinks = s->next;
+        dom->nr_sinks--;
         s->next = NULL;
         if (s->ops->release != NULL && s->users == 0) {
             s->next = owned;
@@ -281,6 +297,11 @@ static void domain_free(struct npv_domain *dom)
         npv_avl_remove(&dom->by_iova, &e->by_iova);
         npv_avl_remove(&dom->by_vaddr, &e->by_vaddr);
         free(e);
+    }
+    while (dom->quarantine != NULL) {
+        struct quarantine_entry *q = dom->quarantine;
+        dom->quarantine = q->next;
+        free(q);
     }
     /* After the journal: a release drops whatever the sink still maps in one go. */
     while (owned != NULL) {
@@ -399,6 +420,96 @@ static void update_coherent(struct npv_domain *dom)
     atomic_store_explicit(&dom->coherent, ret, memory_order_release);
 }
 
+/* ---- the quarantine ---- */
+
+/* Room for every sink of the domain as a holder: taken before anything is unmapped. */
+static struct quarantine_entry *quarantine_new(const struct npv_domain *dom,
+                                               const struct npv_mapping *m)
+{
+    struct quarantine_entry *q = calloc(1, sizeof(*q) + dom->nr_sinks * sizeof(q->holders[0]));
+    if (q != NULL)
+        q->m = *m;
+    return q;
+}
+
+/* Quarantine q when a sink still holds its mapping; otherwise free it and its IOVA. */
+static bool quarantine_or_release(struct npv_domain *dom, struct quarantine_entry *q)
+{
+    if (q->nr_holders == 0) {
+        npv_iova_free(&dom->iova, q->m.iova);
+        free(q);
+        return false;
+    }
+    q->next = dom->quarantine;
+    dom->quarantine = q;
+    return true;
+}
+
+/*
+ * Unmap m from the sinks before stop (NULL: all). A sink whose unmap fails
+ * becomes a holder in q; -ENOENT is the IOMMU saying it maps nothing there,
+ * so that sink is no holder, though the error is still reported. First error.
+ */
+static int unmap_from_sinks(struct npv_domain *dom, const struct npv_mapping *m,
+                            const struct npv_iommu_sink *stop, struct quarantine_entry *q,
+                            const struct npv_iommu_sink_ops **failed_ops)
+{
+    int first_err = 0;
+    for (struct npv_iommu_sink *s = dom->sinks; s != stop; s = s->next) {
+        int ret = s->ops->unmap(s, m);
+        if (ret == 0)
+            continue;
+        if (ret != -ENOENT)
+            q->holders[q->nr_holders++] = s;
+        if (first_err == 0) {
+            first_err = ret < 0 ? ret : -EIO;
+            *failed_ops = s->ops;
+        }
+    }
+    return first_err;
+}
+
+/* Drop sink from every quarantined mapping; release those nothing holds now. Returns how many. */
+static size_t quarantine_drop_holder(struct npv_domain *dom, const struct npv_iommu_sink *sink)
+{
+    size_t released = 0;
+    struct quarantine_entry **pp = &dom->quarantine;
+    while (*pp != NULL) {
+        struct quarantine_entry *q = *pp;
+        size_t kept = 0;
+        for (size_t i = 0; i < q->nr_holders; i++)
+            if (q->holders[i] != sink)
+                q->holders[kept++] = q->holders[i];
+        q->nr_holders = kept;
+        if (kept != 0) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        npv_iova_free(&dom->iova, q->m.iova);
+        free(q);
+        released++;
+    }
+    return released;
+}
+
+size_t npv_domain_quarantined(struct npv_domain *dom, uint64_t *bytes)
+{
+    size_t n = 0;
+    uint64_t total = 0;
+    if (dom != NULL) {
+        pthread_mutex_lock(&dom->lock);
+        for (const struct quarantine_entry *q = dom->quarantine; q != NULL; q = q->next) {
+            n++;
+            total += q->m.len;
+        }
+        pthread_mutex_unlock(&dom->lock);
+    }
+    if (bytes != NULL)
+        *bytes = total;
+    return n;
+}
+
 /* ---- sinks ---- */
 
 static bool has_sink(const struct npv_domain *dom, const struct npv_iommu_sink *sink)
@@ -423,6 +534,15 @@ static int unmap_journal(struct npv_domain *dom, struct npv_iommu_sink *sink,
     return first_err;
 }
 
+/* -NPV_ENOTSHARED when a mapping in the journal has no fd to pass. */
+static int journal_without_fd(const struct npv_domain *dom)
+{
+    for (struct journal_entry *e = first_entry(dom); e != NULL; e = next_entry(dom, e))
+        if (e->m.fd < 0)
+            return -NPV_ENOTSHARED;
+    return 0;
+}
+
 int npv_domain_add_sink(struct npv_domain *dom, struct npv_iommu_sink *sink)
 {
     if (dom == NULL || sink == NULL || sink->ops == NULL || sink->ops->map == NULL ||
@@ -443,6 +563,9 @@ int npv_domain_add_sink(struct npv_domain *dom, struct npv_iommu_sink *sink)
         ret = -ERANGE;
         goto out;
     }
+    ret = sink->shares_by_fd ? journal_without_fd(dom) : 0;
+    if (ret < 0)
+        goto out;
     for (struct journal_entry *e = first_entry(dom); e != NULL; e = next_entry(dom, e)) {
         ret = sink->ops->map(sink, &e->m);
         if (ret < 0) {
@@ -455,6 +578,7 @@ int npv_domain_add_sink(struct npv_domain *dom, struct npv_iommu_sink *sink)
         goto err_undo;
     sink->next = dom->sinks;
     dom->sinks = sink;
+    dom->nr_sinks++;
     update_coherent(dom);
     goto out;
 err_undo:
@@ -464,6 +588,12 @@ out:
     free(usable);
     if (ret == -ERANGE)
         npv_err(dom->ctx, "%s: its IOVA ranges leave out a mapping of the domain", sink->ops->name);
+    else if (ret == -NPV_ENOTSHARED)
+        npv_err(dom->ctx,
+                "%s: the domain maps memory with no file behind it (anonymous private "
+                "memory), which a device server in another process cannot reach: unmap it "
+                "first or map it from a file",
+                sink->ops->name);
     else if (ret < 0 && ret != -EEXIST)
         npv_err(dom->ctx, "%s: replaying the domain's mappings failed: %s", sink->ops->name,
                 npv_strerror(ret));
@@ -488,9 +618,11 @@ void npv_domain_remove_sink(struct npv_domain *dom, struct npv_iommu_sink *sink,
     }
     *pp = sink->next;
     sink->next = NULL;
+    dom->nr_sinks--;
     update_coherent(dom);
     if (unmap)
         unmap_err = unmap_journal(dom, sink, NULL);
+    size_t released = quarantine_drop_holder(dom, sink);
     /* Widening cannot strand a mapping; on -ENOMEM the narrower ranges stay, which is safe. */
     range_err = apply_usable(dom, NULL);
     pthread_mutex_unlock(&dom->lock);
@@ -499,6 +631,9 @@ void npv_domain_remove_sink(struct npv_domain *dom, struct npv_iommu_sink *sink,
                 npv_strerror(unmap_err));
     if (range_err < 0)
         npv_debug(dom->ctx, "domain keeps its narrower IOVA ranges: %s", npv_strerror(range_err));
+    if (released != 0)
+        npv_info(dom->ctx, "%s left the domain: %zu quarantined IOVA ranges released",
+                 sink->ops->name, released);
 }
 
 struct npv_iommu_sink *npv_domain_find_sink(struct npv_domain *dom,
@@ -588,49 +723,97 @@ void npv_iommu_sink_fini(struct npv_iommu_sink *sink)
 
 /* ---- the journal ---- */
 
-/* Push m to every sink; on a failure unmap it from those already done. */
-static int push_map(struct npv_domain *dom, const struct npv_mapping *m,
-                    const struct npv_iommu_sink_ops **failed_ops)
+/* What went wrong under the lock, logged after it (the log sink never runs under it). */
+struct sink_report {
+    const struct npv_iommu_sink_ops *failed_ops; /* the first sink that failed */
+    const struct npv_iommu_sink_ops *undo_ops;   /* the first sink whose unmap failed */
+    int undo_err;
+    bool quarantined;
+    bool released; /* a quarantined mapping's retried unmap let it go */
+};
+
+/*
+ * Push m to every sink; on a failure unmap it from those already done. A sink
+ * that cannot undo its map becomes a holder in q.
+ */
+static int push_map(struct npv_domain *dom, const struct npv_mapping *m, struct quarantine_entry *q,
+                    struct sink_report *rep)
 {
     for (struct npv_iommu_sink *s = dom->sinks; s != NULL; s = s->next) {
         int ret = s->ops->map(s, m);
         if (ret == 0)
             continue;
-        *failed_ops = s->ops;
-        for (struct npv_iommu_sink *u = dom->sinks; u != s; u = u->next)
-            u->ops->unmap(u, m);
+        rep->failed_ops = s->ops;
+        rep->undo_err = unmap_from_sinks(dom, m, s, q, &rep->undo_ops);
         return ret < 0 ? ret : -EIO;
     }
     return 0;
 }
 
+/* Whether a sink reaches memory only through an fd and m has none (the caller's anonymous memory).
+ */
+static const struct npv_iommu_sink *sink_needing_fd(const struct npv_domain *dom,
+                                                    const struct npv_mapping *m)
+{
+    if (m->fd >= 0)
+        return NULL;
+    for (const struct npv_iommu_sink *s = dom->sinks; s != NULL; s = s->next)
+        if (s->shares_by_fd)
+            return s;
+    return NULL;
+}
+
 static int map_locked(struct npv_domain *dom, struct npv_mapping *m, uint64_t align, bool fixed,
-                      const struct npv_iommu_sink_ops **failed_ops)
+                      struct sink_report *rep)
 {
     /* Host ranges in the journal are disjoint, so one translation back stays unique. */
     uintptr_t end = (uintptr_t)m->vaddr + (m->len - 1);
     struct journal_entry *below = entry_of_vaddr(npv_avl_find_le(&dom->by_vaddr, &end, vaddr_key));
     if (below != NULL && entry_va(below) + (below->m.len - 1) >= (uintptr_t)m->vaddr)
         return -EEXIST;
+    const struct npv_iommu_sink *needs_fd = sink_needing_fd(dom, m);
+    if (needs_fd != NULL) {
+        rep->failed_ops = needs_fd->ops;
+        return -NPV_ENOTSHARED;
+    }
     struct journal_entry *e = calloc(1, sizeof(*e));
     if (e == NULL)
         return -ENOMEM;
-    int ret = fixed ? npv_iova_alloc_at(&dom->iova, m->iova, m->len)
-                    : npv_iova_alloc(&dom->iova, m->len, align, &m->iova);
+    int ret = -ENOMEM;
+    struct quarantine_entry *q = quarantine_new(dom, m);
+    if (q == NULL)
+        goto err_free;
+    ret = fixed ? npv_iova_alloc_at(&dom->iova, m->iova, m->len)
+                : npv_iova_alloc(&dom->iova, m->len, align, &m->iova);
     if (ret < 0)
         goto err_free;
     e->m = *m;
-    ret = push_map(dom, &e->m, failed_ops);
+    q->m = *m;
+    ret = push_map(dom, &e->m, q, rep);
     if (ret < 0)
         goto err_iova;
+    free(q);
     npv_avl_insert(&dom->by_iova, &e->by_iova);
     npv_avl_insert(&dom->by_vaddr, &e->by_vaddr);
     return 0;
 err_iova:
-    npv_iova_free(&dom->iova, e->m.iova);
+    rep->quarantined = quarantine_or_release(dom, q);
+    q = NULL;
 err_free:
+    free(q);
     free(e);
     return ret;
+}
+
+static void log_unmap_failure(const struct npv_domain *dom, const struct npv_mapping *m,
+                              const struct sink_report *rep, const char *what)
+{
+    npv_err(dom->ctx, "%s: %sunmapping IOVA 0x%llx (+0x%llx) failed: %s%s", rep->undo_ops->name,
+            what, (unsigned long long)m->iova, (unsigned long long)m->len,
+            npv_strerror(rep->undo_err),
+            rep->quarantined ? "; the range stays reserved (quarantined) while the IOMMU may "
+                               "still translate it"
+                             : "");
 }
 
 static int map_common(struct npv_domain *dom, struct npv_mapping *m, uint64_t align, bool fixed)
@@ -638,13 +821,21 @@ static int map_common(struct npv_domain *dom, struct npv_mapping *m, uint64_t al
     if (dom == NULL || m == NULL || m->len == 0 || m->vaddr == NULL ||
         (uintptr_t)m->vaddr > UINTPTR_MAX - (m->len - 1))
         return -EINVAL;
-    const struct npv_iommu_sink_ops *failed_ops = NULL;
+    struct sink_report rep = {0};
     pthread_mutex_lock(&dom->lock);
-    int ret = map_locked(dom, m, align, fixed, &failed_ops);
+    int ret = map_locked(dom, m, align, fixed, &rep);
     pthread_mutex_unlock(&dom->lock);
-    if (failed_ops != NULL)
-        npv_err(dom->ctx, "%s: mapping IOVA 0x%llx (+0x%llx) failed: %s", failed_ops->name,
+    if (ret == -NPV_ENOTSHARED)
+        npv_err(dom->ctx,
+                "%s: memory at %p (+0x%llx) has no file behind it (anonymous private memory) "
+                "and a device server in another process can reach memory only through a file: "
+                "map memory from npv_dma_alloc, a memfd or a MAP_SHARED file, and name its fd",
+                rep.failed_ops->name, m->vaddr, (unsigned long long)m->len);
+    else if (rep.failed_ops != NULL)
+        npv_err(dom->ctx, "%s: mapping IOVA 0x%llx (+0x%llx) failed: %s", rep.failed_ops->name,
                 (unsigned long long)m->iova, (unsigned long long)m->len, npv_strerror(ret));
+    if (rep.undo_ops != NULL)
+        log_unmap_failure(dom, m, &rep, "undoing that map: ");
     return ret;
 }
 
@@ -662,32 +853,70 @@ int npv_domain_map_at(struct npv_domain *dom, const struct npv_mapping *m)
     return map_common(dom, &copy, 1, true);
 }
 
+/* A retried unmap of a quarantined mapping, on the sinks that still hold it. */
+static int retry_quarantined(struct npv_domain *dom, npv_iova_t iova, struct npv_mapping *m,
+                             struct sink_report *rep)
+{
+    struct quarantine_entry **pp = &dom->quarantine;
+    while (*pp != NULL && (*pp)->m.iova != iova)
+        pp = &(*pp)->next;
+    struct quarantine_entry *q = *pp;
+    if (q == NULL)
+        return -ENOENT;
+    *m = q->m;
+    int first_err = 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < q->nr_holders; i++) {
+        struct npv_iommu_sink *s = q->holders[i];
+        int ret = s->ops->unmap(s, &q->m);
+        if (ret == 0 || ret == -ENOENT)
+            continue;
+        q->holders[kept++] = s;
+        if (first_err == 0) {
+            first_err = ret < 0 ? ret : -EIO;
+            rep->undo_ops = s->ops;
+        }
+    }
+    q->nr_holders = kept;
+    *pp = q->next;
+    rep->undo_err = first_err;
+    rep->quarantined = quarantine_or_release(dom, q);
+    rep->released = !rep->quarantined;
+    return first_err;
+}
+
+static int unmap_locked(struct npv_domain *dom, npv_iova_t iova, struct npv_mapping *m,
+                        struct sink_report *rep)
+{
+    struct journal_entry *e = entry_of_iova(npv_avl_find_le(&dom->by_iova, &iova, iova_key));
+    if (e == NULL || e->m.iova != iova)
+        return retry_quarantined(dom, iova, m, rep);
+    *m = e->m;
+    /* Before anything is unmapped: a mapping no sink let go of must find its place. */
+    struct quarantine_entry *q = quarantine_new(dom, &e->m);
+    if (q == NULL)
+        return -ENOMEM;
+    rep->undo_err = unmap_from_sinks(dom, &e->m, NULL, q, &rep->undo_ops);
+    npv_avl_remove(&dom->by_iova, &e->by_iova);
+    npv_avl_remove(&dom->by_vaddr, &e->by_vaddr);
+    free(e);
+    rep->quarantined = quarantine_or_release(dom, q);
+    return rep->undo_err;
+}
+
 int npv_domain_unmap(struct npv_domain *dom, npv_iova_t iova)
 {
     if (dom == NULL)
         return -EINVAL;
-    const struct npv_iommu_sink_ops *failed_ops = NULL;
-    int ret = 0;
+    struct sink_report rep = {0};
+    struct npv_mapping m = {0};
     pthread_mutex_lock(&dom->lock);
-    struct journal_entry *e = entry_of_iova(npv_avl_find_le(&dom->by_iova, &iova, iova_key));
-    if (e == NULL || e->m.iova != iova) {
-        pthread_mutex_unlock(&dom->lock);
-        return -ENOENT;
-    }
-    for (struct npv_iommu_sink *s = dom->sinks; s != NULL; s = s->next) {
-        int r = s->ops->unmap(s, &e->m);
-        if (r < 0 && ret == 0) {
-            ret = r;
-            failed_ops = s->ops;
-        }
-    }
-    npv_avl_remove(&dom->by_iova, &e->by_iova);
-    npv_avl_remove(&dom->by_vaddr, &e->by_vaddr);
-    npv_iova_free(&dom->iova, e->m.iova);
+    int ret = unmap_locked(dom, iova, &m, &rep);
     pthread_mutex_unlock(&dom->lock);
-    if (failed_ops != NULL)
-        npv_err(dom->ctx, "%s: unmapping IOVA 0x%llx (+0x%llx) failed: %s", failed_ops->name,
-                (unsigned long long)e->m.iova, (unsigned long long)e->m.len, npv_strerror(ret));
-    free(e);
+    if (rep.undo_ops != NULL)
+        log_unmap_failure(dom, &m, &rep, "");
+    if (rep.released)
+        npv_info(dom->ctx, "IOVA 0x%llx (+0x%llx): unmapped on retry, released from quarantine",
+                 (unsigned long long)m.iova, (unsigned long long)m.len);
     return ret;
 }

@@ -17,7 +17,7 @@ struct npv_mapping {
     npv_iova_t iova;
     uint64_t len;
     void *vaddr;
-    int fd;             /* memfd behind vaddr, for vfio-user fd passing */
+    int fd;             /* file behind vaddr, for vfio-user fd passing; -1: none */
     uint64_t fd_offset; /* offset of vaddr in fd */
     unsigned prot;      /* NPV_DMA_READ | NPV_DMA_WRITE */
 };
@@ -56,6 +56,13 @@ struct npv_iommu_sink {
     /* 1 coherent, 0 not, -1 not a kernel IOMMU (host shared memory). */
     int coherent;
     /*
+     * The IOMMU is in another process (a vfio-user server) and reaches host
+     * memory only by mapping the file passed with each mapping: a mapping
+     * without fd is refused with -NPV_ENOTSHARED before any sink sees it, and
+     * such a sink cannot join a domain holding one.
+     */
+    bool shares_by_fd;
+    /*
      * Owner's bookkeeping (e.g. iommufd devices attached to one IOAS); the
      * domain reads it only when it is freed (see release).
      */
@@ -66,11 +73,16 @@ struct npv_iommu_sink {
 /*
  * Add a sink: the domain's usable ranges are narrowed by the sink's ranges
  * (-ERANGE if an existing mapping falls outside them), then the journal is
- * replayed into it. On failure every mapping it made is undone and the sink is
+ * replayed into it (-NPV_ENOTSHARED for a shares_by_fd sink while a mapping
+ * has no fd). On failure every mapping it made is undone and the sink is
  * not added.
  */
 int npv_domain_add_sink(struct npv_domain *dom, struct npv_iommu_sink *sink);
-/* Remove a sink; with unmap, the journal's mappings are removed from it first. */
+/*
+ * Remove a sink; with unmap, the journal's mappings are removed from it first.
+ * Quarantined mappings it held are its no more (it translates nothing for this
+ * domain's devices now): those nothing else holds are released.
+ */
 void npv_domain_remove_sink(struct npv_domain *dom, struct npv_iommu_sink *sink, bool unmap);
 /* The first sink with these ops, or NULL (for sinks shared per domain, such as an IOAS). */
 struct npv_iommu_sink *npv_domain_find_sink(struct npv_domain *dom,
@@ -97,16 +109,25 @@ struct npv_ctx *npv_domain_ctx(const struct npv_domain *dom);
  *
  * Map m into every sink and record it, at an IOVA the allocator chooses
  * (aligned to align, a power of two), written to m->iova. -ENOSPC when no room,
- * -EEXIST when m's host range overlaps a mapping of the domain, or a sink's
- * error; on failure nothing stays mapped and no IOVA stays taken.
+ * -EEXIST when m's host range overlaps a mapping of the domain,
+ * -NPV_ENOTSHARED when m has no fd and a sink shares_by_fd, or a sink's
+ * error; on failure the sinks that took the map are unmapped again and the
+ * IOVA freed, unless one of those unmaps fails: that is logged and the IOVA
+ * stays quarantined (see npv_domain_unmap) under the map's own error.
  */
 int npv_domain_map(struct npv_domain *dom, struct npv_mapping *m, uint64_t align);
 /* As npv_domain_map at m->iova: -EBUSY when it overlaps, -ERANGE when not usable. */
 int npv_domain_map_at(struct npv_domain *dom, const struct npv_mapping *m);
 /*
  * Remove the mapping starting at iova from every sink and the journal, and
- * free its IOVA. -ENOENT when there is none; a sink's error is returned but
- * the mapping is gone from the journal all the same.
+ * free its IOVA. -ENOENT when there is none. When a sink fails to unmap it
+ * (other than -ENOENT, which says the IOMMU maps nothing there) the error is
+ * logged and returned, the mapping leaves the journal (no replay, no lookup)
+ * but its IOVA stays taken: quarantined while that IOMMU may still translate
+ * it. Called again with the same iova it retries the unmap on the sinks that
+ * still hold it: 0 when they all let go (the IOVA is free again), else their
+ * error and the range stays quarantined. -ENOMEM (nothing changed) when there
+ * is no memory to record a quarantine.
  */
 int npv_domain_unmap(struct npv_domain *dom, npv_iova_t iova);
 

@@ -9,26 +9,7 @@
 #include <npuvfio/pci.h>
 
 #include "ctx_internal.h"
-
-#define NPV_SYSFS_PATH_MAX 4096
-
-/*
- * Read a sysfs attribute into buf (NUL-terminated, trailing newline removed).
- * Reads until EOF so a file that is not a real sysfs attribute still works.
- * Returns the length or a negative errno.
- */
-int npv_sysfs_read_str(const char *path, char *buf, size_t len);
-/* Read an unsigned number in any base strtoull accepts ("0x8086", "42"). */
-int npv_sysfs_read_u64(const char *path, uint64_t *out);
-/* Read a signed decimal ("-1" for numa_node). */
-int npv_sysfs_read_long(const char *path, long *out);
-/*
- * Write text to an attribute as one write(), the way the kernel expects a
- * sysfs store. The file must exist: sysfs never creates attributes.
- */
-int npv_sysfs_write_str(const char *path, const char *text);
-/* The last path component of a symlink's target ("vfio-pci" of ".../drivers/vfio-pci"). */
-int npv_sysfs_link_name(const char *path, char *buf, size_t len);
+#include "sysfs_internal.h"
 
 /* The function's driver name ("" when unbound) by canonical address. */
 int npv_pci_read_driver(struct npv_ctx *ctx, const char *addr, char *buf, size_t len);
@@ -51,13 +32,6 @@ int npv_pci_resolve(struct npv_ctx *ctx, const char *addr, char *canon);
  */
 int npv_pci_read_dir(struct npv_ctx *ctx, const char *path, struct npv_pci_func **out,
                      size_t *count);
-
-/*
- * Whether VFIO tolerates a group member bound to driver (see pci_group.c for
- * the kernel rule this follows).
- */
-bool npv_pci_driver_vfio_tolerated(const char *driver);
-bool npv_pci_driver_is_vfio(const char *driver);
 
 /*
  * NUMA locality lookup. With the real "/sys" root it asks hwloc (one topology

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "pci_internal.h"
 
@@ -21,11 +20,7 @@ int npv_pci_canon(struct npv_ctx *ctx, const char *text, char *canon, size_t len
 
 bool npv_pci_exists(struct npv_ctx *ctx, const char *canon)
 {
-    char path[NPV_SYSFS_PATH_MAX];
-    struct stat st;
-    if (npv_sysfs_path(ctx, path, sizeof(path), "bus/pci/devices/%s", canon) < 0)
-        return false;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    return npv_sysfs_dev_exists(ctx, "pci", canon);
 }
 
 int npv_pci_resolve(struct npv_ctx *ctx, const char *addr, char *canon)
@@ -43,16 +38,7 @@ int npv_pci_resolve(struct npv_ctx *ctx, const char *addr, char *canon)
 
 int npv_pci_read_driver(struct npv_ctx *ctx, const char *addr, char *buf, size_t len)
 {
-    char path[NPV_SYSFS_PATH_MAX];
-    int ret = npv_sysfs_path(ctx, path, sizeof(path), "bus/pci/devices/%s/driver", addr);
-    if (ret < 0)
-        return ret;
-    ret = npv_sysfs_link_name(path, buf, len);
-    if (ret == -ENOENT) {
-        buf[0] = '\0';
-        return 0;
-    }
-    return ret < 0 ? ret : 0;
+    return npv_sysfs_dev_driver(ctx, "pci", addr, buf, len);
 }
 
 static int read_id(struct npv_ctx *ctx, const char *addr, const char *attr, uint64_t max,
@@ -74,14 +60,7 @@ static int read_id(struct npv_ctx *ctx, const char *addr, const char *attr, uint
 
 int npv_pci_read_group(struct npv_ctx *ctx, const char *addr)
 {
-    char path[NPV_SYSFS_PATH_MAX], name[32];
-    if (npv_sysfs_path(ctx, path, sizeof(path), "bus/pci/devices/%s/iommu_group", addr) < 0)
-        return -1;
-    if (npv_sysfs_link_name(path, name, sizeof(name)) < 0)
-        return -1;
-    char *end;
-    long g = strtol(name, &end, 10);
-    return (*end == '\0' && g >= 0 && g <= INT32_MAX) ? (int)g : -1;
+    return npv_sysfs_dev_group(ctx, "pci", addr);
 }
 
 int npv_pci_func_read_numa(struct npv_ctx *ctx, const char *addr, struct npv_pci_func *func,

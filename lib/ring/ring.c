@@ -4,6 +4,7 @@
  * the device writes, bounded waits, and recovery from a hung or lying device.
  * The ordering rules are written down in include/npuvfio/ring.h.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -13,7 +14,9 @@
 
 #include "ctx_internal.h"
 #include "deadline.h"
+#include "irq_internal.h"
 #include "ring_inflight.h"
+#include "ring_internal.h"
 
 #define RING_DEFAULT_SPIN_NS 20000u
 /*
@@ -21,7 +24,8 @@
  * the first time only after that many: a completion that is already there,
  * or comes within them, costs no clock read.
  */
-#define RING_CLOCK_EVERY 16u
+#define RING_CLOCK_EVERY NPV_RING_CLOCK_EVERY
+static_assert((RING_CLOCK_EVERY & (RING_CLOCK_EVERY - 1)) == 0, "a power of two");
 
 struct npv_ring {
     struct npv_ctx *ctx;
@@ -29,19 +33,28 @@ struct npv_ring {
     struct npv_inflight *jobs;
     uint8_t *desc;
     uint32_t mask;
-    /* Jobs that may be in flight: entries, or entries - 1 when a slot index would alias. */
+    /* Jobs that may be claimed and not yet reaped (entries, or entries - 1). */
     uint32_t capacity;
+    bool slot_head;
+    bool fatal_word;
+    /* Each job's deadline relative to its claim; UINT64_MAX: none. */
+    uint64_t job_timeout_ns;
+    /* npv_ring_poll calls since the clock was last read. */
+    uint32_t polls;
     /* Sequence number of the device's index 0 since its last (re)start. */
     uint32_t dev_base;
-    /* Descriptors the device completed since its last (re)start (from its head). */
+    /* The last completed head the device wrote, as it wrote it. */
     uint32_t dev_head;
     /* Sequence number after the last descriptor the doorbell announced. */
     uint32_t rung;
     const volatile uint32_t *head_word;
-    const volatile uint32_t *error_word;       /* NULL: the device has none */
+    volatile uint32_t *error_word;             /* NULL: the device has none */
     const volatile uint32_t *error_index_word; /* NULL: errors belong to the last completion */
-    uint32_t last_error;
+    int irq_fd;                                /* -1: no interrupt waits */
+    /* Completions were collected since the eventfd was last read: it may hold their count. */
+    bool irq_unread;
     bool dead;
+    const struct npv_ring_sync_hook *sync_hook; /* tests only */
     struct npv_ring_stats stats;
 };
 
@@ -57,38 +70,82 @@ static inline void cpu_relax(void)
 /*
  * Cache maintenance for DMA that is not coherent. x86 DMA always snoops the
  * CPU caches (the library clears No Snoop at open), so there is nothing to
- * do and the calls are left out of the hot path entirely.
+ * do and the calls are left out of the hot path entirely; only a test's
+ * recording hook sees them there.
  */
-static inline void ring_sync_desc(struct npv_ring *r, uint32_t first_slot, uint32_t n)
+static inline void ring_sync_for_device(struct npv_ring *r, struct npv_dma *dma, size_t off,
+                                        size_t len)
 {
-#if defined(__aarch64__)
-    if (r->cfg.desc_dma == NULL)
+    if (dma == NULL)
         return;
-    size_t base = (size_t)((uint8_t *)r->desc - (uint8_t *)npv_dma_vaddr(r->cfg.desc_dma));
-    size_t sz = r->cfg.desc_size;
-    uint32_t entries = r->mask + 1;
-    uint32_t first_run = entries - first_slot < n ? entries - first_slot : n;
-    npv_dma_sync_for_device(r->cfg.desc_dma, base + first_slot * sz, first_run * sz);
-    if (n > first_run)
-        npv_dma_sync_for_device(r->cfg.desc_dma, base, (n - first_run) * sz);
-#else
-    (void)r;
-    (void)first_slot;
-    (void)n;
+    if (__builtin_expect(r->sync_hook != NULL, 0)) {
+        r->sync_hook->for_device(r->sync_hook->arg, dma, off, len);
+        return;
+    }
+#if defined(__aarch64__)
+    npv_dma_sync_for_device(dma, off, len);
 #endif
 }
 
-static inline void ring_sync_status(struct npv_ring *r)
+static inline void ring_sync_for_cpu(struct npv_ring *r, struct npv_dma *dma, size_t off,
+                                     size_t len)
 {
+    if (dma == NULL)
+        return;
+    if (__builtin_expect(r->sync_hook != NULL, 0)) {
+        r->sync_hook->for_cpu(r->sync_hook->arg, dma, off, len);
+        return;
+    }
 #if defined(__aarch64__)
+    npv_dma_sync_for_cpu(dma, off, len);
+#endif
+}
+
+static size_t offset_in(struct npv_dma *dma, const void *p)
+{
+    return (size_t)((const uint8_t *)p - (const uint8_t *)npv_dma_vaddr(dma));
+}
+
+static inline void ring_sync_desc(struct npv_ring *r, uint32_t first_slot, uint32_t n)
+{
+#if !defined(__aarch64__)
+    if (__builtin_expect(r->sync_hook == NULL, 1))
+        return;
+#endif
+    if (r->cfg.desc_dma == NULL)
+        return;
+    size_t base = offset_in(r->cfg.desc_dma, r->desc);
+    size_t sz = r->cfg.desc_size;
+    uint32_t entries = r->mask + 1;
+    uint32_t first_run = entries - first_slot < n ? entries - first_slot : n;
+    ring_sync_for_device(r, r->cfg.desc_dma, base + first_slot * sz, first_run * sz);
+    if (n > first_run)
+        ring_sync_for_device(r, r->cfg.desc_dma, base, (n - first_run) * sz);
+}
+
+static inline void ring_sync_status_for_cpu(struct npv_ring *r)
+{
+#if !defined(__aarch64__)
+    if (__builtin_expect(r->sync_hook == NULL, 1))
+        return;
+#endif
     if (r->cfg.status_dma == NULL)
         return;
-    size_t off =
-        (size_t)((uint8_t *)r->cfg.status_vaddr - (uint8_t *)npv_dma_vaddr(r->cfg.status_dma));
-    npv_dma_sync_for_cpu(r->cfg.status_dma, off, r->cfg.status_size);
-#else
-    (void)r;
-#endif
+    ring_sync_for_cpu(r, r->cfg.status_dma, offset_in(r->cfg.status_dma, r->cfg.status_vaddr),
+                      r->cfg.status_size);
+}
+
+/* Clean CPU stores to [p, p + len) of the status block out to the point of coherency. */
+static void ring_clean_status(struct npv_ring *r, const volatile void *p, size_t len)
+{
+    if (r->cfg.status_dma == NULL)
+        return;
+    ring_sync_for_device(r, r->cfg.status_dma, offset_in(r->cfg.status_dma, (const void *)p), len);
+}
+
+void npv_ring_set_sync_hook(struct npv_ring *r, const struct npv_ring_sync_hook *hook)
+{
+    r->sync_hook = hook;
 }
 
 static bool field_ok(uint32_t off, uint32_t size)
@@ -96,44 +153,54 @@ static bool field_ok(uint32_t off, uint32_t size)
     return off != NPV_RING_NO_FIELD && (off & 3) == 0 && size >= 4 && off <= size - 4;
 }
 
-static int ring_check_config(struct npv_ctx *ctx, const struct npv_ring_config *c)
+/* Whether two byte ranges touch a common NPV_RING_CACHE_GRANULE-sized granule. */
+static bool share_granule(uintptr_t a, size_t alen, uintptr_t b, size_t blen)
 {
-    const char *why = NULL;
+    const uintptr_t g = NPV_RING_CACHE_GRANULE;
+    uintptr_t a_lo = a & ~(g - 1), a_hi = (a + alen + g - 1) & ~(g - 1);
+    uintptr_t b_lo = b & ~(g - 1), b_hi = (b + blen + g - 1) & ~(g - 1);
+    return a_lo < b_hi && b_lo < a_hi;
+}
+
+static const char *ring_config_fault(const struct npv_ring_config *c)
+{
     if (c->entries < 2 || c->entries > 65536 || (c->entries & (c->entries - 1)))
-        why = "entries must be a power of two in 2..65536";
-    else if (c->desc_size == 0 || (c->desc_size & 3) || c->desc_size > 4096)
-        why = "desc_size must be a multiple of 4, at most 4096";
-    else if (c->desc_vaddr == NULL || c->status_vaddr == NULL)
-        why = "ring memory and status block are required";
-    else if (((uintptr_t)c->status_vaddr & 3) != 0)
-        why = "the status block must be 4-byte aligned";
-    else if (!field_ok(c->fields.head, c->status_size))
-        why = "the head field must lie in the status block, 4-byte aligned";
-    else if (c->fields.error != NPV_RING_NO_FIELD && !field_ok(c->fields.error, c->status_size))
-        why = "the error field must lie in the status block, 4-byte aligned";
-    else if (c->fields.error_index != NPV_RING_NO_FIELD &&
-             (c->fields.error == NPV_RING_NO_FIELD ||
-              !field_ok(c->fields.error_index, c->status_size)))
-        why = "the error index field needs an error field and must lie in the status block";
-    else if (c->db_bar == NULL || (c->db_width != 4 && c->db_width != 8))
-        why = "a doorbell bar and a width of 4 or 8 are required";
-    else if (c->db_off > c->db_bar->size || c->db_width > c->db_bar->size - c->db_off)
-        why = "the doorbell lies outside its bar";
-    else if (c->db_format != NPV_RING_DB_INDEX && c->db_format != NPV_RING_DB_SLOT)
-        why = "unknown doorbell format";
-    else if (c->head_format != NPV_RING_HEAD_COUNT && c->head_format != NPV_RING_HEAD_SLOT)
-        why = "unknown head format";
-    else if (c->error_format != NPV_RING_ERROR_PER_JOB && c->error_format != NPV_RING_ERROR_FATAL)
-        why = "unknown error format";
-    else if (c->error_format == NPV_RING_ERROR_FATAL &&
-             (c->fields.error == NPV_RING_NO_FIELD || c->fields.error_index != NPV_RING_NO_FIELD))
-        why = "a fatal error format needs an error field and no error index";
-    else if (c->reset == NULL)
-        why = "a reset callback is required";
-    if (why == NULL)
-        return 0;
-    npv_err(ctx, "ring: bad config: %s", why);
-    return -EINVAL;
+        return "entries must be a power of two in 2..65536";
+    if (c->desc_size == 0 || (c->desc_size & 3) || c->desc_size > 4096)
+        return "desc_size must be a multiple of 4, at most 4096";
+    if (c->desc_vaddr == NULL || c->status_vaddr == NULL)
+        return "ring memory and status block are required";
+    if (((uintptr_t)c->status_vaddr & 3) != 0)
+        return "the status block must be 4-byte aligned";
+    if (share_granule((uintptr_t)c->desc_vaddr, (size_t)c->entries * c->desc_size,
+                      (uintptr_t)c->status_vaddr, c->status_size))
+        return "the status block shares a 128-byte cache granule with the descriptors";
+    if (!field_ok(c->fields.head, c->status_size))
+        return "the head field must lie in the status block, 4-byte aligned";
+    if (c->fields.error != NPV_RING_NO_FIELD && !field_ok(c->fields.error, c->status_size))
+        return "the error field must lie in the status block, 4-byte aligned";
+    if (c->fields.error_index != NPV_RING_NO_FIELD &&
+        (c->fields.error == NPV_RING_NO_FIELD || !field_ok(c->fields.error_index, c->status_size)))
+        return "the error index field needs an error field and must lie in the status block";
+    if (c->head_format != NPV_RING_HEAD_COUNT && c->head_format != NPV_RING_HEAD_SLOT)
+        return "unknown head format";
+    if (c->error_format != NPV_RING_ERROR_PER_JOB && c->error_format != NPV_RING_ERROR_FATAL)
+        return "unknown error format";
+    /* A masked index cannot be told stale: an old one would name a job a lap later. */
+    if (c->head_format == NPV_RING_HEAD_SLOT && c->fields.error_index != NPV_RING_NO_FIELD)
+        return "a masked head takes no error index (use a per-job word without index, or fatal)";
+    if (c->error_format == NPV_RING_ERROR_FATAL &&
+        (c->fields.error == NPV_RING_NO_FIELD || c->fields.error_index != NPV_RING_NO_FIELD))
+        return "a fatal error word needs an error field and no error index";
+    if (c->db_bar == NULL || (c->db_width != 4 && c->db_width != 8))
+        return "a doorbell bar and a width of 4 or 8 are required";
+    if (c->db_off > c->db_bar->size || c->db_width > c->db_bar->size - c->db_off)
+        return "the doorbell lies outside its bar";
+    if (c->db_format != NPV_RING_DB_INDEX && c->db_format != NPV_RING_DB_SLOT)
+        return "unknown doorbell format";
+    if (c->reset == NULL)
+        return "a reset callback is required";
+    return NULL;
 }
 
 static volatile uint32_t *status_word(const struct npv_ring_config *c, uint32_t off)
@@ -141,52 +208,64 @@ static volatile uint32_t *status_word(const struct npv_ring_config *c, uint32_t 
     return (volatile uint32_t *)((uint8_t *)c->status_vaddr + off);
 }
 
-/* The device restarts at index 0 with an empty status block. */
+/*
+ * Before the device is enabled: an empty status block, cleaned to the point
+ * of coherency. On non-coherent DMA a CPU store left dirty in the cache
+ * would be written back by the next clean+invalidate of the block, over
+ * whatever the device wrote in between (its first completion).
+ */
+static void ring_clear_status(struct npv_ring *r)
+{
+    volatile uint8_t *p = r->cfg.status_vaddr;
+    for (uint32_t i = 0; i < r->cfg.status_size; i += 4)
+        __atomic_store_n((volatile uint32_t *)(p + i), 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    ring_clean_status(r, p, r->cfg.status_size);
+}
+
+/* The device restarts at index 0 (its status block was cleared before it was enabled). */
 static void ring_restart_indexes(struct npv_ring *r)
 {
     r->dev_base = r->jobs->tail;
     r->dev_head = 0;
     r->rung = r->dev_base;
-    r->last_error = 0;
-    __atomic_store_n(status_word(&r->cfg, r->cfg.fields.head), 0, __ATOMIC_RELAXED);
-    if (r->error_word != NULL)
-        __atomic_store_n(status_word(&r->cfg, r->cfg.fields.error), 0, __ATOMIC_RELAXED);
-    if (r->error_index_word != NULL)
-        __atomic_store_n(status_word(&r->cfg, r->cfg.fields.error_index), 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 int npv_ring_new(struct npv_ctx *ctx, const struct npv_ring_config *cfg, struct npv_ring **out)
 {
     if (cfg == NULL || out == NULL)
         return -EINVAL;
-    int rc = ring_check_config(ctx, cfg);
-    if (rc < 0)
-        return rc;
+    const char *why = ring_config_fault(cfg);
+    if (why != NULL) {
+        npv_err(ctx, "ring: bad config: %s", why);
+        return -EINVAL;
+    }
     struct npv_ring *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return -ENOMEM;
-    rc = npv_inflight_new(ctx, cfg->entries, &r->jobs);
+    int rc = npv_inflight_new(ctx, cfg->entries, &r->jobs);
     if (rc < 0)
         goto err_ring;
     r->ctx = ctx;
     r->cfg = *cfg;
     if (r->cfg.spin_ns == 0)
         r->cfg.spin_ns = RING_DEFAULT_SPIN_NS;
+    r->job_timeout_ns =
+        cfg->job_timeout_ns != 0 ? cfg->job_timeout_ns : NPV_RING_DEFAULT_JOB_TIMEOUT_NS;
     r->desc = cfg->desc_vaddr;
     r->mask = cfg->entries - 1;
-    /*
-     * A masked head or a slot doorbell cannot tell a full ring from an empty
-     * one: one slot stays free.
-     */
-    r->capacity = cfg->head_format == NPV_RING_HEAD_SLOT || cfg->db_format == NPV_RING_DB_SLOT
-                      ? cfg->entries - 1
-                      : cfg->entries;
+    r->slot_head = cfg->head_format == NPV_RING_HEAD_SLOT;
+    /* A slot-valued index cannot tell entries descriptors from none: keep one free. */
+    r->capacity =
+        r->slot_head || cfg->db_format == NPV_RING_DB_SLOT ? cfg->entries - 1 : cfg->entries;
+    r->fatal_word = cfg->error_format == NPV_RING_ERROR_FATAL;
     r->head_word = status_word(cfg, cfg->fields.head);
     if (cfg->fields.error != NPV_RING_NO_FIELD)
         r->error_word = status_word(cfg, cfg->fields.error);
     if (cfg->fields.error_index != NPV_RING_NO_FIELD)
         r->error_index_word = status_word(cfg, cfg->fields.error_index);
+    r->irq_fd = cfg->irq != NULL ? npv_irq_fd(cfg->irq, cfg->irq_vec) : -1;
+    ring_clear_status(r);
     ring_restart_indexes(r);
     *out = r;
     return 0;
@@ -204,11 +283,11 @@ void npv_ring_free(struct npv_ring *r)
     free(r);
 }
 
-/* Fan out the failure, reset the device, restart the indexes. */
-static int ring_recover(struct npv_ring *r, int32_t cause)
+/* The jobs are already failed: clear the status block, reset the device, restart the indexes. */
+static int ring_reset_device(struct npv_ring *r, int32_t cause, uint32_t failed)
 {
-    uint32_t failed = npv_inflight_fail_all(r->jobs, cause, -ECANCELED);
     r->stats.resets++;
+    ring_clear_status(r);
     int rc = r->cfg.reset(r->cfg.reset_arg);
     ring_restart_indexes(r);
     if (rc < 0) {
@@ -222,38 +301,80 @@ static int ring_recover(struct npv_ring *r, int32_t cause)
     return 0;
 }
 
-/*
- * A sticky fatal word: the jobs the head names as done are done; the oldest
- * other one failed with the word, the rest are cancelled, the device is reset.
- */
-static void ring_fatal(struct npv_ring *r, uint32_t word)
+/* Fan out the failure (the oldest job gets the cause), then reset. */
+static int ring_recover(struct npv_ring *r, int32_t cause, uint32_t dev_error)
 {
-    uint32_t first = r->jobs->done;
-    bool any = inflight_unfinished(r->jobs) > 0;
-    npv_err(r->ctx, "ring: device reports fatal error 0x%x", word);
-    r->stats.dev_errors++;
-    (void)ring_recover(r, -EIO);
-    if (any)
-        r->jobs->slots[first & r->jobs->mask].dev_error = word;
+    uint32_t failed = inflight_fail_all(r->jobs, cause, dev_error, -ECANCELED);
+    return ring_reset_device(r, cause, failed);
 }
 
 int npv_ring_reset(struct npv_ring *r)
 {
-    return ring_recover(r, -ECANCELED);
+    return ring_recover(r, -ECANCELED, 0);
 }
 
-int npv_ring_next(struct npv_ring *r, uint64_t cookie, void **desc)
+/*
+ * A job's own deadline passed: fail the late jobs with -ETIMEDOUT, the others
+ * with -ECANCELED, and reset. Returns whether it did.
+ */
+static bool ring_expire(struct npv_ring *r, uint64_t now)
+{
+    uint32_t unfinished = inflight_unfinished(r->jobs);
+    uint32_t failed = inflight_expire(r->jobs, now);
+    if (failed == 0)
+        return false;
+    r->stats.timeouts++;
+    npv_warn(r->ctx,
+             "ring: a job's deadline passed with %u jobs in flight (device head %u, doorbell %u)",
+             unfinished, r->dev_head, r->rung - r->dev_base);
+    ring_reset_device(r, -ETIMEDOUT, failed);
+    return true;
+}
+
+/*
+ * A clock reading: give the jobs claimed since the last one their deadlines,
+ * then fail and reset if one has passed. Returns whether it did.
+ */
+static bool ring_clock_reading(struct npv_ring *r, uint64_t now)
+{
+    if (inflight_unstamped(r->jobs))
+        inflight_stamp(r->jobs, now);
+    uint64_t d = inflight_next_deadline(r->jobs);
+    return d != 0 && now >= d && ring_expire(r, now);
+}
+
+/* Whether anything in flight has, or is waiting for, a deadline. */
+static inline bool ring_timed(const struct npv_ring *r)
+{
+    return inflight_unstamped(r->jobs) || inflight_next_deadline(r->jobs) != 0;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+int npv_ring_next_timed(struct npv_ring *r, uint64_t cookie, uint64_t timeout_ns, void **desc)
 {
     if (r->dead)
         return -EIO;
-    if (inflight_unfinished(r->jobs) >= r->capacity)
+    if (r->jobs->tail - r->jobs->head >= r->capacity)
         return -EAGAIN;
+    if (timeout_ns == 0)
+        timeout_ns = r->job_timeout_ns;
+    /* The deadline counts from the next clock reading: a claim reads no clock. */
     uint32_t seq;
-    int rc = inflight_add(r->jobs, cookie, 0, &seq);
+    int rc =
+        inflight_add_relative(r->jobs, cookie, timeout_ns == UINT64_MAX ? 0 : timeout_ns, &seq);
     if (rc < 0)
         return rc;
     *desc = r->desc + (size_t)((seq - r->dev_base) & r->mask) * r->cfg.desc_size;
     return 0;
+}
+
+int npv_ring_next(struct npv_ring *r, uint64_t cookie, void **desc)
+{
+    return npv_ring_next_timed(r, cookie, 0, desc);
 }
 
 int npv_ring_push(struct npv_ring *r, const void *desc, uint64_t cookie)
@@ -285,29 +406,65 @@ int npv_ring_submit(struct npv_ring *r)
     return (int)n;
 }
 
-/* The device's error word, if it names a job in [first, first + n). */
-static void ring_take_error(struct npv_ring *r, uint32_t old_head, uint32_t n)
+/* Distance from a to b in the device's head format. */
+static inline uint32_t head_distance(const struct npv_ring *r, uint32_t a, uint32_t b)
+{
+    return r->slot_head ? (b - a) & r->mask : b - a;
+}
+
+/*
+ * A per-job error word, if it names a job among the n just completed (the
+ * first of them is device index old_head, sequence number first_seq).
+ */
+static void ring_take_error(struct npv_ring *r, uint32_t old_head, uint32_t first_seq, uint32_t n)
 {
     uint32_t err = __atomic_load_n(r->error_word, __ATOMIC_RELAXED);
-    uint32_t idx;
-    if (r->error_index_word != NULL) {
-        if (err == 0)
-            return;
-        idx = __atomic_load_n(r->error_index_word, __ATOMIC_RELAXED);
-    } else {
-        /* Without an index a device's error word is news only when it changes. */
-        if (err == r->last_error)
-            return;
-        r->last_error = err;
-        if (err == 0)
-            return;
-        idx = old_head + n - 1;
-    }
-    /* A stale or wild index names no job of this batch: it is ignored, never used to index. */
-    if (idx - old_head >= n)
+    if (err == 0)
         return;
-    npv_inflight_set_status(r->jobs, r->dev_base + idx, -EIO, err);
+    uint32_t rel;
+    if (r->error_index_word != NULL) {
+        uint32_t idx = __atomic_load_n(r->error_index_word, __ATOMIC_RELAXED);
+        rel = head_distance(r, old_head, idx);
+        /* A stale or wild index names no job of this batch: ignored, never used to index. */
+        if (rel >= n)
+            return;
+    } else {
+        /*
+         * The word is the newest completed job's. Taking it clears it, so the
+         * same code from a later job is news. Compare-exchange: a code the
+         * device wrote after this status read belongs to a later completion
+         * and stays for the next read.
+         */
+        rel = n - 1;
+        uint32_t expect = err;
+        __atomic_compare_exchange_n(r->error_word, &expect, 0, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
+        ring_clean_status(r, r->error_word, 4);
+    }
+    npv_inflight_set_status(r->jobs, first_seq + rel, -EIO, err);
     r->stats.dev_errors++;
+}
+
+/* A sticky fatal word: the oldest job still in flight carries it, then reset. */
+static void ring_take_fatal(struct npv_ring *r, uint32_t word)
+{
+    r->stats.faults++;
+    r->stats.dev_errors++;
+    npv_err(r->ctx, "ring: device reported fatal error %#x with %u jobs in flight", word,
+            inflight_unfinished(r->jobs));
+    ring_recover(r, -EIO, word);
+}
+
+static int ring_wild_head(struct npv_ring *r, uint32_t head)
+{
+    r->stats.faults++;
+    npv_err(r->ctx,
+            "ring: device wrote completed head %u, %s than the %u announced after head %u; "
+            "treating as a device fault",
+            head, r->slot_head && head > r->mask ? "outside the ring, more" : "more",
+            r->rung - r->jobs->done, r->dev_head);
+    ring_recover(r, -NPV_EDEVFAULT, 0);
+    return -NPV_EDEVFAULT;
 }
 
 /*
@@ -318,37 +475,27 @@ static int ring_collect(struct npv_ring *r)
 {
     if (r->dead)
         return 0;
-    ring_sync_status(r);
+    ring_sync_status_for_cpu(r);
     uint32_t head = __atomic_load_n(r->head_word, __ATOMIC_ACQUIRE);
-    uint32_t n = head - r->dev_head;
-    bool wild = false;
-    if (r->cfg.head_format == NPV_RING_HEAD_SLOT) {
-        wild = head > r->mask;
-        n = (head - r->dev_head) & r->mask;
+    if (head != r->dev_head) {
+        if (r->slot_head && head > r->mask)
+            return ring_wild_head(r, head);
+        uint32_t n = head_distance(r, r->dev_head, head);
+        if (n > r->rung - r->jobs->done)
+            return ring_wild_head(r, head);
+        uint32_t first_seq = r->jobs->done;
+        if (r->error_word != NULL && !r->fatal_word)
+            ring_take_error(r, r->dev_head, first_seq, n);
+        inflight_complete(r->jobs, first_seq + n);
+        r->dev_head = head;
+        r->stats.completed += n;
+        r->irq_unread = true;
     }
-    uint32_t fatal = 0;
-    if (r->cfg.error_format == NPV_RING_ERROR_FATAL)
-        fatal = __atomic_load_n(r->error_word, __ATOMIC_RELAXED);
-    if (n == 0 && !wild && fatal == 0)
-        return 0;
-    uint32_t announced = r->rung - r->dev_base - r->dev_head;
-    if (wild || n > announced) {
-        r->stats.faults++;
-        npv_err(r->ctx,
-                "ring: device wrote completed head %u, outside (%u, %u]; treating as a device "
-                "fault",
-                head, r->dev_head, r->rung - r->dev_base);
-        int rc = ring_recover(r, -NPV_EDEVFAULT);
-        (void)rc;
-        return -NPV_EDEVFAULT;
+    if (r->fatal_word) {
+        uint32_t word = __atomic_load_n(r->error_word, __ATOMIC_RELAXED);
+        if (__builtin_expect(word != 0, 0))
+            ring_take_fatal(r, word);
     }
-    if (r->error_word != NULL && r->cfg.error_format == NPV_RING_ERROR_PER_JOB)
-        ring_take_error(r, r->dev_head, n);
-    r->dev_head += n;
-    inflight_complete(r->jobs, r->dev_base + r->dev_head);
-    r->stats.completed += n;
-    if (fatal != 0)
-        ring_fatal(r, fatal);
     return 0;
 }
 
@@ -357,18 +504,16 @@ int npv_ring_poll(struct npv_ring *r, struct npv_cpl *cpl, unsigned max)
     int rc = ring_collect(r);
     if (rc < 0)
         return rc;
+    if (__builtin_expect((++r->polls & (RING_CLOCK_EVERY - 1)) == 0, 0) && ring_timed(r))
+        ring_clock_reading(r, npv_now_ns());
     return (int)inflight_reap(r->jobs, cpl, max);
 }
 
-static int ring_timed_out(struct npv_ring *r)
-{
-    r->stats.timeouts++;
-    npv_warn(r->ctx, "ring: deadline passed with %u jobs in flight (device head %u, doorbell %u)",
-             npv_inflight_unfinished(r->jobs), r->dev_head, r->rung - r->dev_base);
-    ring_recover(r, -ETIMEDOUT);
-    return -ETIMEDOUT;
-}
-
+/*
+ * Sleep on the interrupt until min completions are collected or the wait's
+ * deadline passes (then just return); jobs' own deadlines are checked at
+ * every wake-up and bound each sleep.
+ */
 static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
 {
     for (;;) {
@@ -378,26 +523,51 @@ static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
         if (inflight_unreaped(r->jobs) >= min)
             return 0;
         uint64_t now = npv_now_ns();
+        if (ring_clock_reading(r, now))
+            continue;
         if (now >= deadline)
-            return ring_timed_out(r);
-        /* The eventfd counts interrupts raised since the last read: none is lost in between. */
+            return 0;
+        /*
+         * An interrupt counted for a job collected earlier (by a poll or a
+         * spin that never read the eventfd) would end the sleep at once:
+         * drain the count, then look again, since a completion whose
+         * interrupt was just drained is already in the status block (the
+         * device writes the head before it raises the interrupt). Only when
+         * something was collected since the eventfd was last read, so a
+         * plain interrupt wait pays no extra read.
+         */
+        if (r->irq_unread) {
+            r->irq_unread = false;
+            int64_t stale = npv_eventfd_consume(r->irq_fd);
+            if (stale < 0 && stale != -EAGAIN)
+                return (int)stale;
+            if (stale > 0)
+                continue;
+        }
+        uint64_t until = deadline;
+        uint64_t job_deadline = inflight_next_deadline(r->jobs);
+        if (job_deadline != 0 && job_deadline < until)
+            until = job_deadline;
         r->stats.irq_sleeps++;
-        int64_t w = npv_irq_wait(r->cfg.irq, r->cfg.irq_vec, deadline - now);
+        int64_t w = npv_eventfd_wait(r->irq_fd, until - now);
         if (w < 0 && w != -ETIMEDOUT)
             return (int)w;
+        if (w > 0) {
+            /* The count just read covers what this collect finds. */
+            rc = ring_collect(r);
+            if (rc < 0)
+                return rc;
+            r->irq_unread = false;
+        }
     }
-}
-
-static uint64_t add_sat(uint64_t a, uint64_t b)
-{
-    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
 
 /*
  * Spin until min completions are collected, or until span nanoseconds after
  * *start. *start 0: the clock is first read after RING_CLOCK_EVERY polls and
  * that reading becomes *start (so a bound counts from at most that many polls
- * after the call). *reached: the time ran out first.
+ * after the call). Every clock reading also checks the jobs' deadlines.
+ * *reached: the time ran out first.
  */
 static int ring_spin(struct npv_ring *r, unsigned min, uint64_t span, uint64_t *start,
                      bool *reached)
@@ -412,11 +582,13 @@ static int ring_spin(struct npv_ring *r, unsigned min, uint64_t span, uint64_t *
             return 0;
         if ((i & (RING_CLOCK_EVERY - 1)) == 0) {
             uint64_t now = npv_now_ns();
+            if (ring_clock_reading(r, now))
+                continue;
             if (*start == 0) {
                 *start = now;
                 until = add_sat(now, span);
             } else if (now >= until) {
-                /* One last look: the deadline may have passed while the device finished. */
+                /* One last look: the device may have finished while the time ran out. */
                 rc = ring_collect(r);
                 if (rc < 0)
                     return rc;
@@ -434,7 +606,7 @@ int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsigned min
 {
     if (min == 0 || min > max)
         return -EINVAL;
-    if (mode != NPV_RING_WAIT_POLL && (mode > NPV_RING_WAIT_HYBRID || r->cfg.irq == NULL))
+    if (mode != NPV_RING_WAIT_POLL && (mode > NPV_RING_WAIT_HYBRID || r->irq_fd < 0))
         return -EINVAL;
     if (inflight_unreaped(r->jobs) < min) {
         if (inflight_unfinished(r->jobs) + inflight_unreaped(r->jobs) < min)
@@ -445,8 +617,6 @@ int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsigned min
         switch (mode) {
         case NPV_RING_WAIT_POLL:
             rc = ring_spin(r, min, timeout_ns, &start, &reached);
-            if (rc == 0 && reached)
-                rc = ring_timed_out(r);
             break;
         case NPV_RING_WAIT_HYBRID: {
             uint64_t span = timeout_ns < r->cfg.spin_ns ? timeout_ns : r->cfg.spin_ns;

@@ -21,11 +21,16 @@ int npv_inflight_new(struct npv_ctx *ctx, uint32_t capacity, struct npv_inflight
     t->slots = calloc(capacity, sizeof(*t->slots));
     if (t->slots == NULL)
         goto err_table;
+    t->dl_seq = calloc(capacity, sizeof(*t->dl_seq));
+    if (t->dl_seq == NULL)
+        goto err_slots;
     t->ctx = ctx;
     t->mask = capacity - 1;
     *out = t;
     return 0;
 
+err_slots:
+    free(t->slots);
 err_table:
     free(t);
     return -ENOMEM;
@@ -35,6 +40,7 @@ void npv_inflight_free(struct npv_inflight *t)
 {
     if (t == NULL)
         return;
+    free(t->dl_seq);
     free(t->slots);
     free(t);
 }
@@ -64,16 +70,59 @@ int npv_inflight_set_status(struct npv_inflight *t, uint32_t seq, int32_t status
     return 0;
 }
 
-uint32_t npv_inflight_fail_all(struct npv_inflight *t, int32_t first_status, int32_t others_status)
+uint32_t inflight_fail_all(struct npv_inflight *t, int32_t first_status, uint32_t first_dev_error,
+                           int32_t others_status)
 {
     uint32_t n = t->tail - t->done;
     for (uint32_t i = 0; i < n; i++) {
         struct npv_inflight_slot *s = &t->slots[(t->done + i) & t->mask];
         s->status = i == 0 ? first_status : others_status;
+        s->dev_error = i == 0 ? first_dev_error : 0;
+    }
+    t->done = t->tail;
+    t->dl_head = t->dl_tail;
+    t->stamp_from = t->tail;
+    return n;
+}
+
+void inflight_stamp(struct npv_inflight *t, uint64_t now_ns)
+{
+    for (uint32_t seq = t->stamp_from; seq != t->tail; seq++) {
+        struct npv_inflight_slot *s = &t->slots[seq & t->mask];
+        if (s->deadline_ns == 0)
+            continue;
+        s->deadline_ns =
+            s->deadline_ns > UINT64_MAX - now_ns ? UINT64_MAX : now_ns + s->deadline_ns;
+        inflight_push_deadline(t, seq, s->deadline_ns);
+    }
+    t->stamp_from = t->tail;
+}
+
+uint32_t inflight_expire(struct npv_inflight *t, uint64_t now_ns)
+{
+    uint64_t first = inflight_next_deadline(t);
+    if (first == 0 || first > now_ns)
+        return 0;
+    uint32_t n = t->tail - t->done;
+    for (uint32_t i = 0; i < n; i++) {
+        struct npv_inflight_slot *s = &t->slots[(t->done + i) & t->mask];
+        s->status = s->deadline_ns != 0 && s->deadline_ns <= now_ns ? -ETIMEDOUT : -ECANCELED;
         s->dev_error = 0;
     }
     t->done = t->tail;
+    t->dl_head = t->dl_tail;
+    t->stamp_from = t->tail;
     return n;
+}
+
+uint32_t npv_inflight_fail_all(struct npv_inflight *t, int32_t first_status, int32_t others_status)
+{
+    return inflight_fail_all(t, first_status, 0, others_status);
+}
+
+uint32_t npv_inflight_expire(struct npv_inflight *t, uint64_t now_ns)
+{
+    return inflight_expire(t, now_ns);
 }
 
 unsigned npv_inflight_reap(struct npv_inflight *t, struct npv_cpl *cpl, unsigned max)
@@ -103,11 +152,5 @@ uint32_t npv_inflight_tail(const struct npv_inflight *t)
 
 uint64_t npv_inflight_next_deadline(const struct npv_inflight *t)
 {
-    uint64_t best = 0;
-    for (uint32_t seq = t->done; seq != t->tail; seq++) {
-        uint64_t d = t->slots[seq & t->mask].deadline_ns;
-        if (d != 0 && (best == 0 || d < best))
-            best = d;
-    }
-    return best;
+    return inflight_next_deadline(t);
 }

@@ -40,6 +40,7 @@ NPV_API int npv_vus_new(struct npv_ctx *ctx, const struct npv_vus_config *cfg, s
     srv->cfg = *cfg;
     srv->listen_fd = -1;
     srv->conn_fd = -1;
+    srv->twin_fd = -1;
     npv_vu_msg_init(&srv->wait_reply);
     pthread_mutex_init(&srv->conn_lock, NULL);
     pthread_mutex_init(&srv->send_lock, NULL);
@@ -80,6 +81,16 @@ err_free:
     return r;
 }
 
+/* Remove the socket file only while it is the one we bound: another server may have replaced it. */
+static void unlink_if_ours(struct npv_vus *srv)
+{
+    struct stat st;
+    if (srv->path[0] != '\0' && lstat(srv->path, &st) == 0 && st.st_dev == srv->path_dev &&
+        st.st_ino == srv->path_ino)
+        unlink(srv->path);
+    srv->path[0] = '\0';
+}
+
 NPV_API void npv_vus_free(struct npv_vus *srv)
 {
     if (srv == NULL)
@@ -88,8 +99,7 @@ NPV_API void npv_vus_free(struct npv_vus *srv)
         npv_vus_drop_conn(srv);
     if (srv->listen_fd >= 0) {
         close(srv->listen_fd);
-        if (srv->path[0] != '\0')
-            unlink(srv->path);
+        unlink_if_ours(srv);
     }
     npv_vus_irq_fini(srv);
     npv_vus_regions_fini(srv);
@@ -104,6 +114,30 @@ NPV_API void npv_vus_free(struct npv_vus *srv)
     pthread_mutex_destroy(&srv->send_lock);
     pthread_mutex_destroy(&srv->conn_lock);
     free(srv);
+}
+
+/*
+ * A socket file at path: -EADDRINUSE when a server accepts connections on it
+ * (a connect succeeds or finds the backlog full), 0 when it is stale. The
+ * probe connection is closed at once; a server sees a client that left
+ * before VERSION. Two servers starting in the same instant can still both
+ * find a stale socket; the later rename wins the path.
+ */
+static int probe_live(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    int err = r == 0 ? 0 : errno;
+    close(fd);
+    if (r == 0 || err == EAGAIN || err == EINPROGRESS)
+        return -EADDRINUSE;
+    if (err == ECONNREFUSED || err == ENOENT)
+        return 0;
+    return -err;
 }
 
 NPV_API int npv_vus_listen(struct npv_vus *srv, const char *path)
@@ -122,8 +156,13 @@ NPV_API int npv_vus_listen(struct npv_vus *srv, const char *path)
     int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.%d.tmp", path, (int)getpid());
     if (n < 0 || (size_t)n >= sizeof(sa.sun_path) || strlen(path) >= sizeof(srv->path))
         return -ENAMETOOLONG;
-    if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
-        return -EEXIST;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode))
+            return -EEXIST;
+        r = probe_live(path);
+        if (r < 0)
+            return r;
+    }
     unlink(sa.sun_path);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -142,8 +181,14 @@ NPV_API int npv_vus_listen(struct npv_vus *srv, const char *path)
         r = -errno;
         goto err_unlink;
     }
+    if (lstat(path, &st) < 0) {
+        r = -errno;
+        goto err_close;
+    }
     srv->listen_fd = fd;
     strcpy(srv->path, path);
+    srv->path_dev = st.st_dev;
+    srv->path_ino = st.st_ino;
     return 0;
 
 err_unlink:
@@ -176,6 +221,8 @@ NPV_API void npv_vus_disconnect(struct npv_vus *srv)
         srv->kick = true;
         shutdown(srv->conn_fd, SHUT_RDWR);
     }
+    if (srv->twin_fd >= 0)
+        shutdown(srv->twin_fd, SHUT_RDWR);
     pthread_mutex_unlock(&srv->conn_lock);
     npv_vus_dma_abort_wait(srv);
 }
@@ -203,11 +250,22 @@ void npv_vus_drop_conn(struct npv_vus *srv)
     srv->conn_fd = -1;
     bool was_versioned = srv->versioned;
     srv->versioned = false;
+    /* Wakes a requester reading its DMA reply on the twin socket. */
+    if (srv->twin_fd >= 0)
+        shutdown(srv->twin_fd, SHUT_RDWR);
     pthread_mutex_unlock(&srv->send_lock);
     pthread_mutex_unlock(&srv->conn_lock);
     if (fd >= 0)
         close(fd);
     npv_vus_dma_abort_wait(srv);
+    /* twin_fd changes under both locks: requesters hold one, npv_vus_disconnect the other. */
+    pthread_mutex_lock(&srv->dma_msg_lock);
+    pthread_mutex_lock(&srv->conn_lock);
+    if (srv->twin_fd >= 0)
+        close(srv->twin_fd);
+    srv->twin_fd = -1;
+    pthread_mutex_unlock(&srv->conn_lock);
+    pthread_mutex_unlock(&srv->dma_msg_lock);
     /* The spec: on client loss unmap all DMA and close IRQ fds, keep device state. */
     npv_vus_dma_unmap_all(srv);
     npv_vus_irq_close_all(srv);
@@ -281,7 +339,13 @@ static int handle_version(struct npv_vus *srv, struct npv_vu_msg *m)
         return -NPV_EPEERPROTO;
     }
     srv->peer = peer;
-    /* What we receive at most; the client's limits bound what we send it. */
+    /*
+     * What we receive at most; the client's limits bound what we send it.
+     * The spec makes the reply's capabilities a subset of the proposal: a key
+     * the client left out is left out here too, and the client assumes the
+     * spec's default for it, which is what we accept (one fd, 1 MiB, 65535
+     * maps, 4 KiB pages at least).
+     */
     npv_vu_caps_default(&mine);
     mine.max_msg_fds = NPV_VUS_MAX_FDS;
     mine.max_data_xfer_size = NPV_VUS_MAX_XFER;
@@ -290,9 +354,20 @@ static int handle_version(struct npv_vus *srv, struct npv_vu_msg *m)
     mine.pgsizes = peer.pgsizes & (4096u | (2u << 20) | (1u << 30));
     if (mine.pgsizes == 0)
         mine.pgsizes = 4096;
+    mine.present = peer.present & (NPV_VU_CAP_MAX_MSG_FDS | NPV_VU_CAP_MAX_DATA_XFER_SIZE |
+                                   NPV_VU_CAP_MAX_DMA_MAPS | NPV_VU_CAP_PGSIZES |
+                                   NPV_VU_CAP_WRITE_MULTIPLE | NPV_VU_CAP_TWIN_SOCKET);
+    /* The client end of a fresh pair rides as fd 0 of the reply; ours carries our DMA commands. */
+    int twin[2] = {-1, -1};
+    if (peer.twin_socket && !srv->cfg.single_socket &&
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, twin) == 0) {
+        mine.twin_socket = true;
+        mine.twin_fd_index = 0;
+        mine.present |= NPV_VU_CAP_TWIN_FD_INDEX;
+    }
     int n = npv_vu_caps_format(&mine, json, sizeof(json));
     if (n < 0)
-        return n;
+        goto err_twin;
     /* Our highest minor is NPV_VU_MINOR; the reply's minor is never above the client's. */
     uint16_t minor = NPV_VU_MINOR;
     if (v.minor < minor)
@@ -302,13 +377,31 @@ static int handle_version(struct npv_vus *srv, struct npv_vu_msg *m)
                            {.iov_base = json, .iov_len = (size_t)n}};
     struct npv_vu_hdr h = {
         .msg_id = m->hdr.msg_id, .cmd = m->hdr.cmd, .flags = NPV_VU_F_TYPE_REPLY};
-    int r = npv_vus_send_locked(srv, &h, iov, 2, NULL, 0);
-    if (r < 0)
-        return r;
+    int r = npv_vus_send_locked(srv, &h, iov, 2, mine.twin_socket ? &twin[1] : NULL,
+                                mine.twin_socket ? 1 : 0);
+    if (r < 0) {
+        n = r;
+        goto err_twin;
+    }
+    if (mine.twin_socket) {
+        close(twin[1]);
+        pthread_mutex_lock(&srv->dma_msg_lock);
+        pthread_mutex_lock(&srv->conn_lock);
+        srv->twin_fd = twin[0];
+        pthread_mutex_unlock(&srv->conn_lock);
+        pthread_mutex_unlock(&srv->dma_msg_lock);
+    }
     srv->versioned = true;
     if (srv->cfg.connect != NULL)
         srv->cfg.connect(srv->cfg.arg);
     return 0;
+
+err_twin:
+    if (twin[0] >= 0) {
+        close(twin[0]);
+        close(twin[1]);
+    }
+    return n;
 }
 
 static int handle_device_info(struct npv_vus *srv, struct npv_vu_msg *m)
@@ -399,6 +492,12 @@ int npv_vus_handle(struct npv_vus *srv, struct npv_vu_msg *m)
     case NPV_VU_CMD_DEVICE_RESET:
         return handle_reset(srv, m);
     default:
+        /*
+         * DEVICE_FEATURE (migration, dirty-page logging), MIG_DATA_READ/WRITE,
+         * REGION_WRITE_MULTI (never offered), GET_REGION_IO_FDS: our models
+         * have no state to migrate and no dirty tracking, so the optional
+         * features are refused cleanly, as the spec allows.
+         */
         r = -ENOSYS;
         break;
     }
@@ -483,7 +582,6 @@ NPV_API int npv_vus_run(struct npv_vus *srv, bool once)
     srv->loop_running = false;
     close(srv->listen_fd);
     srv->listen_fd = -1;
-    unlink(srv->path);
-    srv->path[0] = '\0';
+    unlink_if_ours(srv);
     return r;
 }

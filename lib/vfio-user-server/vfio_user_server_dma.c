@@ -137,7 +137,20 @@ int npv_vus_handle_dma_unmap(struct npv_vus *srv, struct npv_vu_msg *m)
     if (m->body_len < sizeof(d))
         return EINVAL;
     memcpy(&d, m->body, sizeof(d));
-    if (d.argsz < sizeof(d) || d.flags != 0 || d.size == 0)
+    if (d.argsz < sizeof(d))
+        return EINVAL;
+    if (d.flags == NPV_VU_DMA_UNMAP_FLAG_ALL) {
+        /* As VFIO_DMA_UNMAP_FLAG_ALL in the kernel: address and size 0, every mapping goes. */
+        if (d.address != 0 || d.size != 0)
+            return EINVAL;
+        npv_vus_dma_unmap_all(srv);
+        npv_debug(srv->ctx, "vfio-user server: DMA_UNMAP all");
+        return npv_vus_reply(srv, m, &d, sizeof(d), NULL, 0);
+    }
+    /* Dirty-page logging is not implemented: refused as such, not as a malformed request. */
+    if (d.flags == NPV_VU_DMA_UNMAP_FLAG_GET_DIRTY_BITMAP)
+        return ENOTSUP;
+    if (d.flags != 0 || d.size == 0)
         return EINVAL;
     /* Taking the write lock waits for the model's DMA sections: no reference survives the reply. */
     pthread_rwlock_wrlock(&srv->dma_lock);
@@ -227,26 +240,85 @@ void npv_vus_dma_abort_wait(struct npv_vus *srv)
     pthread_mutex_unlock(&srv->wait_lock);
 }
 
+/* Check the client's reply to one DMA_READ/WRITE and take the data of a read. */
+static int take_dma_reply(const struct npv_vu_msg *rep, uint16_t cmd, uint64_t iova, void *buf,
+                          uint64_t len)
+{
+    struct npv_vu_dma_access ra;
+    if (rep->hdr.flags & NPV_VU_F_ERROR)
+        return -EFAULT; /* the client refused: the IOMMU fault the model reports */
+    if (rep->nr_fds != 0 || rep->body_len < 12)
+        return -NPV_EPEERPROTO;
+    memset(&ra, 0, sizeof(ra));
+    memcpy(&ra, rep->body, rep->body_len < sizeof(ra) ? rep->body_len : sizeof(ra));
+    if (ra.address != iova)
+        return -NPV_EPEERPROTO;
+    if (cmd == NPV_VU_CMD_DMA_READ) {
+        if (rep->body_len != sizeof(ra) + len || ra.count != len)
+            return -NPV_EPEERPROTO;
+        memcpy(buf, rep->body + sizeof(ra), (size_t)len);
+    }
+    return 0;
+}
+
+/*
+ * Twin sockets: the second socket carries nothing but our commands and their
+ * replies, one at a time (dma_msg_lock), so the requester reads its reply
+ * itself. Anything else there, or no reply in time, leaves the stream in an
+ * unknown state: the client is dropped.
+ */
+static int dma_msg_twin(struct npv_vus *srv, struct npv_vu_hdr *h, const struct iovec *iov,
+                        unsigned iovcnt, void *buf, uint64_t len, uint64_t iova)
+{
+    int r = npv_vu_sendv(srv->twin_fd, h, iov, iovcnt, NULL, 0, DMA_MSG_TIMEOUT);
+    struct npv_vu_msg rep;
+    npv_vu_msg_init(&rep);
+    if (r == 0) {
+        size_t max =
+            sizeof(struct npv_vu_hdr) + sizeof(struct npv_vu_dma_access) + NPV_VUS_MAX_XFER;
+        r = npv_vu_recv(srv->twin_fd, &rep, max, 0, DMA_MSG_TIMEOUT);
+    }
+    if (r == 0 && ((rep.hdr.flags & NPV_VU_F_TYPE_MASK) != NPV_VU_F_TYPE_REPLY ||
+                   rep.hdr.msg_id != h->msg_id || rep.hdr.cmd != h->cmd))
+        r = -NPV_EPEERPROTO;
+    if (r == 0)
+        r = take_dma_reply(&rep, h->cmd, iova, buf, len);
+    npv_vu_msg_release(&rep);
+    if (r < 0 && r != -EFAULT) {
+        npv_info(srv->ctx, "vfio-user server: twin socket: %s; dropping client", npv_strerror(r));
+        npv_vus_disconnect(srv);
+        if (r == -ECONNRESET || r == -EPIPE)
+            r = -ENOTCONN;
+    }
+    return r;
+}
+
 /* One DMA_READ or DMA_WRITE round trip of at most the client's max_data_xfer_size. */
 static int dma_msg_chunk(struct npv_vus *srv, uint16_t cmd, uint64_t iova, void *buf, uint64_t len)
 {
     struct npv_vu_dma_access a = {.address = iova, .count = len};
     struct iovec iov[2] = {{.iov_base = &a, .iov_len = sizeof(a)},
                            {.iov_base = buf, .iov_len = (size_t)len}};
+    unsigned iovcnt = cmd == NPV_VU_CMD_DMA_WRITE ? 2 : 1;
     int r;
 
     pthread_mutex_lock(&srv->wait_lock);
     uint16_t id = srv->next_msg_id++;
-    srv->waiting = true;
-    srv->wait_done = false;
-    srv->wait_id = id;
-    srv->wait_cmd = cmd;
-    npv_vu_msg_release(&srv->wait_reply);
+    if (srv->twin_fd < 0) {
+        srv->waiting = true;
+        srv->wait_done = false;
+        srv->wait_id = id;
+        srv->wait_cmd = cmd;
+        npv_vu_msg_release(&srv->wait_reply);
+    }
     pthread_mutex_unlock(&srv->wait_lock);
 
     struct npv_vu_hdr h = {.msg_id = id, .cmd = cmd, .flags = NPV_VU_F_TYPE_COMMAND};
-    r = npv_vus_send_locked(srv, &h, iov, cmd == NPV_VU_CMD_DMA_WRITE ? 2 : 1, NULL, 0);
+    if (srv->twin_fd >= 0)
+        return dma_msg_twin(srv, &h, iov, iovcnt, buf, len, iova);
 
+    /* One socket: the event loop reads the reply among the client's requests and hands it over. */
+    r = npv_vus_send_locked(srv, &h, iov, iovcnt, NULL, 0);
     pthread_mutex_lock(&srv->wait_lock);
     if (r == 0) {
         struct timespec ts;
@@ -260,26 +332,8 @@ static int dma_msg_chunk(struct npv_vus *srv, uint16_t cmd, uint64_t iova, void 
         if (r == 0)
             r = srv->wait_err;
     }
-    if (r == 0) {
-        const struct npv_vu_msg *rep = &srv->wait_reply;
-        struct npv_vu_dma_access ra;
-        if (rep->hdr.flags & NPV_VU_F_ERROR) {
-            r = -EFAULT; /* the client refused: the IOMMU fault the model reports */
-        } else if (rep->body_len < 12) {
-            r = -NPV_EPEERPROTO;
-        } else {
-            memset(&ra, 0, sizeof(ra));
-            memcpy(&ra, rep->body, rep->body_len < sizeof(ra) ? rep->body_len : sizeof(ra));
-            if (ra.address != iova)
-                r = -NPV_EPEERPROTO;
-            else if (cmd == NPV_VU_CMD_DMA_READ) {
-                if (rep->body_len != sizeof(ra) + len || ra.count != len)
-                    r = -NPV_EPEERPROTO;
-                else
-                    memcpy(buf, rep->body + sizeof(ra), (size_t)len);
-            }
-        }
-    }
+    if (r == 0)
+        r = take_dma_reply(&srv->wait_reply, cmd, iova, buf, len);
     srv->waiting = false;
     npv_vu_msg_release(&srv->wait_reply);
     pthread_mutex_unlock(&srv->wait_lock);
@@ -290,7 +344,10 @@ static int dma_msg(struct npv_vus *srv, uint16_t cmd, uint64_t iova, void *buf, 
 {
     if (srv->loop_running && pthread_equal(pthread_self(), srv->loop_thread))
         return -EDEADLK; /* the loop thread is the one that would read the reply */
+    /* The client's limit bounds what we send; ours bounds the DMA_READ reply we receive. */
     uint64_t max = srv->peer.max_data_xfer_size;
+    if (max > NPV_VUS_MAX_XFER)
+        max = NPV_VUS_MAX_XFER;
     if (max == 0)
         return -EINVAL;
     pthread_mutex_lock(&srv->dma_msg_lock);

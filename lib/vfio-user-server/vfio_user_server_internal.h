@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <npuvfio/vfio_user_server.h>
 
@@ -13,9 +14,11 @@
 #include "vfio_user_msg.h"
 
 /* What this server accepts from a client at most. */
-#define NPV_VUS_MAX_FDS      8u
-#define NPV_VUS_MAX_XFER     (1u << 20)
-#define NPV_VUS_MAX_DMA_MAPS 4096u
+#define NPV_VUS_MAX_FDS  8u
+#define NPV_VUS_MAX_XFER (1u << 20)
+/* The spec's default: a client that does not ask for max_dma_maps is told nothing and assumes it.
+ */
+#define NPV_VUS_MAX_DMA_MAPS 65535u
 #define NPV_VUS_MSG_TIMEOUT  (5ll * 1000000000ll) /* rest of a message once its first byte came */
 
 struct npv_vus_mapping {
@@ -45,6 +48,8 @@ struct npv_vus {
 
     int listen_fd;
     char path[108];
+    dev_t path_dev; /* the socket file we bound, to remove only our own */
+    ino_t path_ino;
     int stop_fd; /* eventfd: npv_vus_stop() */
 
     /*
@@ -70,6 +75,12 @@ struct npv_vus {
 
     /* Message DMA: one outstanding server->client request at a time. */
     pthread_mutex_t dma_msg_lock; /* serialises requesters */
+    /*
+     * Twin-socket mode: our end of the second socket, -1 on one socket. The
+     * requester holding dma_msg_lock sends on it and reads the reply itself.
+     * Changed only with dma_msg_lock and then conn_lock held.
+     */
+    int twin_fd;
     pthread_mutex_t wait_lock;
     pthread_cond_t wait_cond;
     uint16_t next_msg_id;

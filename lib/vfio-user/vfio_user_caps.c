@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +20,8 @@ void npv_vu_caps_default(struct npv_vu_caps *c)
     c->pgsizes = NPV_VU_DEFAULT_PGSIZES;
     c->write_multiple = false;
     c->twin_socket = false;
+    c->twin_fd_index = 0;
+    c->present = 0;
 }
 
 struct jp {
@@ -294,6 +297,14 @@ static int twin_member(struct jp *p, const char *key, void *arg, int depth)
     struct npv_vu_caps *c = arg;
     if (strcmp(key, "supported") == 0)
         return parse_bool(p, &c->twin_socket);
+    if (strcmp(key, "fd_index") == 0) {
+        uint64_t v;
+        if (parse_uint(p, NPV_VU_MAX_MSG_FDS - 1, &v) < 0)
+            return -EINVAL;
+        c->twin_fd_index = (uint32_t)v;
+        c->present |= NPV_VU_CAP_TWIN_FD_INDEX;
+        return 0;
+    }
     return skip_value(p, depth);
 }
 
@@ -305,27 +316,35 @@ static int caps_member(struct jp *p, const char *key, void *arg, int depth)
         if (parse_uint(p, UINT32_MAX, &v) < 0)
             return -EINVAL;
         c->max_msg_fds = (uint32_t)v;
+        c->present |= NPV_VU_CAP_MAX_MSG_FDS;
         return 0;
     }
     if (strcmp(key, "max_data_xfer_size") == 0) {
         if (parse_uint(p, UINT32_MAX, &v) < 0)
             return -EINVAL;
         c->max_data_xfer_size = (uint32_t)v;
+        c->present |= NPV_VU_CAP_MAX_DATA_XFER_SIZE;
         return 0;
     }
     if (strcmp(key, "max_dma_maps") == 0) {
         if (parse_uint(p, UINT32_MAX, &v) < 0)
             return -EINVAL;
         c->max_dma_maps = (uint32_t)v;
+        c->present |= NPV_VU_CAP_MAX_DMA_MAPS;
         return 0;
     }
-    if (strcmp(key, "pgsizes") == 0)
+    if (strcmp(key, "pgsizes") == 0) {
+        c->present |= NPV_VU_CAP_PGSIZES;
         return parse_uint(p, UINT64_MAX, &c->pgsizes);
-    if (strcmp(key, "write_multiple") == 0)
+    }
+    if (strcmp(key, "write_multiple") == 0) {
+        c->present |= NPV_VU_CAP_WRITE_MULTIPLE;
         return parse_bool(p, &c->write_multiple);
+    }
     if (strcmp(key, "twin_socket") == 0) {
         if (peek(p) != '{')
             return -EINVAL;
+        c->present |= NPV_VU_CAP_TWIN_SOCKET;
         return parse_object(p, depth + 1, twin_member, c);
     }
     return skip_value(p, depth);
@@ -362,16 +381,52 @@ int npv_vu_caps_parse(const char *data, size_t len, struct npv_vu_caps *out)
     return 0;
 }
 
+/* Append to buf at *off; a result that does not fit is remembered as *off > len. */
+static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(*off < len ? buf + *off : NULL, *off < len ? len - *off : 0, fmt, ap);
+    va_end(ap);
+    *off += n < 0 ? len + 1 : (size_t)n;
+}
+
 int npv_vu_caps_format(const struct npv_vu_caps *c, char *buf, size_t len)
 {
-    int n =
-        snprintf(buf, len,
-                 "{\"capabilities\":{\"max_msg_fds\":%" PRIu32 ",\"max_data_xfer_size\":%" PRIu32
-                 ",\"max_dma_maps\":%" PRIu32 ",\"pgsizes\":%" PRIu64 "%s%s}}",
-                 c->max_msg_fds, c->max_data_xfer_size, c->max_dma_maps, c->pgsizes,
-                 c->write_multiple ? ",\"write_multiple\":true" : "",
-                 c->twin_socket ? ",\"twin_socket\":{\"supported\":true}" : "");
-    if (n < 0 || (size_t)n + 1 > len)
+    size_t off = 0;
+    const char *sep = "";
+    put(buf, len, &off, "{\"capabilities\":{");
+    if (c->present & NPV_VU_CAP_MAX_MSG_FDS) {
+        put(buf, len, &off, "%s\"max_msg_fds\":%" PRIu32, sep, c->max_msg_fds);
+        sep = ",";
+    }
+    if (c->present & NPV_VU_CAP_MAX_DATA_XFER_SIZE) {
+        put(buf, len, &off, "%s\"max_data_xfer_size\":%" PRIu32, sep, c->max_data_xfer_size);
+        sep = ",";
+    }
+    if (c->present & NPV_VU_CAP_MAX_DMA_MAPS) {
+        put(buf, len, &off, "%s\"max_dma_maps\":%" PRIu32, sep, c->max_dma_maps);
+        sep = ",";
+    }
+    if (c->present & NPV_VU_CAP_PGSIZES) {
+        put(buf, len, &off, "%s\"pgsizes\":%" PRIu64, sep, c->pgsizes);
+        sep = ",";
+    }
+    if (c->present & NPV_VU_CAP_WRITE_MULTIPLE) {
+        put(buf, len, &off, "%s\"write_multiple\":%s", sep, c->write_multiple ? "true" : "false");
+        sep = ",";
+    }
+    if (c->present & NPV_VU_CAP_TWIN_SOCKET) {
+        put(buf, len, &off, "%s\"twin_socket\":{\"supported\":%s", sep,
+            c->twin_socket ? "true" : "false");
+        if (c->present & NPV_VU_CAP_TWIN_FD_INDEX)
+            put(buf, len, &off, ",\"fd_index\":%" PRIu32, c->twin_fd_index);
+        put(buf, len, &off, "}");
+    }
+    put(buf, len, &off, "}}");
+    if (off + 1 > len)
         return -ENOSPC;
-    return n + 1;
+    return (int)off + 1;
 }

@@ -18,7 +18,7 @@
 #include "deadline.h"
 #include "vfio_user_client.h"
 
-/* Requests a server has not answered before they timed out, kept so their ids stay taken. */
+/* Requests in flight at once; beyond, a caller gets -EBUSY. */
 #define MAX_PENDING 1024u
 
 struct vu_request {
@@ -26,8 +26,13 @@ struct vu_request {
     uint16_t id;
     uint16_t cmd;
     bool done;
-    bool abandoned; /* its caller timed out; the receive thread frees it */
     struct npv_vu_msg reply;
+};
+
+/* A server command queued for the DMA thread (one-socket mode). */
+struct vu_dma_cmd {
+    struct vu_dma_cmd *next;
+    struct npv_vu_msg msg;
 };
 
 static int64_t ns_to_i64(uint64_t ns)
@@ -51,14 +56,17 @@ void npv_vu_client_kill(struct vu_client *c, int err)
     pthread_mutex_lock(&c->lock);
     if (c->dead == 0) {
         c->dead = err;
-        /* Wakes the receive thread out of its read; later sends fail with EPIPE. */
+        /* Wakes the receive and DMA threads out of their reads; later sends fail with EPIPE. */
         shutdown(c->sock, SHUT_RDWR);
+        if (c->twin_sock >= 0)
+            shutdown(c->twin_sock, SHUT_RDWR);
         pthread_cond_broadcast(&c->cond);
+        pthread_cond_broadcast(&c->dma_cond);
     }
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Called with c->lock held. A free id that no request (even an abandoned one) holds. */
+/* Called with c->lock held. A free id that no pending request holds. */
 static int alloc_id(struct vu_client *c, uint16_t *id)
 {
     unsigned n = 0;
@@ -97,16 +105,9 @@ static int wait_reply(struct vu_client *c, struct vu_request *r, uint64_t deadli
             npv_deadline_left(deadline) == 0)
             break;
     }
-    if (r->done) {
-        unlink_request(c, r);
-    } else if (c->dead != 0) {
-        unlink_request(c, r);
-        ret = c->dead;
-    } else {
-        /* The reply may still come: the request keeps its id until then. */
-        r->abandoned = true;
-        ret = -ETIMEDOUT;
-    }
+    unlink_request(c, r);
+    if (!r->done)
+        ret = c->dead != 0 ? c->dead : -ETIMEDOUT;
     pthread_mutex_unlock(&c->lock);
     return ret;
 }
@@ -154,10 +155,18 @@ int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *i
 
     ret = wait_reply(c, r, deadline);
     if (ret == -ETIMEDOUT) {
-        npv_warn(c->dev->ctx, "%s: command %u: no reply within the deadline", c->dev->name, cmd);
-        return ret;
+        /*
+         * The server may still carry the command out (a DMA_MAP, an unmap, a
+         * reset): from here its state and ours can disagree, so the
+         * connection ends and every later call fails with -ENOTCONN.
+         */
+        npv_err(c->dev->ctx,
+                "%s: command %u got no reply within the deadline; closing the connection",
+                c->dev->name, cmd);
+        npv_vu_client_kill(c, -ENOTCONN);
     }
     if (ret < 0) {
+        npv_vu_msg_release(&r->reply);
         free(r);
         return ret;
     }
@@ -197,13 +206,6 @@ static int deliver_reply(struct vu_client *c, struct npv_vu_msg *m)
                  m->hdr.msg_id, m->hdr.cmd);
         return -NPV_EPEERPROTO;
     }
-    if (r->abandoned) {
-        unlink_request(c, r);
-        pthread_mutex_unlock(&c->lock);
-        free(r);
-        npv_vu_msg_release(m);
-        return 0;
-    }
     r->reply = *m;
     npv_vu_msg_init(m);
     r->done = true;
@@ -212,16 +214,113 @@ static int deliver_reply(struct vu_client *c, struct npv_vu_msg *m)
     return 0;
 }
 
+/* Answer a server command we do not serve; on the DMA thread, where replies are written. */
 static void refuse_command(struct vu_client *c, const struct npv_vu_msg *m)
 {
     if (m->hdr.flags & NPV_VU_F_NO_REPLY)
         return;
-    pthread_mutex_lock(&c->send_lock);
-    int ret = npv_vu_send_error(c->sock, m->hdr.msg_id, m->hdr.cmd, ENOSYS,
+    pthread_mutex_lock(c->dma_send_lock);
+    int ret = npv_vu_send_error(c->dma_sock, m->hdr.msg_id, m->hdr.cmd, ENOSYS,
                                 ns_to_i64(c->dev->request_timeout_ns));
-    pthread_mutex_unlock(&c->send_lock);
+    pthread_mutex_unlock(c->dma_send_lock);
     if (ret < 0)
         npv_vu_client_kill(c, -ENOTCONN);
+}
+
+static void serve_command(struct vu_client *c, const struct npv_vu_msg *m)
+{
+    if (m->hdr.cmd == NPV_VU_CMD_DMA_READ || m->hdr.cmd == NPV_VU_CMD_DMA_WRITE)
+        npv_vu_client_serve_dma(c, m);
+    else
+        refuse_command(c, m);
+}
+
+/* Hand a server command to the DMA thread. The receive thread never writes to the socket. */
+static int queue_command(struct vu_client *c, struct npv_vu_msg *m)
+{
+    struct vu_dma_cmd *q = malloc(sizeof(*q));
+    if (q == NULL)
+        return -ENOMEM;
+    q->next = NULL;
+    q->msg = *m;
+    npv_vu_msg_init(m);
+    pthread_mutex_lock(&c->lock);
+    if (c->dma_queued >= NPV_VU_CLIENT_MAX_DMA_QUEUE) {
+        pthread_mutex_unlock(&c->lock);
+        npv_vu_msg_release(&q->msg);
+        free(q);
+        npv_warn(c->dev->ctx, "%s: server sent more than %u commands without waiting", c->dev->name,
+                 NPV_VU_CLIENT_MAX_DMA_QUEUE);
+        return -NPV_EPEERPROTO;
+    }
+    *c->dma_queue_tail = q;
+    c->dma_queue_tail = &q->next;
+    c->dma_queued++;
+    pthread_cond_broadcast(&c->dma_cond);
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+/* One socket: serve what the receive thread queued until the connection dies. */
+static void dma_serve_queue(struct vu_client *c)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        while (c->dma_queue == NULL && c->dead == 0)
+            pthread_cond_wait(&c->dma_cond, &c->lock);
+        if (c->dead != 0) {
+            pthread_mutex_unlock(&c->lock);
+            return;
+        }
+        struct vu_dma_cmd *q = c->dma_queue;
+        c->dma_queue = q->next;
+        if (c->dma_queue == NULL)
+            c->dma_queue_tail = &c->dma_queue;
+        c->dma_queued--;
+        pthread_mutex_unlock(&c->lock);
+        serve_command(c, &q->msg);
+        npv_vu_msg_release(&q->msg);
+        free(q);
+    }
+}
+
+void npv_vu_client_serve_twin(struct vu_client *c)
+{
+    size_t max =
+        sizeof(struct npv_vu_hdr) + sizeof(struct npv_vu_dma_access) + NPV_VU_CLIENT_MAX_XFER;
+    for (;;) {
+        struct npv_vu_msg m;
+        int ret = npv_vu_recv(c->twin_sock, &m, max, 0, -1);
+        if (ret < 0) {
+            pthread_mutex_lock(&c->lock);
+            bool closing = c->dead != 0;
+            pthread_mutex_unlock(&c->lock);
+            if (!closing)
+                npv_info(c->dev->ctx, "%s: twin socket lost: %s", c->dev->name, npv_strerror(ret));
+            npv_vu_client_kill(c, ret == -NPV_EPEERPROTO || ret == -EMSGSIZE ? -NPV_EPEERPROTO
+                                                                             : -ENOTCONN);
+            return;
+        }
+        if ((m.hdr.flags & NPV_VU_F_TYPE_MASK) == NPV_VU_F_TYPE_REPLY) {
+            /* We send no commands there: a reply on it is a server out of step. */
+            npv_warn(c->dev->ctx, "%s: reply id %u on the twin socket", c->dev->name, m.hdr.msg_id);
+            npv_vu_msg_release(&m);
+            npv_vu_client_kill(c, -NPV_EPEERPROTO);
+            return;
+        }
+        serve_command(c, &m);
+        npv_vu_msg_release(&m);
+    }
+}
+
+static void *dma_main(void *arg)
+{
+    struct vu_client *c = arg;
+    if (c->twin_sock >= 0)
+        npv_vu_client_serve_twin(c);
+    else
+        dma_serve_queue(c);
+    return NULL;
 }
 
 static void *rx_main(void *arg)
@@ -243,13 +342,11 @@ static void *rx_main(void *arg)
             npv_vu_client_kill(c, reason);
             return NULL;
         }
-        if ((m.hdr.flags & NPV_VU_F_TYPE_MASK) == NPV_VU_F_TYPE_REPLY) {
+        /* A server that sends its commands here even in twin mode is served all the same. */
+        if ((m.hdr.flags & NPV_VU_F_TYPE_MASK) == NPV_VU_F_TYPE_REPLY)
             ret = deliver_reply(c, &m);
-        } else if (m.hdr.cmd == NPV_VU_CMD_DMA_READ || m.hdr.cmd == NPV_VU_CMD_DMA_WRITE) {
-            npv_vu_client_serve_dma(c, &m);
-        } else {
-            refuse_command(c, &m);
-        }
+        else
+            ret = queue_command(c, &m);
         npv_vu_msg_release(&m);
         if (ret < 0) {
             npv_vu_client_kill(c, ret);
@@ -507,9 +604,17 @@ static int vu_attach(struct npv_dev *dev, struct npv_domain *dom)
 
 static void client_free(struct vu_client *c)
 {
-    if (c->rx_running) {
+    if (c->rx_running || c->dma_running)
         npv_vu_client_kill(c, -ENOTCONN);
+    if (c->rx_running)
         pthread_join(c->rx_thread, NULL);
+    if (c->dma_running)
+        pthread_join(c->dma_thread, NULL);
+    while (c->dma_queue != NULL) {
+        struct vu_dma_cmd *q = c->dma_queue;
+        c->dma_queue = q->next;
+        npv_vu_msg_release(&q->msg);
+        free(q);
     }
     while (c->pending != NULL) {
         struct vu_request *r = c->pending;
@@ -522,7 +627,11 @@ static void client_free(struct vu_client *c)
             close(c->regions[i].fd);
     if (c->sock >= 0)
         close(c->sock);
+    if (c->twin_sock >= 0)
+        close(c->twin_sock);
     npv_vu_client_maps_free(c);
+    pthread_cond_destroy(&c->dma_cond);
+    pthread_mutex_destroy(&c->twin_send_lock);
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->lock);
@@ -561,6 +670,10 @@ static int client_new(struct vu_client **out)
     if (c == NULL)
         return -ENOMEM;
     c->sock = -1;
+    c->twin_sock = -1;
+    c->dma_sock = -1;
+    c->dma_send_lock = &c->send_lock;
+    c->dma_queue_tail = &c->dma_queue;
     for (uint32_t i = 0; i < NPV_VU_CLIENT_MAX_REGIONS; i++)
         c->regions[i].fd = -1;
     pthread_condattr_t ca;
@@ -578,10 +691,20 @@ static int client_new(struct vu_client **out)
     ret = pthread_mutex_init(&c->send_lock, NULL);
     if (ret != 0)
         goto err_lock;
+    ret = pthread_mutex_init(&c->twin_send_lock, NULL);
+    if (ret != 0)
+        goto err_send_lock;
+    ret = pthread_cond_init(&c->dma_cond, NULL);
+    if (ret != 0)
+        goto err_twin_lock;
     npv_vu_caps_default(&c->server_caps);
     *out = c;
     return 0;
 
+err_twin_lock:
+    pthread_mutex_destroy(&c->twin_send_lock);
+err_send_lock:
+    pthread_mutex_destroy(&c->send_lock);
 err_lock:
     pthread_mutex_destroy(&c->lock);
 err_cond:
@@ -615,13 +738,38 @@ static int connect_socket(const char *path, uint64_t deadline)
     }
 }
 
-/* What we offer: what our receive path accepts. */
+/* What we offer: what our receive path accepts, and twin sockets. */
 static void client_caps(struct npv_vu_caps *caps)
 {
     npv_vu_caps_default(caps);
     caps->max_msg_fds = NPV_VU_MAX_MSG_FDS;
     caps->max_data_xfer_size = NPV_VU_CLIENT_MAX_XFER;
     caps->pgsizes = 4096u | (2u << 20) | (1u << 30);
+    caps->twin_socket = true;
+    caps->present = NPV_VU_CAP_MAX_MSG_FDS | NPV_VU_CAP_MAX_DATA_XFER_SIZE | NPV_VU_CAP_PGSIZES |
+                    NPV_VU_CAP_TWIN_SOCKET;
+}
+
+/*
+ * The server's end of twin mode: the fd at fd_index of the VERSION reply,
+ * which must be a stream socket (anything else would leave its commands
+ * unread). Other fds of the reply are closed with it.
+ */
+static int take_twin_socket(struct vu_client *c, struct npv_vu_msg *m)
+{
+    if (!c->server_caps.twin_socket)
+        return 0;
+    if (c->server_caps.twin_fd_index >= m->nr_fds)
+        return -NPV_EPEERPROTO;
+    int fd = npv_vu_msg_take_fd(m, c->server_caps.twin_fd_index);
+    int type = 0;
+    socklen_t tlen = sizeof(type);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_STREAM) {
+        close(fd);
+        return -NPV_EPEERPROTO;
+    }
+    c->twin_sock = fd;
+    return 0;
 }
 
 static int negotiate(struct vu_client *c, uint64_t deadline)
@@ -655,7 +803,7 @@ static int negotiate(struct vu_client *c, uint64_t deadline)
     if (ret < 0)
         return ret == -EMSGSIZE ? -NPV_EPEERPROTO : ret;
     if ((m.hdr.flags & NPV_VU_F_TYPE_MASK) != NPV_VU_F_TYPE_REPLY ||
-        m.hdr.cmd != NPV_VU_CMD_VERSION || m.hdr.msg_id != 0 || m.nr_fds != 0) {
+        m.hdr.cmd != NPV_VU_CMD_VERSION || m.hdr.msg_id != 0) {
         ret = -NPV_EPEERPROTO;
     } else if (m.hdr.flags & NPV_VU_F_ERROR) {
         ret = reply_errno(&m.hdr);
@@ -664,15 +812,18 @@ static int negotiate(struct vu_client *c, uint64_t deadline)
     } else {
         uint16_t minor = 0;
         ret = npv_vu_parse_version_reply(m.body, m.body_len, &c->server_caps, &minor);
+        if (ret == 0)
+            ret = take_twin_socket(c, &m);
         if (ret == -EPROTONOSUPPORT) {
             struct npv_vu_version got;
             memcpy(&got, m.body, sizeof(got));
             npv_err(dev->ctx, "%s: the server speaks vfio-user major version %u; we speak only %d",
                     dev->name, got.major, NPV_VU_MAJOR);
         } else if (ret == 0) {
-            npv_debug(dev->ctx, "%s: vfio-user %d.%u, max_msg_fds %u, max_data_xfer_size %u",
+            npv_debug(dev->ctx, "%s: vfio-user %d.%u, max_msg_fds %u, max_data_xfer_size %u, %s",
                       dev->name, NPV_VU_MAJOR, minor, c->server_caps.max_msg_fds,
-                      c->server_caps.max_data_xfer_size);
+                      c->server_caps.max_data_xfer_size,
+                      c->twin_sock >= 0 ? "twin sockets" : "one socket");
         }
     }
     if (ret == -NPV_EPEERPROTO)
@@ -708,6 +859,18 @@ int npv_vfio_user_open(struct npv_ctx *ctx, const char *socket_path,
     ret = negotiate(c, deadline);
     if (ret < 0)
         goto err;
+    if (c->twin_sock >= 0) {
+        c->dma_sock = c->twin_sock;
+        c->dma_send_lock = &c->twin_send_lock;
+    } else {
+        c->dma_sock = c->sock;
+    }
+    ret = pthread_create(&c->dma_thread, NULL, dma_main, c);
+    if (ret != 0) {
+        ret = -ret;
+        goto err;
+    }
+    c->dma_running = true;
     ret = pthread_create(&c->rx_thread, NULL, rx_main, c);
     if (ret != 0) {
         ret = -ret;

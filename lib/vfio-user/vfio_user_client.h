@@ -3,11 +3,18 @@
  * The vfio-user client: one connection per opened device.
  *
  * A receive thread owns the socket's read side: it hands each reply to the
- * request waiting for its message id and serves the server's DMA_READ /
- * DMA_WRITE commands from the connection's mapping table. Requests may be
- * pipelined from many threads; every one has a deadline. When the
- * connection dies (EOF, error, protocol violation) every pending and later
- * request fails at once with the reason.
+ * request waiting for its message id. The server's DMA_READ / DMA_WRITE
+ * commands are served from the connection's mapping table by a second
+ * thread: with twin sockets (negotiated in VERSION) it reads them from the
+ * second socket and answers there; on one socket the receive thread queues
+ * them to it, so the receive thread never writes and keeps draining the
+ * server's replies while a DMA reply is being sent (else both ends could
+ * block writing large messages neither reads). Requests may be pipelined
+ * from many threads; every one has a deadline, and a request that misses
+ * its deadline ends the connection: the server may still act on it, so our
+ * view of the device (its mappings above all) can no longer be trusted.
+ * When the connection dies (EOF, error, protocol violation, timeout) every
+ * pending and later request fails at once with the reason.
  */
 #ifndef NPV_VFIO_USER_CLIENT_H
 #define NPV_VFIO_USER_CLIENT_H
@@ -31,6 +38,10 @@
 #define NPV_VU_CLIENT_MAX_REGION_INFO 4096u
 
 struct vu_request;
+struct vu_dma_cmd;
+
+/* DMA commands queued on one socket beyond this are a server flooding us. */
+#define NPV_VU_CLIENT_MAX_DMA_QUEUE 64u
 
 /* A DMA mapping as the server was told of it, for serving DMA_READ/WRITE. */
 struct vu_mapping {
@@ -60,6 +71,20 @@ struct vu_client {
     pthread_t rx_thread;
     bool rx_running;
 
+    /*
+     * Serving the server's DMA commands. dma_sock/dma_send_lock are where the
+     * replies go: the twin socket and its own lock, or sock and send_lock.
+     */
+    int twin_sock; /* -1 on one socket */
+    int dma_sock;
+    pthread_mutex_t *dma_send_lock;
+    pthread_mutex_t twin_send_lock;
+    pthread_cond_t dma_cond; /* a command was queued or the connection died */
+    struct vu_dma_cmd *dma_queue, **dma_queue_tail;
+    unsigned dma_queued;
+    pthread_t dma_thread;
+    bool dma_running;
+
     struct vu_region regions[NPV_VU_CLIENT_MAX_REGIONS];
     uint32_t num_regions;
     uint32_t num_irqs;
@@ -88,8 +113,14 @@ void npv_vu_client_kill(struct vu_client *c, int err);
 /* The DMA side (vfio_user_client_dma.c). */
 void npv_vu_client_sink_init(struct vu_client *c);
 void npv_vu_client_maps_free(struct vu_client *c);
-/* Serve a DMA_READ/DMA_WRITE command from the server; called by the receive thread. */
+/* Serve a DMA_READ/DMA_WRITE command from the server; called by the DMA thread. */
 void npv_vu_client_serve_dma(struct vu_client *c, const struct npv_vu_msg *m);
+/*
+ * Twin sockets: read the server's commands from c->twin_sock and answer them
+ * there until the socket fails or breaks the protocol, then kill the
+ * connection. The DMA thread's body; exposed for the fuzzer.
+ */
+void npv_vu_client_serve_twin(struct vu_client *c);
 
 /*
  * Pure parsers of the server's replies (vfio_user_client_parse.c), exposed

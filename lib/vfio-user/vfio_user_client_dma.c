@@ -129,6 +129,8 @@ void npv_vu_client_sink_init(struct vu_client *c)
     c->sink.nr_ranges = 0;
     /* The server reaches our memory through shared pages: as coherent as the CPU. */
     c->sink.coherent = -1;
+    /* Pages it maps from the fd of each DMA_MAP: the domain refuses memory without one. */
+    c->sink.shares_by_fd = true;
 }
 
 /* Called with c->lock held. The mapping holding [iova, iova+len) with prot, or NULL. */
@@ -148,11 +150,11 @@ static void send_reply(struct vu_client *c, const struct npv_vu_msg *req, const 
 {
     struct npv_vu_hdr h = {
         .msg_id = req->hdr.msg_id, .cmd = req->hdr.cmd, .flags = NPV_VU_F_TYPE_REPLY};
-    pthread_mutex_lock(&c->send_lock);
+    pthread_mutex_lock(c->dma_send_lock);
     int ret = npv_vu_sendv(
-        c->sock, &h, iov, iovcnt, NULL, 0,
+        c->dma_sock, &h, iov, iovcnt, NULL, 0,
         (int64_t)(c->dev->request_timeout_ns > INT64_MAX ? INT64_MAX : c->dev->request_timeout_ns));
-    pthread_mutex_unlock(&c->send_lock);
+    pthread_mutex_unlock(c->dma_send_lock);
     if (ret < 0)
         npv_vu_client_kill(c, -ENOTCONN);
 }
@@ -161,18 +163,20 @@ static void send_error(struct vu_client *c, const struct npv_vu_msg *req, int er
 {
     if (req->hdr.flags & NPV_VU_F_NO_REPLY)
         return;
-    pthread_mutex_lock(&c->send_lock);
+    pthread_mutex_lock(c->dma_send_lock);
     int ret = npv_vu_send_error(
-        c->sock, req->hdr.msg_id, req->hdr.cmd, (uint32_t)err,
+        c->dma_sock, req->hdr.msg_id, req->hdr.cmd, (uint32_t)err,
         (int64_t)(c->dev->request_timeout_ns > INT64_MAX ? INT64_MAX : c->dev->request_timeout_ns));
-    pthread_mutex_unlock(&c->send_lock);
+    pthread_mutex_unlock(c->dma_send_lock);
     if (ret < 0)
         npv_vu_client_kill(c, -ENOTCONN);
 }
 
 static void serve_read(struct vu_client *c, const struct npv_vu_msg *m, struct npv_vu_dma_access a)
 {
-    if (m->body_len != sizeof(a) || a.count > c->server_caps.max_data_xfer_size) {
+    /* Bounded by what we advertised, as is a DMA_WRITE: the server's own limit is for our requests.
+     */
+    if (m->body_len != sizeof(a) || a.count > NPV_VU_CLIENT_MAX_XFER) {
         send_error(c, m, EINVAL);
         return;
     }

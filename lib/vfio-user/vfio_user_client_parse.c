@@ -39,6 +39,9 @@ int npv_vu_parse_version_reply(const void *body, size_t len, struct npv_vu_caps 
     /* A region access of 8 bytes must fit in one message, and DMA_MAP needs one fd. */
     if (caps->max_msg_fds == 0 || caps->max_data_xfer_size < 8)
         return -NPV_EPEERPROTO;
+    /* The spec: twin mode claimed without the socket's index leaves us deaf to the server. */
+    if (caps->twin_socket && !(caps->present & NPV_VU_CAP_TWIN_FD_INDEX))
+        return -NPV_EPEERPROTO;
     if (caps->max_msg_fds > NPV_VU_MAX_MSG_FDS)
         caps->max_msg_fds = NPV_VU_MAX_MSG_FDS;
     if (caps->max_data_xfer_size > NPV_VU_MAX_DATA_XFER_SIZE)

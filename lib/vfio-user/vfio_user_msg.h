@@ -36,8 +36,10 @@ void npv_vu_msg_release(struct npv_vu_msg *m);
 int npv_vu_msg_take_fd(struct npv_vu_msg *m, unsigned i);
 
 /*
- * Check a header as received: size ≥ 16 and ≤ max_size, a known type, and
- * (for a command) no error bits. 0, -EMSGSIZE (too large) or
+ * Check a header as received: size ≥ 16 and ≤ max_size and a known type.
+ * An error reply may carry a body (libvfio-user sends the reply payload
+ * with the error): it is framed like any message, so the receiver reads and
+ * discards it instead of losing the stream. 0, -EMSGSIZE (too large) or
  * -NPV_EPEERPROTO. Pure: usable from fuzzers.
  */
 int npv_vu_hdr_check(const struct npv_vu_hdr *hdr, size_t max_size);
@@ -65,6 +67,18 @@ int npv_vu_send(int sock, struct npv_vu_hdr *hdr, const void *body, size_t len, 
 /* An error reply (header only) to command cmd with id msg_id; err is a positive errno. */
 int npv_vu_send_error(int sock, uint16_t msg_id, uint16_t cmd, uint32_t err, int64_t timeout_ns);
 
+/* Which keys a VERSION object held (parse) or is to hold (format). */
+enum {
+    NPV_VU_CAP_MAX_MSG_FDS = 1u << 0,
+    NPV_VU_CAP_MAX_DATA_XFER_SIZE = 1u << 1,
+    NPV_VU_CAP_MAX_DMA_MAPS = 1u << 2,
+    NPV_VU_CAP_PGSIZES = 1u << 3,
+    NPV_VU_CAP_WRITE_MULTIPLE = 1u << 4,
+    NPV_VU_CAP_TWIN_SOCKET = 1u << 5,
+    NPV_VU_CAP_TWIN_FD_INDEX = 1u << 6, /* twin_socket.fd_index; only in a reply */
+    NPV_VU_CAP_ALL = (1u << 7) - 1,
+};
+
 /* The capabilities object of VERSION. */
 struct npv_vu_caps {
     uint32_t max_msg_fds;
@@ -72,10 +86,12 @@ struct npv_vu_caps {
     uint32_t max_dma_maps;
     uint64_t pgsizes;
     bool write_multiple;
-    bool twin_socket;
+    bool twin_socket;       /* twin_socket.supported */
+    uint32_t twin_fd_index; /* twin_socket.fd_index, valid with NPV_VU_CAP_TWIN_FD_INDEX */
+    uint32_t present;       /* NPV_VU_CAP_* */
 };
 
-/* The spec's defaults for keys a peer leaves out. */
+/* The spec's defaults for keys a peer leaves out; present is 0. */
 void npv_vu_caps_default(struct npv_vu_caps *c);
 
 /*
@@ -90,8 +106,11 @@ void npv_vu_caps_default(struct npv_vu_caps *c);
 int npv_vu_caps_parse(const char *data, size_t len, struct npv_vu_caps *out);
 
 /*
- * Write {"capabilities":{...}} with a terminating NUL into buf. Returns the
- * length including the NUL, or -ENOSPC.
+ * Write {"capabilities":{...}} with a terminating NUL into buf, with the keys
+ * c->present names (a VERSION reply names only keys the proposal held: the
+ * spec makes the reply a subset). twin_socket is written as
+ * {"supported":...} plus fd_index when NPV_VU_CAP_TWIN_FD_INDEX is set.
+ * Returns the length including the NUL, or -ENOSPC.
  */
 int npv_vu_caps_format(const struct npv_vu_caps *c, char *buf, size_t len);
 

@@ -41,6 +41,8 @@ enum npv_vu_cmd {
     NPV_VU_CMD_DEVICE_RESET = 13,
     NPV_VU_CMD_REGION_WRITE_MULTI = 15,
     NPV_VU_CMD_DEVICE_FEATURE = 16,
+    NPV_VU_CMD_MIG_DATA_READ = 17,
+    NPV_VU_CMD_MIG_DATA_WRITE = 18,
     NPV_VU_CMD_MAX = 18,
 };
 
@@ -101,10 +103,18 @@ static_assert(offsetof(struct npv_vu_dma_map, offset) == 8, "vfio-user DMA_MAP l
 static_assert(offsetof(struct npv_vu_dma_map, address) == 16, "vfio-user DMA_MAP layout");
 static_assert(offsetof(struct npv_vu_dma_map, size) == 24, "vfio-user DMA_MAP layout");
 
-/* DMA_UNMAP request and reply (the reply echoes the entry). Must match a map exactly. */
+/*
+ * DMA_UNMAP request and reply (the reply echoes the entry). Must match a map
+ * exactly, or carry FLAG_ALL with address and size 0 (QEMU's vfio-user
+ * container and libvfio-user's client send it to drop every mapping). The
+ * flag values are linux/vfio.h's VFIO_DMA_UNMAP_FLAG_*.
+ */
+#define NPV_VU_DMA_UNMAP_FLAG_GET_DIRTY_BITMAP (1u << 0)
+#define NPV_VU_DMA_UNMAP_FLAG_ALL              (1u << 1)
+
 struct npv_vu_dma_unmap {
     uint32_t argsz;
-    uint32_t flags; /* unused in protocol 0.x: must be 0 */
+    uint32_t flags; /* 0 or NPV_VU_DMA_UNMAP_FLAG_ALL */
     uint64_t address;
     uint64_t size;
 };

@@ -103,24 +103,49 @@ int npv_vfio_parse_region_info(const void *buf, size_t len, struct npv_region_in
 int npv_vfio_parse_type1_ranges(const void *buf, size_t len, struct npv_iova_range **out,
                                 size_t *n);
 
+/* The kernel device a VFIO open names: its bus, its sysfs name, its IOMMU group. */
+struct npv_vfio_target {
+    const char *bus;         /* "pci" or "platform": its sysfs directory is bus/BUS/devices/NAME */
+    const char *vfio_driver; /* "vfio-pci" or "vfio-platform", for messages */
+    char name[128];          /* the name VFIO_GROUP_GET_DEVICE_FD takes: dev_name() */
+    int iommu_group;         /* -1 without one */
+};
+
 /*
- * Refuse with -NPV_ENOTVIABLE, naming the blocking functions, when another
- * function of bdf's IOMMU group is on a host driver (both backends need the
- * group free of host DMA users). 0 when viable or when sysfs cannot tell (the
- * kernel then has the last word).
+ * Refuse with -NPV_ENOTVIABLE, naming the blocking devices, when another
+ * member of the target's IOMMU group is on a host driver (both backends need
+ * the group free of host DMA users). 0 when viable or when sysfs cannot tell
+ * (the kernel then has the last word).
  */
+int npv_vfio_check_viable_target(struct npv_ctx *ctx, const struct npv_vfio_target *t);
+/* The same for a PCI function by canonical address. */
 int npv_vfio_check_viable(struct npv_ctx *ctx, const char *bdf);
 
 /*
- * The name of bdf's VFIO device cdev ("vfio3" for /dev/vfio/devices/vfio3)
- * from sysfs (<dev>/vfio-dev/). -ENOENT when the function has none (not on a
- * vfio driver, or a kernel without CONFIG_VFIO_DEVICE_CDEV).
+ * The name of a device's VFIO cdev ("vfio3" for /dev/vfio/devices/vfio3)
+ * from sysfs (bus/BUS/devices/NAME/vfio-dev/). -ENOENT when it has none (not
+ * on a vfio driver, or a kernel without CONFIG_VFIO_DEVICE_CDEV: the platform
+ * bus has it since Linux 6.6 as PCI does).
  */
+int npv_vfio_cdev_name_on(struct npv_ctx *ctx, const char *bus, const char *name, char *buf,
+                          size_t len);
+/* npv_vfio_cdev_name_on for a PCI function. */
 int npv_vfio_cdev_name(struct npv_ctx *ctx, const char *bdf, char *buf, size_t len);
 
 /*
+ * Open the target through the context's backend choice (auto: iommufd when
+ * the build, /dev/iommu and the device's cdev allow it, else legacy) and
+ * attach it to dom. The caller checked the device is on its VFIO driver.
+ */
+int npv_vfio_open_target(struct npv_ctx *ctx, const struct npv_vfio_target *t,
+                         struct npv_domain *dom, const struct npv_dev_opts *opts,
+                         struct npv_dev **out);
+
+/*
  * A kernel DMA map ioctl (call names it in messages; who is the device or IOAS)
- * for m, with error words: ENOMEM names RLIMIT_MEMLOCK and its value.
+ * for m, with error words: ENOMEM names RLIMIT_MEMLOCK and its value. Before
+ * it, the pin is checked against RLIMIT_MEMLOCK (-ENOMEM, naming the limit
+ * that would do): type1 when request is VFIO_IOMMU_MAP_DMA, else iommufd.
  */
 int npv_vfio_dma_map_ioctl(struct npv_ctx *ctx, const char *who, int fd, unsigned long request,
                            const char *call, void *arg, const struct npv_mapping *m);

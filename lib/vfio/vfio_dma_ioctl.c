@@ -2,15 +2,18 @@
 /*
  * The kernel's DMA map and unmap calls, as both kernel transports issue them
  * (VFIO_IOMMU_MAP_DMA/UNMAP_DMA on a type1 container, IOMMU_IOAS_MAP/UNMAP on
- * an iommufd IOAS): one place for the words of their failures and for the
- * check of the length the kernel says it unmapped.
+ * an iommufd IOAS): one place for the RLIMIT_MEMLOCK check before a pin,
+ * for the words of their failures and for the check of the length the
+ * kernel says it unmapped.
  */
 #include <errno.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <linux/vfio.h>
 
 #include "ctx_internal.h"
+#include "memlock.h"
 #include "vfio_device_internal.h"
 
 /* Both interfaces pin the pages they map against RLIMIT_MEMLOCK: ENOMEM mostly means that. */
@@ -34,6 +37,16 @@ static void log_map_enomem(struct npv_ctx *ctx, const char *who, const char *cal
 int npv_vfio_dma_map_ioctl(struct npv_ctx *ctx, const char *who, int fd, unsigned long request,
                            const char *call, void *arg, const struct npv_mapping *m)
 {
+    /*
+     * Both pin every page they map, and this is the only place memory is
+     * pinned: the RLIMIT_MEMLOCK check belongs here, not at allocation
+     * (vfio-user pins nothing). type1 charges the process's locked_vm,
+     * iommufd the user's (the process's share shows as VmPin).
+     */
+    int ret = npv_memlock_check_pin(
+        ctx, who, m->len, request == VFIO_IOMMU_MAP_DMA ? NPV_PIN_LOCKED_VM : NPV_PIN_PINNED_VM);
+    if (ret < 0)
+        return ret;
     if (ioctl(fd, request, arg) == 0)
         return 0;
     int err = -errno;

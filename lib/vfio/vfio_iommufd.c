@@ -22,6 +22,14 @@
  * HWPT is made for the device that first attaches; a device it does not suit
  * (another IOMMU instance: EINVAL) falls back to the IOAS id.
  *
+ * Faults: where the build and kernel allow, the kept HWPT gets a fault queue
+ * (IOMMU_FAULT_QUEUE_ALLOC, IOMMU_HWPT_FAULT_ID_VALID), so the I/O page faults
+ * of a PRI-capable device reach npv_dev_read_faults. A kernel that refuses
+ * the queue on a kernel-managed HWPT (6.11, 6.12: EOPNOTSUPP) gets a plain
+ * HWPT; a device whose IOMMU cannot enable I/O page faults fails the attach to
+ * a HWPT with a queue, so the unused HWPT is made again without one. Either
+ * way the domain then carries no queue.
+ *
  * The IOAS lives in the context's /dev/iommu and holds a reference on it, so
  * the fd stays open while any domain has an IOAS, after its devices closed.
  *
@@ -44,16 +52,17 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <npuvfio/pci.h>
 #include "ctx_internal.h"
+#include "iommufd_fault.h"
 #include "iova.h"
 #include "npv_config.h"
 #include "vfio_device_internal.h"
 
-int npv_vfio_cdev_name(struct npv_ctx *ctx, const char *bdf, char *buf, size_t len)
+int npv_vfio_cdev_name_on(struct npv_ctx *ctx, const char *bus, const char *name, char *buf,
+                          size_t len)
 {
     char path[4096];
-    int ret = npv_sysfs_path(ctx, path, sizeof(path), "bus/pci/devices/%s/vfio-dev", bdf);
+    int ret = npv_sysfs_path(ctx, path, sizeof(path), "bus/%s/devices/%s/vfio-dev", bus, name);
     if (ret < 0)
         return ret;
     DIR *d = opendir(path);
@@ -87,16 +96,21 @@ struct ioas {
     uint32_t id;
     uint32_t hwpt_id;  /* the kept page table, 0 until a device made one */
     bool hwpt_refused; /* IOMMU_HWPT_ALLOC failed once: attach to the IOAS from now on */
-    char name[24];     /* "ioas N", for messages */
+    int fault_fd;      /* the fault queue of hwpt_id, -1 when it has none */
+    uint32_t fault_id;
+    bool fault_refused; /* no fault queue for this IOAS's HWPT from now on */
+    char name[24];      /* "ioas N", for messages */
 };
 
 struct iommufd_dev {
     struct npv_vfio_device vdev; /* dev->priv points here */
     struct npv_ctx *ctx;
-    char name[NPV_PCI_ADDR_LEN];
+    char name[128];
+    const char *bus, *vfio_driver;
     bool holds_iommufd;
     uint32_t devid;
     struct ioas *ioas; /* attached to, or NULL */
+    bool on_hwpt;      /* attached to ioas->hwpt_id, not to the IOAS id */
 };
 
 /* ---- the context's /dev/iommu ---- */
@@ -257,11 +271,23 @@ static void iommufd_destroy(struct npv_ctx *ctx, int iommufd, const char *what, 
         npv_warn(ctx, "IOMMU_DESTROY %s %u: %s", what, id, npv_strerror(-errno));
 }
 
+/* Its fd holds the queue busy, as the HWPT does: both go first. */
+static void fault_queue_destroy(struct ioas *io)
+{
+    if (io->fault_fd < 0)
+        return;
+    close(io->fault_fd);
+    iommufd_destroy(io->ctx, io->iommufd, "fault queue", io->fault_id);
+    io->fault_fd = -1;
+    io->fault_id = 0;
+}
+
 /* The HWPT first: it holds the IOAS busy. Does not drop the iommufd reference. */
 static void ioas_destroy(struct ioas *io)
 {
     if (io->hwpt_id != 0)
         iommufd_destroy(io->ctx, io->iommufd, "hwpt", io->hwpt_id);
+    fault_queue_destroy(io);
     iommufd_destroy(io->ctx, io->iommufd, "ioas", io->id);
     npv_iommu_sink_fini(&io->sink);
     free(io);
@@ -303,6 +329,7 @@ static int ioas_new(struct npv_ctx *ctx, struct ioas **out)
     ctx->iommufd_users++;
     io->ctx = ctx;
     io->iommufd = iommufd;
+    io->fault_fd = -1;
     io->id = a.out_ioas_id;
     snprintf(io->name, sizeof(io->name), "ioas %u", io->id);
     io->sink.ops = &ioas_sink_ops;
@@ -340,9 +367,59 @@ static void ioas_leave(struct ioas *io)
         io->sink.users--;
 }
 
+#if NPV_HAVE_IOMMUFD_FAULT
+/* A fault queue for the HWPT about to be made; false when the kernel has none. */
+static bool fault_queue_new(struct ioas *io, const char *dev_name)
+{
+    struct iommu_fault_alloc f = {.size = sizeof(f)};
+    if (ioctl(io->iommufd, IOMMU_FAULT_QUEUE_ALLOC, &f) < 0) {
+        npv_debug(io->ctx, "%s: IOMMU_FAULT_QUEUE_ALLOC: %s; no fault reporting", dev_name,
+                  npv_strerror(-errno));
+        io->fault_refused = true;
+        return false;
+    }
+    io->fault_fd = (int)f.out_fault_fd;
+    io->fault_id = f.out_fault_id;
+    return true;
+}
+
+/* IOMMU_HWPT_ALLOC with io's fault queue; false (queue gone) when the kernel refuses it. */
+static bool hwpt_alloc_with_faults(struct ioas *io, uint32_t devid, const char *dev_name)
+{
+    if (io->fault_refused || !fault_queue_new(io, dev_name))
+        return false;
+    struct iommu_hwpt_alloc h = {.size = sizeof(h),
+                                 .flags = IOMMU_HWPT_FAULT_ID_VALID,
+                                 .dev_id = devid,
+                                 .pt_id = io->id,
+                                 .fault_id = io->fault_id};
+    if (ioctl(io->iommufd, IOMMU_HWPT_ALLOC, &h) < 0) {
+        npv_debug(io->ctx, "%s: IOMMU_HWPT_ALLOC with a fault queue: %s; no fault reporting",
+                  dev_name, npv_strerror(-errno));
+        fault_queue_destroy(io);
+        io->fault_refused = true;
+        return false;
+    }
+    io->hwpt_id = h.out_hwpt_id;
+    npv_debug(io->ctx, "%s: IOMMU_HWPT_ALLOC: hwpt %u with fault queue %u on ioas %u", dev_name,
+              io->hwpt_id, io->fault_id, io->id);
+    return true;
+}
+#else
+static bool hwpt_alloc_with_faults(struct ioas *io, uint32_t devid, const char *dev_name)
+{
+    (void)io;
+    (void)devid;
+    (void)dev_name;
+    return false;
+}
+#endif
+
 /* The page table io keeps, made on the first attach (see the top of this file). */
 static void ioas_make_hwpt(struct ioas *io, uint32_t devid, const char *dev_name)
 {
+    if (hwpt_alloc_with_faults(io, devid, dev_name))
+        return;
     struct iommu_hwpt_alloc h = {.size = sizeof(h), .dev_id = devid, .pt_id = io->id};
     if (ioctl(io->iommufd, IOMMU_HWPT_ALLOC, &h) < 0) {
         io->hwpt_refused = true;
@@ -360,14 +437,41 @@ static int attach_pt(struct iommufd_dev *fd_dev, uint32_t pt_id)
     return ioctl(fd_dev->vdev.fd, VFIO_DEVICE_ATTACH_IOMMUFD_PT, &at) < 0 ? -errno : 0;
 }
 
+/*
+ * The attach to a HWPT with a fault queue failed: the device's IOMMU cannot
+ * enable I/O page faults. While no device uses the HWPT, make it again
+ * without the queue; true when there is a new one to try.
+ */
+static bool hwpt_drop_fault_queue(struct ioas *io, uint32_t devid, const char *dev_name, int err)
+{
+    if (io->fault_fd < 0 || io->sink.users != 0)
+        return false;
+    npv_debug(io->ctx, "%s: attach to hwpt %u with a fault queue: %s; making it without", dev_name,
+              io->hwpt_id, npv_strerror(err));
+    iommufd_destroy(io->ctx, io->iommufd, "hwpt", io->hwpt_id);
+    io->hwpt_id = 0;
+    fault_queue_destroy(io);
+    io->fault_refused = true;
+    ioas_make_hwpt(io, devid, dev_name);
+    return io->hwpt_id != 0;
+}
+
 /* Attach to io's kept HWPT, or to the IOAS when there is none or it does not suit the device. */
-static int ioas_attach_device(struct ioas *io, struct iommufd_dev *fd_dev, const char *dev_name)
+static int ioas_attach_device(struct ioas *io, struct iommufd_dev *fd_dev, const char *dev_name,
+                              bool *on_hwpt)
 {
     if (io->hwpt_id == 0 && !io->hwpt_refused)
         ioas_make_hwpt(io, fd_dev->devid, dev_name);
     int ret = -EINVAL;
+    *on_hwpt = false;
     if (io->hwpt_id != 0) {
         ret = attach_pt(fd_dev, io->hwpt_id);
+        if (ret < 0 && hwpt_drop_fault_queue(io, fd_dev->devid, dev_name, ret))
+            ret = attach_pt(fd_dev, io->hwpt_id);
+        /* Another device holds a HWPT with a queue this one cannot take: the IOAS then. */
+        if (ret < 0 && io->fault_fd >= 0)
+            ret = -EINVAL;
+        *on_hwpt = ret == 0;
         if (ret == 0)
             npv_debug(io->ctx, "%s: VFIO_DEVICE_ATTACH_IOMMUFD_PT hwpt %u of ioas %u%s", dev_name,
                       io->hwpt_id, io->id,
@@ -414,7 +518,8 @@ static int iommufd_attach(struct npv_dev *dev, struct npv_domain *dom)
         created = true;
     }
 
-    ret = ioas_attach_device(target, fd_dev, dev->name);
+    bool on_hwpt;
+    ret = ioas_attach_device(target, fd_dev, dev->name, &on_hwpt);
     if (ret < 0) {
         if (ret == -EADDRINUSE)
             npv_err(ctx,
@@ -436,6 +541,7 @@ static int iommufd_attach(struct npv_dev *dev, struct npv_domain *dom)
     if (fd_dev->ioas != NULL)
         ioas_leave(fd_dev->ioas);
     fd_dev->ioas = target;
+    fd_dev->on_hwpt = on_hwpt;
 out:
     pthread_mutex_unlock(&ctx->iommufd_lock);
     if (ret == 0)
@@ -469,17 +575,60 @@ static void iommufd_close(struct npv_dev *dev)
             npv_warn(ctx, "%s: VFIO_DEVICE_DETACH_IOMMUFD_PT: %s", dev->name, npv_strerror(-errno));
         ioas_leave(fd_dev->ioas);
         fd_dev->ioas = NULL;
+        fd_dev->on_hwpt = false;
     }
     pthread_mutex_unlock(&ctx->iommufd_lock);
     iommufd_dev_free(fd_dev);
     dev->priv = NULL;
 }
 
+/* The queue of the HWPT the device is on, -1 when it has none. Under iommufd_lock. */
+static int fault_fd_locked(struct iommufd_dev *fd_dev)
+{
+    return fd_dev->ioas != NULL && fd_dev->on_hwpt ? fd_dev->ioas->fault_fd : -1;
+}
+
+static int iommufd_fault_fd(struct npv_dev *dev)
+{
+    struct iommufd_dev *fd_dev = ((struct npv_vfio_device *)dev->priv)->backend;
+    pthread_mutex_lock(&dev->ctx->iommufd_lock);
+    int fd = fault_fd_locked(fd_dev);
+    pthread_mutex_unlock(&dev->ctx->iommufd_lock);
+    return fd >= 0 ? fd : -EOPNOTSUPP;
+}
+
+static int iommufd_read_faults(struct npv_dev *dev, struct npv_dev_fault *out, size_t max)
+{
+    struct iommufd_dev *fd_dev = ((struct npv_vfio_device *)dev->priv)->backend;
+    int ret = -EOPNOTSUPP;
+    /* Held across the read: a device moving away must not see the queue destroyed under it. */
+    pthread_mutex_lock(&dev->ctx->iommufd_lock);
+    int fd = fault_fd_locked(fd_dev);
+#if NPV_HAVE_IOMMUFD_FAULT
+    if (fd >= 0)
+        ret = npv_iommufd_fault_take(fd, fd_dev->devid, out, max);
+#else
+    (void)fd;
+    (void)out;
+    (void)max;
+#endif
+    pthread_mutex_unlock(&dev->ctx->iommufd_lock);
+    /* Logged unlocked (ctx.h): groups left unanswered wait until the queue is destroyed. */
+    if (ret < 0 && ret != -EOPNOTSUPP && ret != -ENOSPC)
+        npv_err(dev->ctx, "%s: reading or answering I/O page faults: %s", dev->name,
+                npv_strerror(ret));
+    return ret;
+}
+
+// clang-format off
 static const struct npv_dev_ops iommufd_ops = {
     NPV_VFIO_DEVICE_OPS,
     .attach = iommufd_attach,
     .close = iommufd_close,
+    .fault_fd = iommufd_fault_fd,
+    .read_faults = iommufd_read_faults,
 };
+// clang-format on
 
 /* Words for a failed VFIO_DEVICE_BIND_IOMMUFD, and the errno the caller should see. */
 static int bind_error(struct npv_ctx *ctx, const char *name, int err)
@@ -495,14 +644,14 @@ static int bind_error(struct npv_ctx *ctx, const char *name, int err)
     case -EINVAL:
         /* vfio_df_open: a device already open through its cdev cannot be bound again. */
         npv_err(ctx,
-                "%s: VFIO_DEVICE_BIND_IOMMUFD: EINVAL: the function is already open (in this "
-                "process or another); the kernel allows one open per function",
+                "%s: VFIO_DEVICE_BIND_IOMMUFD: EINVAL: the device is already open (in this "
+                "process or another); the kernel allows one open per device",
                 name);
         return -EBUSY;
     case -EBUSY:
         npv_err(ctx,
                 "%s: VFIO_DEVICE_BIND_IOMMUFD: EBUSY: the device is in use, or another "
-                "function of its IOMMU group is on a host driver",
+                "member of its IOMMU group is on a host driver",
                 name);
         return err;
     default:
@@ -516,12 +665,12 @@ static int open_cdev(struct iommufd_dev *fd_dev)
     struct npv_ctx *ctx = fd_dev->ctx;
     char cdev[64], path[96];
 
-    int ret = npv_vfio_cdev_name(ctx, fd_dev->name, cdev, sizeof(cdev));
+    int ret = npv_vfio_cdev_name_on(ctx, fd_dev->bus, fd_dev->name, cdev, sizeof(cdev));
     if (ret < 0) {
         npv_err(ctx,
-                "%s: no VFIO device cdev in sysfs (vfio-dev/): not bound to vfio-pci, or a "
+                "%s: no VFIO device cdev in sysfs (vfio-dev/): not bound to %s, or a "
                 "kernel without CONFIG_VFIO_DEVICE_CDEV",
-                fd_dev->name);
+                fd_dev->name, fd_dev->vfio_driver);
         return -ENODEV;
     }
     snprintf(path, sizeof(path), "/dev/vfio/devices/%s", cdev);
@@ -553,23 +702,17 @@ err_close:
     return ret;
 }
 
-int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
-                          struct npv_dev **out)
+int npv_vfio_iommufd_open(struct npv_ctx *ctx, const struct npv_vfio_target *t,
+                          const struct npv_dev_opts *opts, struct npv_dev **out)
 {
-    struct npv_pci_func func;
     int ret;
 
     *out = NULL;
-    ret = npv_pci_func_read(ctx, bdf, &func);
-    if (ret < 0) {
-        npv_err(ctx, "%s: %s", bdf, npv_strerror(ret));
-        return ret;
-    }
     if (access("/dev/iommu", F_OK) != 0) {
-        npv_err(ctx, "%s: no /dev/iommu: the kernel has no iommufd (CONFIG_IOMMUFD)", func.addr);
-        return -ENODEV;
+        npv_err(ctx, "%s: no /dev/iommu: the kernel has no iommufd (CONFIG_IOMMUFD)", t->name);
+        return -NPV_ENOBACKEND;
     }
-    ret = npv_vfio_check_viable(ctx, func.addr);
+    ret = npv_vfio_check_viable_target(ctx, t);
     if (ret < 0)
         return ret;
 
@@ -579,7 +722,9 @@ int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv
     fd_dev->ctx = ctx;
     fd_dev->vdev.fd = -1;
     fd_dev->vdev.backend = fd_dev;
-    snprintf(fd_dev->name, sizeof(fd_dev->name), "%s", func.addr);
+    fd_dev->bus = t->bus;
+    fd_dev->vfio_driver = t->vfio_driver;
+    snprintf(fd_dev->name, sizeof(fd_dev->name), "%s", t->name);
 
     ret = open_cdev(fd_dev);
     if (ret < 0)
@@ -601,16 +746,16 @@ err_free:
 
 #else /* !NPV_HAVE_IOMMUFD */
 
-int npv_vfio_iommufd_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
-                          struct npv_dev **out)
+int npv_vfio_iommufd_open(struct npv_ctx *ctx, const struct npv_vfio_target *t,
+                          const struct npv_dev_opts *opts, struct npv_dev **out)
 {
     (void)opts;
     *out = NULL;
     npv_err(ctx,
             "%s: this build of npuvfio has no iommufd support (built against uapi headers "
             "without linux/iommufd.h); use the legacy backend",
-            bdf);
-    return -ENOTSUP;
+            t->name);
+    return -NPV_ENOBACKEND;
 }
 
 #endif

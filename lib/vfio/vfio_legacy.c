@@ -28,14 +28,14 @@
 #include <linux/vfio.h>
 
 #include <npuvfio/dma.h>
-#include <npuvfio/pci.h>
 #include "ctx_internal.h"
 #include "vfio_device_internal.h"
 
 struct legacy {
     struct npv_vfio_device vdev; /* dev->priv points here */
     struct npv_ctx *ctx;
-    char name[NPV_PCI_ADDR_LEN];
+    char name[128];
+    const char *vfio_driver; /* for messages */
     int container;
     int group;
     int group_id;
@@ -196,8 +196,17 @@ static int open_container(struct legacy *lg)
     lg->container = open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC);
     if (lg->container < 0) {
         int err = -errno;
-        npv_err(ctx, "/dev/vfio/vfio: %s (is the vfio module loaded?)", npv_strerror(err));
-        return err == -ENOENT ? -ENODEV : err;
+        /* The function sits on a vfio driver, so vfio is loaded: the kernel lacks the container. */
+        if (err == -ENOENT) {
+            npv_err(ctx,
+                    "%s: no /dev/vfio/vfio: the kernel has no legacy VFIO container "
+                    "(CONFIG_VFIO_CONTAINER) or this /dev does not show it; try the iommufd "
+                    "backend",
+                    lg->name);
+            return -NPV_ENOBACKEND;
+        }
+        npv_err(ctx, "/dev/vfio/vfio: %s", npv_strerror(err));
+        return err;
     }
     int v = ioctl(lg->container, VFIO_GET_API_VERSION);
     if (v != VFIO_API_VERSION) {
@@ -227,8 +236,8 @@ static int open_group(struct legacy *lg)
                     "function per IOMMU group)",
                     lg->name, path);
         else if (err == -ENOENT)
-            npv_err(ctx, "%s: %s does not exist: is the function bound to vfio-pci?", lg->name,
-                    path);
+            npv_err(ctx, "%s: %s does not exist: is the device bound to %s?", lg->name, path,
+                    lg->vfio_driver);
         else
             npv_err(ctx, "%s: %s: %s", lg->name, path, npv_strerror(err));
         return err == -ENOENT ? -ENODEV : err;
@@ -241,7 +250,7 @@ static int open_group(struct legacy *lg)
     }
     if (!(status.flags & VFIO_GROUP_FLAGS_VIABLE)) {
         npv_err(ctx,
-                "%s: IOMMU group %d is not viable: a function of it is bound to a host "
+                "%s: IOMMU group %d is not viable: a device of it is bound to a host "
                 "driver",
                 lg->name, lg->group_id);
         return -NPV_ENOTVIABLE;
@@ -337,24 +346,18 @@ static int open_device(struct legacy *lg)
     return ret;
 }
 
-int npv_vfio_legacy_open(struct npv_ctx *ctx, const char *bdf, const struct npv_dev_opts *opts,
-                         struct npv_dev **out)
+int npv_vfio_legacy_open(struct npv_ctx *ctx, const struct npv_vfio_target *t,
+                         const struct npv_dev_opts *opts, struct npv_dev **out)
 {
-    struct npv_pci_func func;
     struct npv_dev *dev;
     int ret;
 
     *out = NULL;
-    ret = npv_pci_func_read(ctx, bdf, &func);
-    if (ret < 0) {
-        npv_err(ctx, "%s: %s", bdf, npv_strerror(ret));
-        return ret;
-    }
-    if (func.iommu_group < 0) {
-        npv_err(ctx, "%s: no IOMMU group (is the IOMMU enabled, e.g. intel_iommu=on?)", func.addr);
+    if (t->iommu_group < 0) {
+        npv_err(ctx, "%s: no IOMMU group (is the IOMMU enabled, e.g. intel_iommu=on?)", t->name);
         return -ENODEV;
     }
-    ret = npv_vfio_check_viable(ctx, func.addr);
+    ret = npv_vfio_check_viable_target(ctx, t);
     if (ret < 0)
         return ret;
 
@@ -366,8 +369,9 @@ int npv_vfio_legacy_open(struct npv_ctx *ctx, const char *bdf, const struct npv_
     lg->group = -1;
     lg->vdev.fd = -1;
     lg->vdev.backend = lg;
-    lg->group_id = func.iommu_group;
-    snprintf(lg->name, sizeof(lg->name), "%s", func.addr);
+    lg->group_id = t->iommu_group;
+    lg->vfio_driver = t->vfio_driver;
+    snprintf(lg->name, sizeof(lg->name), "%s", t->name);
 
     ret = open_container(lg);
     if (ret < 0)

@@ -297,6 +297,8 @@ int npv_vfio_get_info(struct npv_dev *dev, struct npv_dev_info *info)
         info->flags |= NPV_DEV_FLAG_RESET;
     if (vdev->flags & VFIO_DEVICE_FLAGS_PCI)
         info->flags |= NPV_DEV_FLAG_PCI;
+    if (vdev->flags & VFIO_DEVICE_FLAGS_PLATFORM)
+        info->flags |= NPV_DEV_FLAG_PLATFORM;
     info->num_regions = vdev->num_regions;
     info->num_irqs = vdev->num_irqs;
     if (!(vdev->flags & VFIO_DEVICE_FLAGS_PCI))

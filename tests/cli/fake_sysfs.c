@@ -17,7 +17,14 @@
 
 #include "fake_sysfs.h"
 
-#define DEV_PARENT "devices/pci0000:00"
+#define DEV_PARENT  "devices/pci0000:00"
+#define PLAT_PARENT "devices/platform"
+
+/* Where a bus keeps its devices' real directories. */
+static const char *parent_of(const char *bus)
+{
+    return strcmp(bus, "platform") == 0 ? PLAT_PARENT : DEV_PARENT;
+}
 
 static void pathf(struct fake_sysfs *fs, char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -84,21 +91,62 @@ void fake_sysfs_init(struct fake_sysfs *fs)
     mkdirs(p);
     pathf(fs, p, sizeof(p), DEV_PARENT);
     mkdirs(p);
+    pathf(fs, p, sizeof(p), "bus/platform/devices");
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), "bus/platform/drivers");
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), "bus/platform/drivers_probe");
+    write_file(p, "");
+    pathf(fs, p, sizeof(p), PLAT_PARENT);
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), "firmware/devicetree/base");
+    mkdirs(p);
     atomic_init(&fs->stop, false);
+    atomic_init(&fs->vfio_platform_reset_required, false);
 }
 
-void fake_add_driver(struct fake_sysfs *fs, const char *name)
+static void add_bus_driver(struct fake_sysfs *fs, const char *bus, const char *name)
 {
     char p[PATH_MAX];
-    pathf(fs, p, sizeof(p), "bus/pci/drivers/%s", name);
+    pathf(fs, p, sizeof(p), "bus/%s/drivers/%s", bus, name);
     struct stat st;
     if (stat(p, &st) == 0)
         return;
     mkdirs(p);
-    pathf(fs, p, sizeof(p), "bus/pci/drivers/%s/bind", name);
+    pathf(fs, p, sizeof(p), "bus/%s/drivers/%s/bind", bus, name);
     write_file(p, "");
-    pathf(fs, p, sizeof(p), "bus/pci/drivers/%s/unbind", name);
+    pathf(fs, p, sizeof(p), "bus/%s/drivers/%s/unbind", bus, name);
     write_file(p, "");
+}
+
+void fake_add_driver(struct fake_sysfs *fs, const char *name)
+{
+    add_bus_driver(fs, "pci", name);
+}
+
+void fake_add_platform_driver(struct fake_sysfs *fs, const char *name)
+{
+    add_bus_driver(fs, "platform", name);
+}
+
+void fake_add_compat(struct fake_sysfs *fs, const char *compatible, const char *driver)
+{
+    ck_assert(fs->ncompats < FAKE_MAX_IDS);
+    snprintf(fs->compats[fs->ncompats].compatible, sizeof(fs->compats[0].compatible), "%s",
+             compatible);
+    snprintf(fs->compats[fs->ncompats].driver, sizeof(fs->compats[0].driver), "%s", driver);
+    fs->ncompats++;
+    fake_add_platform_driver(fs, driver);
+}
+
+void fake_set_vfio_platform_reset_required(struct fake_sysfs *fs, bool required)
+{
+    char p[PATH_MAX];
+    pathf(fs, p, sizeof(p), "module/vfio_platform/parameters");
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), "module/vfio_platform/parameters/reset_required");
+    write_file(p, required ? "Y\n" : "N\n");
+    atomic_store(&fs->vfio_platform_reset_required, required);
 }
 
 void fake_add_id(struct fake_sysfs *fs, uint16_t vendor, uint16_t device, const char *driver)
@@ -112,25 +160,27 @@ void fake_add_id(struct fake_sysfs *fs, uint16_t vendor, uint16_t device, const 
 }
 
 /* What the kernel does in really_probe / device_release_driver: both links at once. */
-static void link_driver(struct fake_sysfs *fs, const char *addr, const char *driver)
+static void link_driver(struct fake_sysfs *fs, const char *bus, const char *addr,
+                        const char *driver)
 {
     char target[PATH_MAX], link[PATH_MAX];
-    snprintf(target, sizeof(target), "../../../bus/pci/drivers/%s", driver);
-    pathf(fs, link, sizeof(link), DEV_PARENT "/%s/driver", addr);
+    snprintf(target, sizeof(target), "../../../bus/%s/drivers/%s", bus, driver);
+    pathf(fs, link, sizeof(link), "%s/%s/driver", parent_of(bus), addr);
     if (symlink(target, link) != 0)
         return;
-    snprintf(target, sizeof(target), "../../../../" DEV_PARENT "/%s", addr);
-    pathf(fs, link, sizeof(link), "bus/pci/drivers/%s/%s", driver, addr);
+    snprintf(target, sizeof(target), "../../../../%s/%s", parent_of(bus), addr);
+    pathf(fs, link, sizeof(link), "bus/%s/drivers/%s/%s", bus, driver, addr);
     if (symlink(target, link) != 0)
         return;
 }
 
-static void unlink_driver(struct fake_sysfs *fs, const char *addr, const char *driver)
+static void unlink_driver(struct fake_sysfs *fs, const char *bus, const char *addr,
+                          const char *driver)
 {
     char link[PATH_MAX];
-    pathf(fs, link, sizeof(link), DEV_PARENT "/%s/driver", addr);
+    pathf(fs, link, sizeof(link), "%s/%s/driver", parent_of(bus), addr);
     unlink(link);
-    pathf(fs, link, sizeof(link), "bus/pci/drivers/%s/%s", driver, addr);
+    pathf(fs, link, sizeof(link), "bus/%s/drivers/%s/%s", bus, driver, addr);
     unlink(link);
 }
 
@@ -178,7 +228,48 @@ void fake_add_func(struct fake_sysfs *fs, const char *addr, uint16_t vendor, uin
     }
     if (driver != NULL) {
         fake_add_driver(fs, driver);
-        link_driver(fs, addr, driver);
+        link_driver(fs, "pci", addr, driver);
+    }
+}
+
+void fake_add_platform(struct fake_sysfs *fs, const char *name, const char *const *compatible,
+                       const char *driver, int group)
+{
+    char p[PATH_MAX], target[PATH_MAX];
+    pathf(fs, p, sizeof(p), PLAT_PARENT "/%s", name);
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), PLAT_PARENT "/%s/driver_override", name);
+    write_file(p, "(null)\n");
+    if (compatible != NULL) {
+        /* The node's compatible property: NUL-terminated strings back to back. */
+        pathf(fs, p, sizeof(p), "firmware/devicetree/base/%s", name);
+        mkdirs(p);
+        pathf(fs, p, sizeof(p), "firmware/devicetree/base/%s/compatible", name);
+        FILE *f = fopen(p, "we");
+        ck_assert_msg(f != NULL, "fopen %s: %s", p, strerror(errno));
+        for (size_t i = 0; compatible[i] != NULL; i++)
+            fwrite(compatible[i], 1, strlen(compatible[i]) + 1, f);
+        ck_assert(fclose(f) == 0);
+        pathf(fs, p, sizeof(p), PLAT_PARENT "/%s/of_node", name);
+        snprintf(target, sizeof(target), "../../../firmware/devicetree/base/%s", name);
+        symlink_ok(target, p);
+    }
+    pathf(fs, p, sizeof(p), "bus/platform/devices/%s", name);
+    snprintf(target, sizeof(target), "../../../" PLAT_PARENT "/%s", name);
+    symlink_ok(target, p);
+    if (group >= 0) {
+        pathf(fs, p, sizeof(p), "kernel/iommu_groups/%d/devices", group);
+        mkdirs(p);
+        pathf(fs, p, sizeof(p), "kernel/iommu_groups/%d/devices/%s", group, name);
+        snprintf(target, sizeof(target), "../../../../" PLAT_PARENT "/%s", name);
+        symlink_ok(target, p);
+        pathf(fs, p, sizeof(p), PLAT_PARENT "/%s/iommu_group", name);
+        snprintf(target, sizeof(target), "../../../kernel/iommu_groups/%d", group);
+        symlink_ok(target, p);
+    }
+    if (driver != NULL) {
+        fake_add_platform_driver(fs, driver);
+        link_driver(fs, "platform", name, driver);
     }
 }
 
@@ -198,10 +289,11 @@ int fake_read(struct fake_sysfs *fs, const char *rel, char *buf, size_t len)
     return (int)n;
 }
 
-void fake_driver_of(struct fake_sysfs *fs, const char *addr, char *buf, size_t len)
+static void bus_driver_of(struct fake_sysfs *fs, const char *bus, const char *addr, char *buf,
+                          size_t len)
 {
     char p[PATH_MAX], target[PATH_MAX];
-    pathf(fs, p, sizeof(p), DEV_PARENT "/%s/driver", addr);
+    pathf(fs, p, sizeof(p), "%s/%s/driver", parent_of(bus), addr);
     ssize_t n = readlink(p, target, sizeof(target) - 1);
     if (n < 0) {
         buf[0] = '\0';
@@ -213,6 +305,22 @@ void fake_driver_of(struct fake_sysfs *fs, const char *addr, char *buf, size_t l
     int w = snprintf(buf, len, "%s", s ? s + 1 : target);
     if (w < 0 || (size_t)w >= len)
         buf[0] = '\0';
+}
+
+/* Test devices' names never collide across buses: a platform device is looked for first. */
+static const char *bus_of(struct fake_sysfs *fs, const char *addr)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    if (strchr(addr, '/') != NULL)
+        return "pci";
+    pathf(fs, p, sizeof(p), PLAT_PARENT "/%s", addr);
+    return stat(p, &st) == 0 ? "platform" : "pci";
+}
+
+void fake_driver_of(struct fake_sysfs *fs, const char *addr, char *buf, size_t len)
+{
+    bus_driver_of(fs, bus_of(fs, addr), addr, buf, len);
 }
 
 bool fake_wait_driver(struct fake_sysfs *fs, const char *addr, const char *want)
@@ -253,10 +361,11 @@ static bool take_command(const char *path, char *buf, size_t len)
     return n > 0;
 }
 
-static void read_override(struct fake_sysfs *fs, const char *addr, char *buf, size_t len)
+static void read_override(struct fake_sysfs *fs, const char *bus, const char *addr, char *buf,
+                          size_t len)
 {
     char rel[PATH_MAX];
-    snprintf(rel, sizeof(rel), DEV_PARENT "/%s/driver_override", addr);
+    snprintf(rel, sizeof(rel), "%s/%s/driver_override", parent_of(bus), addr);
     if (fake_read(fs, rel, buf, len) < 0)
         buf[0] = '\0';
     size_t n = strlen(buf);
@@ -266,17 +375,17 @@ static void read_override(struct fake_sysfs *fs, const char *addr, char *buf, si
         buf[0] = '\0';
 }
 
-static bool device_exists(struct fake_sysfs *fs, const char *addr)
+static bool device_exists(struct fake_sysfs *fs, const char *bus, const char *addr)
 {
     char p[PATH_MAX];
     struct stat st;
     if (strchr(addr, '/') != NULL)
         return false;
-    pathf(fs, p, sizeof(p), DEV_PARENT "/%s", addr);
+    pathf(fs, p, sizeof(p), "%s/%s", parent_of(bus), addr);
     return stat(p, &st) == 0;
 }
 
-static const char *id_driver(struct fake_sysfs *fs, const char *addr)
+static const char *pci_id_driver(struct fake_sysfs *fs, const char *addr)
 {
     char rel[PATH_MAX], v[32], d[32];
     snprintf(rel, sizeof(rel), DEV_PARENT "/%s/vendor", addr);
@@ -292,83 +401,125 @@ static const char *id_driver(struct fake_sysfs *fs, const char *addr)
     return NULL;
 }
 
-static bool driver_exists(struct fake_sysfs *fs, const char *driver)
+/* of_match: the first of the node's compatible strings some driver lists. */
+static const char *compat_driver(struct fake_sysfs *fs, const char *name)
+{
+    char p[PATH_MAX], buf[512];
+    pathf(fs, p, sizeof(p), PLAT_PARENT "/%s/of_node/compatible", name);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return NULL;
+    buf[n] = '\0';
+    for (const char *c = buf; c < buf + n; c += strlen(c) + 1)
+        for (size_t i = 0; i < fs->ncompats; i++)
+            if (strcmp(fs->compats[i].compatible, c) == 0)
+                return fs->compats[i].driver;
+    return NULL;
+}
+
+static const char *id_driver(struct fake_sysfs *fs, const char *bus, const char *addr)
+{
+    return strcmp(bus, "platform") == 0 ? compat_driver(fs, addr) : pci_id_driver(fs, addr);
+}
+
+static bool driver_exists(struct fake_sysfs *fs, const char *bus, const char *driver)
 {
     char p[PATH_MAX];
     struct stat st;
-    pathf(fs, p, sizeof(p), "bus/pci/drivers/%s", driver);
+    pathf(fs, p, sizeof(p), "bus/%s/drivers/%s", bus, driver);
     return stat(p, &st) == 0;
 }
 
 /* driver_match_device: an override names the only driver that may bind; else the id tables. */
-static bool driver_matches(struct fake_sysfs *fs, const char *addr, const char *driver)
+static bool driver_matches(struct fake_sysfs *fs, const char *bus, const char *addr,
+                           const char *driver)
 {
     char override[64];
-    read_override(fs, addr, override, sizeof(override));
+    read_override(fs, bus, addr, override, sizeof(override));
     if (override[0] != '\0')
         return strcmp(override, driver) == 0;
-    const char *id = id_driver(fs, addr);
+    const char *id = id_driver(fs, bus, addr);
     return id != NULL && strcmp(id, driver) == 0;
 }
 
-static void do_probe(struct fake_sysfs *fs, const char *addr)
+/*
+ * The driver's probe: vfio-platform fails it, as vfio_platform_probe does,
+ * while reset_required is set and no reset module knows the device.
+ */
+static bool probe_accepts(struct fake_sysfs *fs, const char *bus, const char *driver)
+{
+    return !(strcmp(bus, "platform") == 0 && strcmp(driver, "vfio-platform") == 0 &&
+             atomic_load(&fs->vfio_platform_reset_required));
+}
+
+static void do_probe(struct fake_sysfs *fs, const char *bus, const char *addr)
 {
     char cur[64], override[64];
-    if (!device_exists(fs, addr))
+    if (!device_exists(fs, bus, addr))
         return;
-    fake_driver_of(fs, addr, cur, sizeof(cur));
+    bus_driver_of(fs, bus, addr, cur, sizeof(cur));
     if (cur[0] != '\0')
         return;
-    read_override(fs, addr, override, sizeof(override));
-    const char *drv = override[0] ? override : id_driver(fs, addr);
-    if (drv != NULL && driver_exists(fs, drv))
-        link_driver(fs, addr, drv);
+    read_override(fs, bus, addr, override, sizeof(override));
+    const char *drv = override[0] ? override : id_driver(fs, bus, addr);
+    if (drv != NULL && driver_exists(fs, bus, drv) && probe_accepts(fs, bus, drv))
+        link_driver(fs, bus, addr, drv);
 }
 
-static void do_bind(struct fake_sysfs *fs, const char *driver, const char *addr)
+static void do_bind(struct fake_sysfs *fs, const char *bus, const char *driver, const char *addr)
 {
     char cur[64];
-    if (!device_exists(fs, addr))
+    if (!device_exists(fs, bus, addr))
         return;
-    fake_driver_of(fs, addr, cur, sizeof(cur));
-    if (cur[0] == '\0' && driver_matches(fs, addr, driver))
-        link_driver(fs, addr, driver);
+    bus_driver_of(fs, bus, addr, cur, sizeof(cur));
+    if (cur[0] == '\0' && driver_matches(fs, bus, addr, driver) && probe_accepts(fs, bus, driver))
+        link_driver(fs, bus, addr, driver);
 }
 
-static void do_unbind(struct fake_sysfs *fs, const char *driver, const char *addr)
+static void do_unbind(struct fake_sysfs *fs, const char *bus, const char *driver, const char *addr)
 {
     char cur[64];
-    if (!device_exists(fs, addr))
+    if (!device_exists(fs, bus, addr))
         return;
-    fake_driver_of(fs, addr, cur, sizeof(cur));
+    bus_driver_of(fs, bus, addr, cur, sizeof(cur));
     if (strcmp(cur, driver) == 0)
-        unlink_driver(fs, addr, driver);
+        unlink_driver(fs, bus, addr, driver);
+}
+
+static void service_bus(struct fake_sysfs *fs, const char *bus)
+{
+    char p[PATH_MAX], cmd[256];
+    pathf(fs, p, sizeof(p), "bus/%s/drivers_probe", bus);
+    if (take_command(p, cmd, sizeof(cmd)))
+        do_probe(fs, bus, cmd);
+    pathf(fs, p, sizeof(p), "bus/%s/drivers", bus);
+    DIR *dir = opendir(p);
+    if (dir == NULL)
+        return;
+    struct dirent *de;
+    while ((de = readdir(dir)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        pathf(fs, p, sizeof(p), "bus/%s/drivers/%s/unbind", bus, de->d_name);
+        if (take_command(p, cmd, sizeof(cmd)))
+            do_unbind(fs, bus, de->d_name, cmd);
+        pathf(fs, p, sizeof(p), "bus/%s/drivers/%s/bind", bus, de->d_name);
+        if (take_command(p, cmd, sizeof(cmd)))
+            do_bind(fs, bus, de->d_name, cmd);
+    }
+    closedir(dir);
 }
 
 static void *kernel_main(void *arg)
 {
     struct fake_sysfs *fs = arg;
-    char p[PATH_MAX], cmd[256];
     while (!atomic_load(&fs->stop)) {
-        pathf(fs, p, sizeof(p), "bus/pci/drivers_probe");
-        if (take_command(p, cmd, sizeof(cmd)))
-            do_probe(fs, cmd);
-        pathf(fs, p, sizeof(p), "bus/pci/drivers");
-        DIR *dir = opendir(p);
-        if (dir != NULL) {
-            struct dirent *de;
-            while ((de = readdir(dir)) != NULL) {
-                if (de->d_name[0] == '.')
-                    continue;
-                pathf(fs, p, sizeof(p), "bus/pci/drivers/%s/unbind", de->d_name);
-                if (take_command(p, cmd, sizeof(cmd)))
-                    do_unbind(fs, de->d_name, cmd);
-                pathf(fs, p, sizeof(p), "bus/pci/drivers/%s/bind", de->d_name);
-                if (take_command(p, cmd, sizeof(cmd)))
-                    do_bind(fs, de->d_name, cmd);
-            }
-            closedir(dir);
-        }
+        service_bus(fs, "pci");
+        service_bus(fs, "platform");
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }

@@ -36,6 +36,12 @@ struct fake_sysfs {
         char driver[64];
     } ids[FAKE_MAX_IDS]; /* the drivers' id tables: who drivers_probe picks */
     size_t nids;
+    struct {
+        char compatible[64];
+        char driver[64];
+    } compats[FAKE_MAX_IDS]; /* the platform drivers' of_match tables */
+    size_t ncompats;
+    atomic_bool vfio_platform_reset_required; /* vfio-platform's probe fails while set */
     struct fake_pool pools[FAKE_MAX_POOLS];
     size_t npools;
     pthread_t kernel;
@@ -43,7 +49,9 @@ struct fake_sysfs {
     atomic_bool stop;
 };
 
-/* A fresh tree under $TMPDIR with bus/pci/{devices,drivers,drivers_probe} and kernel/iommu_groups.
+/*
+ * A fresh tree under $TMPDIR with bus/{pci,platform}/{devices,drivers,drivers_probe}
+ * and kernel/iommu_groups.
  */
 void fake_sysfs_init(struct fake_sysfs *fs);
 /* Stop the fake kernel and pools, remove the tree and the state directory. */
@@ -60,6 +68,25 @@ void fake_add_id(struct fake_sysfs *fs, uint16_t vendor, uint16_t device, const 
 void fake_add_func(struct fake_sysfs *fs, const char *addr, uint16_t vendor, uint16_t device,
                    uint32_t class_code, const char *driver, int group, int numa);
 
+/* bus/platform/drivers/NAME with bind and unbind. */
+void fake_add_platform_driver(struct fake_sysfs *fs, const char *name);
+/* NAME claims a platform device with this compatible string when drivers_probe runs without an
+ * override. */
+void fake_add_compat(struct fake_sysfs *fs, const char *compatible, const char *driver);
+/*
+ * A platform device under devices/platform with bus/platform/devices/NAME,
+ * driver_override, and (compatible not NULL) an of_node whose compatible
+ * file holds the NULL-terminated list of strings NUL-separated; driver NULL
+ * for unbound, group -1 for none.
+ */
+void fake_add_platform(struct fake_sysfs *fs, const char *name, const char *const *compatible,
+                       const char *driver, int group);
+/*
+ * module/vfio_platform/parameters/reset_required; while required, the fake
+ * vfio-platform refuses every device (no reset module knows any).
+ */
+void fake_set_vfio_platform_reset_required(struct fake_sysfs *fs, bool required);
+
 /*
  * A hugepage pool of size_kb pages (node -1: the machine-wide one). With
  * fifo, nr_hugepages is answered by a thread granting at most capacity;
@@ -69,7 +96,7 @@ void fake_add_pool(struct fake_sysfs *fs, int node, unsigned size_kb, uint64_t c
 
 void fake_kernel_start(struct fake_sysfs *fs);
 
-/* The driver link's name, "" when unbound. */
+/* The driver link's name, "" when unbound (a platform device of that name first, else PCI). */
 void fake_driver_of(struct fake_sysfs *fs, const char *addr, char *buf, size_t len);
 /* Wait (bounded, generous) until addr's driver is want; true when it is. */
 bool fake_wait_driver(struct fake_sysfs *fs, const char *addr, const char *want);

@@ -1,17 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The npuvfio binary against fake sysfs trees: list, info, bind, unbind and
- * hugepages, their JSON, and their one-line errors. Bind and unbind are
+ * hugepages, their JSON, and their one-line errors; sim and its socket path. Bind and unbind are
  * checked by reading back the driver links the fake kernel moved.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <check.h>
 
+#include "cli_checks.h"
 #include "fake_sysfs.h"
 #include "json_check.h"
 #include "run_cli.h"
@@ -53,41 +58,12 @@ static void teardown(void)
 
 static void assert_one_line_error(const char *prefix)
 {
-    ck_assert_msg(r.status != 0, "exit status 0; stderr: %s", r.err);
-    ck_assert_msg(count_lines(r.err) == 1, "expected one line on stderr, got: %s", r.err);
-    ck_assert_msg(strncmp(r.err, prefix, strlen(prefix)) == 0, "stderr '%s' lacks prefix '%s'",
-                  r.err, prefix);
-}
-
-static const char *line_of(const char *text, const char *needle, char *buf, size_t len)
-{
-    const char *p = strstr(text, needle);
-    if (p == NULL)
-        return NULL;
-    while (p > text && p[-1] != '\n')
-        p--;
-    const char *e = strchr(p, '\n');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    if (n >= len)
-        n = len - 1;
-    memcpy(buf, p, n);
-    buf[n] = '\0';
-    return buf;
+    check_one_line_error(&r, prefix);
 }
 
 static void state_file(const char *addr, char *buf, size_t len)
 {
-    char p[PATH_MAX + 32];
-    snprintf(p, sizeof(p), "%s/%s", fs.state_dir, addr);
-    FILE *f = fopen(p, "re");
-    buf[0] = '\0';
-    if (f == NULL) {
-        snprintf(buf, len, "<missing>");
-        return;
-    }
-    if (fgets(buf, (int)len, f) == NULL)
-        buf[0] = '\0';
-    fclose(f);
+    state_file_of(&fs, addr, buf, len);
 }
 
 /* ---- global behaviour ---- */
@@ -584,6 +560,160 @@ START_TEST(status_json_is_one_document)
 }
 END_TEST
 
+/* ---- run ---- */
+
+START_TEST(run_testdev_checks_every_result_and_prints_percentiles)
+{
+    run_cli(&r, NULL, ARGS("run", "--device", "testdev", "--iterations", "50"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "50 (800 jobs); every result matches the CPU reference") != NULL,
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.out, "latency:    p50 ") != NULL && strstr(r.out, ", p99 ") != NULL,
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.out, "rate:") != NULL, "%s", r.out);
+}
+END_TEST
+
+START_TEST(run_edgetpu_checks_every_output_of_the_sample_network)
+{
+    run_cli(&r, NULL, ARGS("run", "--device", "edgetpu", "--iterations", "50"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "50 (50 jobs); every result matches the CPU reference") != NULL,
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.out, "outputs FNV-1a ") != NULL, "%s", r.out);
+}
+END_TEST
+
+START_TEST(run_json_is_one_document)
+{
+    run_cli(&r, NULL, ARGS("--json", "run", "--device", "testdev", "--iterations", "10"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(json_valid_document(r.out), "not one JSON document: %s", r.out);
+    ck_assert_msg(strstr(r.out, "\"mismatches\":0,\"ok\":true") != NULL, "%s", r.out);
+}
+END_TEST
+
+START_TEST(run_refuses_devices_without_a_sample_and_bad_arguments)
+{
+    run_cli(&r, NULL, ARGS("run", "--device", "aicore"));
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    run_cli(&r, NULL, ARGS("run", "--device", "nosuch"));
+    ck_assert_int_eq(r.status, 2);
+    run_cli(&r, NULL, ARGS("run"));
+    ck_assert_int_eq(r.status, 2);
+    run_cli(&r, NULL, ARGS("run", "--device", "testdev", "--iterations", "0"));
+    ck_assert_int_eq(r.status, 2);
+    run_cli(&r, NULL,
+            ARGS("run", "--device", "testdev", "--socket", "/x", "--pci", "0000:01:00.0"));
+    ck_assert_int_eq(r.status, 2);
+}
+END_TEST
+
+START_TEST(run_against_a_missing_socket_fails_with_one_line)
+{
+    run_cli(&r, NULL, ARGS("run", "--device", "testdev", "--socket", "/nonexistent/dev.sock"));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_msg(strstr(r.err, "npuvfio run: ") == r.err, "%s", r.err);
+}
+END_TEST
+
+START_TEST(list_help_names_the_known_npus_from_the_device_table)
+{
+    run_cli(&r, NULL, ARGS("list", "--help"));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "testdev   1234:4e50") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "edgetpu   1ac1:089a") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "aicore    19e5:d100,19e5:d801") != NULL, "%s", r.out);
+}
+END_TEST
+
+/* ---- sim: one server per socket path ---- */
+
+static void sim_path(char *path, size_t len, const char *tag)
+{
+    snprintf(path, len, "/tmp/npv-cli-sim-%s-%d.sock", tag, (int)getpid());
+    unlink(path);
+}
+
+static int unix_socket_at(const char *path, bool do_listen)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    ck_assert_int_ge(s, 0);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    if (do_listen)
+        ck_assert_int_eq(listen(s, 4), 0);
+    return s;
+}
+
+START_TEST(sim_refuses_a_path_another_server_listens_on)
+{
+    char path[108];
+    sim_path(path, sizeof(path), "live");
+    int other = unix_socket_at(path, true);
+    struct stat before, after;
+    ck_assert_int_eq(lstat(path, &before), 0);
+    run_cli(&r, NULL, ARGS("sim", "--device", "testdev", "--socket", path));
+    ck_assert_int_eq(r.status, 1);
+    char want[160];
+    snprintf(want, sizeof(want), "another server is listening on %s", path);
+    ck_assert_msg(strstr(r.err, want) != NULL, "stderr: %s", r.err);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    /* The other server's socket is untouched. */
+    ck_assert_int_eq(lstat(path, &after), 0);
+    ck_assert_uint_eq(after.st_ino, before.st_ino);
+    close(other);
+    unlink(path);
+}
+END_TEST
+
+struct sim_run {
+    const char *path;
+    struct cli_result res;
+};
+
+static void *run_sim_once(void *arg)
+{
+    struct sim_run *s = arg;
+    run_cli(&s->res, NULL, ARGS("sim", "--device", "testdev", "--socket", s->path, "--once"));
+    return NULL;
+}
+
+static bool connects(const char *path)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    bool ok = connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(s);
+    return ok;
+}
+
+START_TEST(sim_replaces_a_stale_socket_and_removes_it_on_exit)
+{
+    char path[108];
+    sim_path(path, sizeof(path), "stale");
+    close(unix_socket_at(path, false)); /* a server that died left its socket */
+    static struct sim_run s;
+    s.path = path;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, run_sim_once, &s), 0);
+    /* The first connection that succeeds is the sim's (--once: it exits when we leave). */
+    for (int i = 0; !connects(path); i++) {
+        ck_assert_msg(i < 30000, "sim never took the path");
+        usleep(1000);
+    }
+    pthread_join(t, NULL);
+    ck_assert_msg(s.res.status == 0, "status %d, stderr: %s", s.res.status, s.res.err);
+    ck_assert_ptr_nonnull(strstr(s.res.err, "listening on"));
+    struct stat st;
+    ck_assert_int_ne(lstat(path, &st), 0);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -636,6 +766,20 @@ static Suite *cli_suite(void)
     tcase_add_test(h, hugepages_without_count_reports_pool);
     tcase_add_test(h, hugepages_missing_pool_and_bad_args);
     suite_add_tcase(s, h);
+
+    TCase *run = tcase_create("run");
+    tcase_add_checked_fixture(run, setup, teardown);
+    tcase_add_test(run, run_testdev_checks_every_result_and_prints_percentiles);
+    tcase_add_test(run, run_edgetpu_checks_every_output_of_the_sample_network);
+    tcase_add_test(run, run_json_is_one_document);
+    tcase_add_test(run, run_refuses_devices_without_a_sample_and_bad_arguments);
+    tcase_add_test(run, run_against_a_missing_socket_fails_with_one_line);
+    tcase_add_test(run, list_help_names_the_known_npus_from_the_device_table);
+    suite_add_tcase(s, run);
+    TCase *sim = tcase_create("sim");
+    tcase_add_test(sim, sim_refuses_a_path_another_server_listens_on);
+    tcase_add_test(sim, sim_replaces_a_stale_socket_and_removes_it_on_exit);
+    suite_add_tcase(s, sim);
     return s;
 }
 

@@ -81,17 +81,6 @@ START_TEST(addr_format_is_canonical)
 }
 END_TEST
 
-START_TEST(known_npu_table)
-{
-    ck_assert_str_eq(npv_pci_known_npu(0x1ac1, 0x089a), "edgetpu");
-    ck_assert_str_eq(npv_pci_known_npu(0x1234, 0x4e50), "testdev");
-    ck_assert_str_eq(npv_pci_known_npu(0x19e5, 0xd100), "aicore");
-    ck_assert_str_eq(npv_pci_known_npu(0x19e5, 0xd801), "aicore");
-    ck_assert_ptr_null(npv_pci_known_npu(0x8086, 0x10d3));
-    ck_assert_ptr_null(npv_pci_known_npu(0x1234, 0x1111));
-}
-END_TEST
-
 START_TEST(hugepage_size_parse_forms)
 {
     uint64_t b;
@@ -117,7 +106,6 @@ int main(void)
     tcase_add_test(t, addr_parse_accepts_vmd_domains);
     tcase_add_test(t, addr_parse_rejects_malformed);
     tcase_add_test(t, addr_format_is_canonical);
-    tcase_add_test(t, known_npu_table);
     tcase_add_test(t, hugepage_size_parse_forms);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);

@@ -215,6 +215,49 @@ START_TEST(failed_replay_restores_the_old_domains_mappings)
 }
 END_TEST
 
+/*
+ * dev.h: the device holds its domain, so the caller may put the domain first.
+ * A domain-owned sink (as an iommufd IOAS) shows when the domain is freed:
+ * its release runs at the device's close, not at the caller's put.
+ */
+START_TEST(domain_put_before_device_close_lives_until_the_close)
+{
+    struct npv_domain *d;
+    struct fake_sink owned;
+    ck_assert_int_eq(npv_domain_new(ctx, NULL, &d), 0);
+    fake_sink_init(&owned, -1);
+    owned.sink.ops = &fake_sink_ops_owned;
+    ck_assert_int_eq(npv_domain_add_sink(d, &owned.sink), 0);
+    struct npv_dev *dev = open_fake(d);
+    npv_domain_put(d);
+    ck_assert_uint_eq(owned.release_calls, 0);
+    /* Still the device's, whole: a mapping made now reaches both IOMMUs (ASan: no use after free).
+     */
+    ck_assert_ptr_eq(npv_dev_domain(dev), d);
+    struct npv_dma *buf = map_at(npv_dev_domain(dev), 0x400000);
+    ck_assert_ptr_nonnull(fake_sink_find(&fk.fs, 0x400000));
+    ck_assert_ptr_nonnull(fake_sink_find(&owned, 0x400000));
+    npv_dma_free(buf);
+    ck_assert_uint_eq(npv_domain_mapping_count(d), 0);
+    npv_dev_close(dev);
+    ck_assert_uint_eq(owned.release_calls, 1);
+    ck_assert_uint_eq(fk.fs.nr_live, 0);
+}
+END_TEST
+
+/* dev.h: a transport that cannot report IOMMU faults says so, never "no faults". */
+START_TEST(faults_are_eopnotsupp_where_the_transport_cannot_report_them)
+{
+    struct npv_dev *dev = open_fake(a);
+    struct npv_dev_fault f[4];
+    ck_assert_int_eq(npv_dev_fault_fd(dev), -EOPNOTSUPP);
+    ck_assert_int_eq(npv_dev_read_faults(dev, f, 4), -EOPNOTSUPP);
+    ck_assert_int_eq(npv_dev_read_faults(dev, NULL, 4), -EINVAL);
+    ck_assert_int_eq(npv_dev_fault_fd(NULL), -EINVAL);
+    npv_dev_close(dev);
+}
+END_TEST
+
 static int hook_calls;
 static int count_hook(struct npv_dev *dev, void *arg)
 {
@@ -271,6 +314,8 @@ static Suite *suite(void)
     tcase_add_test(tc, failed_attach_keeps_the_old_domain);
     tcase_add_test(tc, moving_the_private_iommu_replays_only_the_new_domain);
     tcase_add_test(tc, failed_replay_restores_the_old_domains_mappings);
+    tcase_add_test(tc, domain_put_before_device_close_lives_until_the_close);
+    tcase_add_test(tc, faults_are_eopnotsupp_where_the_transport_cannot_report_them);
     tcase_add_test(tc, reset_prefers_the_transport_then_the_hook);
     tcase_add_test(tc, device_info_reads_identity_from_config_space);
     suite_add_tcase(s, tc);

@@ -2,7 +2,8 @@
 /*
  * libFuzzer harness: the JSON capabilities parser of vfio-user VERSION.
  * Any input must parse or be refused without reading out of bounds; what
- * parses must survive a format/parse round trip unchanged.
+ * parses must survive a format/parse round trip unchanged, keys present
+ * (what a VERSION reply may name) included.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (n < 0 || npv_vu_caps_parse(out, (size_t)n, &d) != 0 || c.max_msg_fds != d.max_msg_fds ||
             c.max_data_xfer_size != d.max_data_xfer_size || c.max_dma_maps != d.max_dma_maps ||
             c.pgsizes != d.pgsizes || c.write_multiple != d.write_multiple ||
-            c.twin_socket != d.twin_socket)
+            c.twin_socket != d.twin_socket || c.present != d.present ||
+            ((c.present & NPV_VU_CAP_TWIN_FD_INDEX) && c.twin_fd_index != d.twin_fd_index))
             abort();
     }
     free(buf);

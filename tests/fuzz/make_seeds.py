@@ -29,6 +29,19 @@ UNMASK = msg(17, 8, struct.pack("<IIIII", 20, 0x1 | 0x10, 2, 0, 2))
 DISABLE = msg(18, 8, struct.pack("<IIIII", 20, 0x1 | 0x20, 2, 0, 0))
 RESET = msg(19, 13)
 REPLY = struct.pack("<HHIII", 7, 11, 16, 1, 0)
+TWIN_VERSION = msg(1, 1, struct.pack("<HH", 0, 0)
+                   + b'{"capabilities":{"max_msg_fds":8,"twin_socket":{"supported":true}}}\0')
+UNMAP_ALL = msg(20, 3, struct.pack("<IIQQ", 24, 2, 0, 0))
+FEATURE = msg(21, 16, struct.pack("<II", 16, 0) + bytes(8))
+
+
+def reply(mid, cmd, body=b"", err=None):
+    flags = 1 | (0x20 if err is not None else 0)
+    return struct.pack("<HHIII", mid, cmd, 16 + len(body), flags, err or 0) + body
+
+
+def command(mid, cmd, body=b""):
+    return struct.pack("<HHIII", mid, cmd, 16 + len(body), 0, 0) + body
 
 dispatch = {
     "handshake": b"\0" + VERSION + INFO,
@@ -38,6 +51,26 @@ dispatch = {
     "irqs": b"\0" + VERSION + IRQINFO + MASK + TRIGGER + UNMASK + DISABLE + RESET,
     "preversioned": b"\1" + MAP + RINFO0 + BARREAD + REPLY + RESET,
     "bad_major": b"\0" + msg(1, 1, struct.pack("<HH", 1, 0)),
+    "twin": b"\0" + TWIN_VERSION + MAP + UNMAP_ALL + FEATURE + BARREAD,
+}
+# Server side of the twin socket: byte 0 = command and length, then the client's replies.
+vus_twin = {
+    "read_ok": b"\0" + reply(0, 11, struct.pack("<QQ", 0x100000, 1) + b"\x42"),
+    "write_ok": b"\1" + reply(0, 12, struct.pack("<QQ", 0x100000, 1)),
+    "write_short_reply": b"\1" + reply(0, 12, struct.pack("<QI", 0x100000, 1)),
+    "error_with_body": b"\0" + reply(0, 11, struct.pack("<QQ", 0x100000, 1) + b"\0", err=14),
+    "wrong_id": b"\0" + reply(1, 11, struct.pack("<QQ", 0x100000, 1) + b"\x42"),
+    "command": b"\2" + command(0, 11, struct.pack("<QQ", 0x100000, 129)),
+}
+# Client side of the twin socket: the server's DMA commands.
+client_twin = {
+    "read_write": command(1, 11, struct.pack("<QQ", 0x100000, 16))
+    + command(2, 12, struct.pack("<QQ", 0x100ff8, 8) + bytes(range(8))),
+    "read_only_write": command(3, 12, struct.pack("<QQ", 0x200000, 4) + b"abcd")
+    + command(4, 11, struct.pack("<QQ", 0x200ffc, 8)),
+    "no_reply_and_unknown": struct.pack("<HHIII", 5, 11, 32, 0x10, 0)
+    + struct.pack("<QQ", 0x100000, 4) + command(6, 3),
+    "reply_on_twin": reply(7, 9),
 }
 caps = {
     "full": b'{"capabilities":{"max_msg_fds":8,"max_data_xfer_size":1048576,'
@@ -47,7 +80,8 @@ caps = {
     "nested_unknown": b'{"x":[1,2.5e3,{"y":null}],"capabilities":{"z":"s\\u00e9"}}',
 }
 
-for name, corpus in (("fuzz_vus_dispatch", dispatch), ("fuzz_vu_caps", caps)):
+for name, corpus in (("fuzz_vus_dispatch", dispatch), ("fuzz_vu_caps", caps),
+                     ("fuzz_vus_twin", vus_twin), ("fuzz_client_twin", client_twin)):
     d = os.path.join("corpus", name)
     os.makedirs(d, exist_ok=True)
     for k, v in corpus.items():

@@ -27,7 +27,17 @@ static int fake_read(struct npv_dev *dev, uint32_t index, uint64_t off, void *bu
     return 0;
 }
 
-static const struct npv_dev_ops fake_ops = {.region_read = fake_read};
+/* A PCI function with a config space: the walk runs only on those. */
+static int fake_info(struct npv_dev *dev, struct npv_dev_info *info)
+{
+    (void)dev;
+    memset(info, 0, sizeof(*info));
+    info->flags = NPV_DEV_FLAG_PCI;
+    info->num_regions = NPV_PCI_CONFIG_REGION + 2;
+    return 0;
+}
+
+static const struct npv_dev_ops fake_ops = {.get_info = fake_info, .region_read = fake_read};
 
 static struct npv_ctx *ctx;
 static struct npv_dev *dev;

@@ -3,7 +3,8 @@
  * npv_dev_open_pci's checks and backend choice against a fake sysfs tree, on
  * a machine without /dev/vfio: what the caller hears before any VFIO ioctl
  * (bad address, missing or host-bound function, a non-viable group naming its
- * blockers, a backend the kernel lacks), and that no fd leaks on those paths.
+ * blockers, a backend the kernel lacks: -NPV_ENOBACKEND), and that no fd
+ * leaks on those paths.
  * The ioctl paths themselves run in the VM suite (tests/vm).
  */
 #include <check.h>
@@ -19,6 +20,7 @@
 #include <npuvfio/dev.h>
 #include <npuvfio/domain.h>
 #include "npv_config.h"
+#include "npv_test.h"
 #include "vfio_device_internal.h"
 
 static char root[256];
@@ -189,13 +191,14 @@ START_TEST(legacy_open_names_blockers_of_non_viable_group)
 }
 END_TEST
 
+/*
+ * The cases below depend on which /dev nodes this host has, so each sits in
+ * a case group with its precondition (see main): a host without the
+ * precondition shows the group as skipped in ctest, never as passed.
+ */
+
 START_TEST(iommufd_open_names_blockers_of_non_viable_group)
 {
-    if (!NPV_HAVE_IOMMUFD || !exists("/dev/iommu")) {
-        printf("iommufd_open_names_blockers_of_non_viable_group: SKIPPED: %s\n",
-               NPV_HAVE_IOMMUFD ? "no /dev/iommu here" : "built without iommufd");
-        return;
-    }
     function("0000:00:03.0", "vfio-pci");
     function("0000:00:03.1", "e1000e");
     npv_ctx_set_iommu_backend(ctx, NPV_IOMMU_IOMMUFD);
@@ -203,47 +206,34 @@ START_TEST(iommufd_open_names_blockers_of_non_viable_group)
 }
 END_TEST
 
-START_TEST(forced_iommufd_without_kernel_support_says_why)
+/* A device that exists with a backend that does not: not -ENODEV, which means no device. */
+START_TEST(forced_iommufd_without_kernel_support_is_enobackend)
 {
-    if (NPV_HAVE_IOMMUFD && exists("/dev/iommu")) {
-        printf("forced_iommufd_without_kernel_support_says_why: SKIPPED: /dev/iommu exists\n");
-        return;
-    }
     function("0000:00:03.0", "vfio-pci");
     npv_ctx_set_iommu_backend(ctx, NPV_IOMMU_IOMMUFD);
-    if (NPV_HAVE_IOMMUFD) {
-        ck_assert_int_eq(open_pci("0000:00:03.0"), -ENODEV);
+    ck_assert_int_eq(open_pci("0000:00:03.0"), -NPV_ENOBACKEND);
+    if (NPV_HAVE_IOMMUFD)
         ck_assert_ptr_nonnull(strstr(log_text, "no /dev/iommu"));
-    } else {
-        ck_assert_int_eq(open_pci("0000:00:03.0"), -ENOTSUP);
+    else
         ck_assert_ptr_nonnull(strstr(log_text, "no iommufd support"));
-    }
 }
 END_TEST
 
-START_TEST(forced_legacy_without_vfio_says_why)
+START_TEST(forced_legacy_without_vfio_container_is_enobackend)
 {
-    if (exists("/dev/vfio/vfio")) {
-        printf("forced_legacy_without_vfio_says_why: SKIPPED: /dev/vfio/vfio exists\n");
-        return;
-    }
     function("0000:00:03.0", "vfio-pci");
     npv_ctx_set_iommu_backend(ctx, NPV_IOMMU_LEGACY);
-    ck_assert_int_eq(open_pci("0000:00:03.0"), -ENODEV);
+    ck_assert_int_eq(open_pci("0000:00:03.0"), -NPV_ENOBACKEND);
     ck_assert_ptr_nonnull(strstr(log_text, "/dev/vfio/vfio"));
 }
 END_TEST
 
 START_TEST(auto_without_cdev_falls_back_to_legacy)
 {
-    if (exists("/dev/vfio/vfio")) {
-        printf("auto_without_cdev_falls_back_to_legacy: SKIPPED: /dev/vfio/vfio exists\n");
-        return;
-    }
     /* No vfio-dev/ directory: even with /dev/iommu the device has no cdev. */
     function("0000:00:03.0", "vfio-pci");
     npv_ctx_set_iommu_backend(ctx, NPV_IOMMU_AUTO);
-    ck_assert_int_eq(open_pci("0000:00:03.0"), -ENODEV);
+    ck_assert_int_eq(open_pci("0000:00:03.0"), -NPV_ENOBACKEND);
     ck_assert_ptr_nonnull(strstr(log_text, "/dev/vfio/vfio"));
 }
 END_TEST
@@ -262,31 +252,60 @@ START_TEST(cdev_name_comes_from_vfio_dev_directory)
 }
 END_TEST
 
-static Suite *suite(void)
+static void add_fake_sysfs_cases(TCase *tc)
 {
-    Suite *s = suite_create("kernel_vfio_pci_open");
-    TCase *tc = tcase_create("open");
-    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, open_pci_rejects_malformed_address);
     tcase_add_test(tc, open_pci_rejects_null_arguments);
     tcase_add_test(tc, open_pci_missing_function_is_enodev);
     tcase_add_test(tc, open_pci_function_on_host_driver_is_enodev);
     tcase_add_test(tc, open_pci_unbound_function_is_enodev);
     tcase_add_test(tc, legacy_open_names_blockers_of_non_viable_group);
-    tcase_add_test(tc, iommufd_open_names_blockers_of_non_viable_group);
-    tcase_add_test(tc, forced_iommufd_without_kernel_support_says_why);
-    tcase_add_test(tc, forced_legacy_without_vfio_says_why);
-    tcase_add_test(tc, auto_without_cdev_falls_back_to_legacy);
     tcase_add_test(tc, cdev_name_comes_from_vfio_dev_directory);
-    suite_add_tcase(s, tc);
-    return s;
 }
 
-int main(void)
+static const char *missing_iommufd(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    if (!NPV_HAVE_IOMMUFD)
+        return "built without iommufd";
+    return exists("/dev/iommu") ? NULL : "no /dev/iommu on this host";
+}
+
+static void add_host_with_iommufd_cases(TCase *tc)
+{
+    tcase_add_test(tc, iommufd_open_names_blockers_of_non_viable_group);
+}
+
+static const char *present_iommufd(void)
+{
+    return NPV_HAVE_IOMMUFD && exists("/dev/iommu") ? "this host has /dev/iommu" : NULL;
+}
+
+static void add_host_without_iommufd_cases(TCase *tc)
+{
+    tcase_add_test(tc, forced_iommufd_without_kernel_support_is_enobackend);
+}
+
+static const char *present_vfio_container(void)
+{
+    return exists("/dev/vfio/vfio") ? "this host has /dev/vfio/vfio" : NULL;
+}
+
+static void add_host_without_vfio_container_cases(TCase *tc)
+{
+    tcase_add_test(tc, forced_legacy_without_vfio_container_is_enobackend);
+    tcase_add_test(tc, auto_without_cdev_falls_back_to_legacy);
+}
+
+/* Group names are the ctest suffixes in tests/kernel/CMakeLists.txt. */
+static const struct npv_test_group groups[] = {
+    {NULL, NULL, add_fake_sysfs_cases},
+    {"host_with_iommufd", missing_iommufd, add_host_with_iommufd_cases},
+    {"host_without_iommufd", present_iommufd, add_host_without_iommufd_cases},
+    {"host_without_vfio_container", present_vfio_container, add_host_without_vfio_container_cases},
+};
+
+int main(int argc, char **argv)
+{
+    return npv_test_main_groups(argc, argv, "kernel_vfio_pci_open", groups,
+                                sizeof(groups) / sizeof(groups[0]), setup, teardown);
 }

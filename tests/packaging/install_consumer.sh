@@ -36,4 +36,13 @@ cmake -S "$src/tests/packaging/consumer" -B "$tmp/cbuild" -DCMAKE_PREFIX_PATH="$
 cmake --build "$tmp/cbuild" >/dev/null
 LD_LIBRARY_PATH=$libdir "$tmp/cbuild/consumer"
 "$tmp/cbuild/consumer_static"
+echo "== the installed testdev example, from the installed header and driver library"
+example=$(find "$prefix" -name testdev_minimal.c | head -n1)
+[ -n "$example" ] || { echo "FAIL: examples/testdev_minimal.c not installed with the docs"; exit 1; }
+pkg-config --exists npuvfio-testdev || { echo "FAIL: pkg-config does not find npuvfio-testdev.pc"; exit 1; }
+# shellcheck disable=SC2046,SC2086
+cc -std=gnu17 -Wall -Werror $extra -o "$tmp/testdev_minimal" "$example" \
+    $(pkg-config --cflags --libs npuvfio-testdev)
+LD_LIBRARY_PATH=$libdir "$src/tests/devices/run_example.sh" "$prefix/bin/npuvfio" testdev \
+    "$tmp/testdev_minimal"
 echo "PASS: installed library consumed through pkg-config and find_package"

@@ -2,6 +2,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_dev.h"
 
@@ -18,6 +19,8 @@ static int fake_reset(void *arg)
     d->hang = false;
     d->resync = true;
     __atomic_store_n((uint32_t *)(d->bar_mem + FAKE_DB_OFF), 0, __ATOMIC_RELAXED);
+    if (d->on_enable != NULL)
+        d->on_enable(d);
     return 0;
 }
 
@@ -26,7 +29,9 @@ void fake_dev_init(struct fake_dev *d, uint32_t entries, struct npv_ring_config 
     memset(d, 0, sizeof(*d));
     d->entries = entries;
     d->ring = aligned_alloc(4096, ((entries * sizeof(struct fake_desc)) + 4095) & ~4095ul);
-    d->status = aligned_alloc(64, sizeof(struct fake_status));
+    /* Its own 128-byte granule: the ring refuses a status block sharing one with descriptors. */
+    d->status = aligned_alloc(128, 128);
+    d->irq_fd = -1;
     d->bar_mem = aligned_alloc(4096, 4096);
     memset(d->ring, 0xa5, entries * sizeof(struct fake_desc));
     memset(d->status, 0, sizeof(*d->status));
@@ -59,9 +64,25 @@ void fake_dev_fini(struct fake_dev *d)
 {
     if (d->running)
         fake_dev_stop(d);
-    free(d->ring);
-    free(d->status);
+    if (!d->borrowed) {
+        free(d->ring);
+        free(d->status);
+    }
     free(d->bar_mem);
+}
+
+void fake_dev_use_memory(struct fake_dev *d, struct npv_ring_config *cfg, void *ring, void *status)
+{
+    if (!d->borrowed) {
+        free(d->ring);
+        free(d->status);
+    }
+    d->borrowed = true;
+    d->ring = ring;
+    d->status = status;
+    memset(d->status, 0, sizeof(*d->status));
+    cfg->desc_vaddr = ring;
+    cfg->status_vaddr = status;
 }
 
 uint32_t fake_dev_doorbell(const struct fake_dev *d)
@@ -92,8 +113,13 @@ uint32_t fake_dev_step(struct fake_dev *d, uint32_t max)
         d->consumed++;
         n++;
     }
-    if (n > 0)
+    if (n > 0) {
         __atomic_store_n(&d->status->head, d->consumed, __ATOMIC_RELEASE);
+        /* MSI after the status write, as a device raises it. */
+        uint64_t one = 1;
+        if (d->irq_fd >= 0)
+            (void)!write(d->irq_fd, &one, sizeof(one));
+    }
     return n;
 }
 

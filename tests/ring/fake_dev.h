@@ -52,6 +52,11 @@ struct fake_dev {
     bool resync;         /* after a reset: take the next seq as it comes */
     unsigned resets;
     int reset_rc; /* what the reset callback returns (then cleared to 0) */
+    /* Called by the reset callback once the device is enabled again (NULL: none). */
+    void (*on_enable)(struct fake_dev *d);
+    void *user;
+    int irq_fd;    /* >= 0: an eventfd written once per step that completed something */
+    bool borrowed; /* ring and status belong to the test (fake_dev_use_memory) */
     /* Thread mode. */
     pthread_t thread;
     bool stop;
@@ -61,6 +66,11 @@ struct fake_dev {
 /* Allocate memory for a ring of entries and fill a ring config (reset wired up). */
 void fake_dev_init(struct fake_dev *d, uint32_t entries, struct npv_ring_config *cfg);
 void fake_dev_fini(struct fake_dev *d);
+/*
+ * Run on the test's memory instead (e.g. npv_dma buffers, so the config can
+ * name them for cache maintenance); updates cfg.
+ */
+void fake_dev_use_memory(struct fake_dev *d, struct npv_ring_config *cfg, void *ring, void *status);
 /* The doorbell value the driver last wrote. */
 uint32_t fake_dev_doorbell(const struct fake_dev *d);
 /* Fetch and complete up to max announced descriptors; returns how many. */

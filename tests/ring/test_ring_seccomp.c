@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Polling mode makes no system call: N submit + poll round trips run under a
- * seccomp filter that kills the process on any system call but the two the
+ * Polling mode makes no system call: N submit + poll round trips, every job
+ * with a deadline armed (claiming and polling read the vDSO clock), run under
+ * a seccomp filter that kills the process on any system call but the two the
  * test needs to report back.
  *
  * The filter (BPF, installed with seccomp(SECCOMP_SET_MODE_FILTER) and no
@@ -103,7 +104,10 @@ static void child_run(int pipe_fd)
     struct npv_cpl cpl[1];
     for (uint32_t i = 0; i < ROUND_TRIPS; i++) {
         void *slot;
-        if (npv_ring_next(ring, i, &slot) < 0)
+        /* Every job has a deadline (the ring default, or its own): claiming reads the clock. */
+        int rc = i % 2 ? npv_ring_next_timed(ring, i, 10ull * 1000000000ull, &slot)
+                       : npv_ring_next(ring, i, &slot);
+        if (rc < 0)
             break;
         struct fake_desc *d = slot;
         d->seq = i;
@@ -111,7 +115,14 @@ static void child_run(int pipe_fd)
         d->payload = i;
         if (npv_ring_submit(ring) != 1)
             break;
-        int got = npv_ring_wait(ring, NPV_RING_WAIT_POLL, 1, 10ull * 1000000000ull, cpl, 1);
+        int got = 0;
+        if (i % 4 < 2) {
+            got = npv_ring_wait(ring, NPV_RING_WAIT_POLL, 1, 10ull * 1000000000ull, cpl, 1);
+        } else {
+            /* A caller's own poll loop: the engine checks deadlines in it (vDSO clock). */
+            for (uint64_t spins = 0; got == 0 && spins < (1ull << 32); spins++)
+                got = npv_ring_poll(ring, cpl, 1);
+        }
         if (got != 1 || cpl[0].cookie != i || cpl[0].status != 0)
             break;
         done++;

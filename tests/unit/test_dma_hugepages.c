@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/memfd.h>
+#include <sys/mman.h>
 #include <sys/vfs.h>
 
 #include <npuvfio/dma.h>
@@ -135,6 +137,55 @@ START_TEST(dma_hugepage_buffer_maps_at_2m_aligned_iova)
 }
 END_TEST
 
+/* Another allocator's hugepages, anonymous (no fd) or in a hugetlb memfd: 2 MiB-aligned IOVAs. */
+START_TEST(wrapped_hugepages_map_at_2m_aligned_iova)
+{
+    struct npv_domain *dom;
+    ck_assert_int_eq(npv_domain_new(ctx, NULL, &dom), 0);
+    struct fake_sink f;
+    fake_sink_init(&f, 1);
+    ck_assert_int_eq(npv_domain_add_sink(dom, &f.sink), 0);
+    /* A 4 KiB buffer first, so the next free IOVA is not 2 MiB-aligned by chance. */
+    struct npv_dma_opts small = {.page = NPV_DMA_PAGE_4K, .numa_node = -1};
+    struct npv_dma *s;
+    ck_assert_int_eq(npv_dma_alloc(ctx, 4096, &small, &s), 0);
+    ck_assert_int_eq(npv_dma_map(s, dom, NPV_DMA_RW, NULL), 0);
+
+    void *anon = mmap(NULL, 2 * MB, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    ck_assert_ptr_ne(anon, MAP_FAILED);
+    int fd = memfd_create("other-allocator", MFD_CLOEXEC | MFD_HUGETLB | MFD_HUGE_2MB);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 2 * MB), 0);
+    void *file = mmap(NULL, 2 * MB, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(file, MAP_FAILED);
+    struct npv_dma *a, *b;
+    ck_assert_int_eq(npv_dma_wrap(ctx, anon, 2 * MB, -1, 0, 0, &a), 0);
+    ck_assert_int_eq(npv_dma_wrap(ctx, file, 2 * MB, fd, 0, 0, &b), 0);
+    ck_assert_uint_eq(npv_dma_page_size(a), 2 * MB);
+    ck_assert_uint_eq(npv_dma_page_size(b), 2 * MB);
+    npv_iova_t ia, ib;
+    ck_assert_int_eq(npv_dma_map(a, dom, NPV_DMA_RW, &ia), 0);
+    ck_assert_int_eq(npv_dma_map(b, dom, NPV_DMA_RW, &ib), 0);
+    ck_assert_uint_eq(ia % (2 * MB), 0);
+    ck_assert_uint_eq(ib % (2 * MB), 0);
+    /* Half of a huge page cannot map as one: 4 KiB alignment then. */
+    struct npv_dma *half;
+    ck_assert_int_eq(npv_dma_wrap(ctx, anon, MB, -1, 0, 0, &half), 0);
+    ck_assert_uint_eq(npv_dma_page_size(half), 4096);
+    npv_dma_free(half);
+    npv_dma_free(a);
+    npv_dma_free(b);
+    npv_dma_free(s);
+    ck_assert_uint_eq(f.nr_live, 0);
+    munmap(file, 2 * MB);
+    munmap(anon, 2 * MB);
+    close(fd);
+    npv_domain_remove_sink(dom, &f.sink, true);
+    npv_domain_put(dom);
+}
+END_TEST
+
 static Suite *hugepage_suite(void)
 {
     Suite *s = suite_create("dma_hugepages");
@@ -143,6 +194,7 @@ static Suite *hugepage_suite(void)
     tcase_add_test(tc, dma_uses_2m_hugepages_when_reserved);
     tcase_add_test(tc, dma_auto_uses_2m_hugepages_from_1m_up);
     tcase_add_test(tc, dma_hugepage_buffer_maps_at_2m_aligned_iova);
+    tcase_add_test(tc, wrapped_hugepages_map_at_2m_aligned_iova);
     suite_add_tcase(s, tc);
     return s;
 }

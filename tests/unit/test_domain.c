@@ -10,6 +10,7 @@
 #include <npuvfio/domain.h>
 
 #include "ctx_internal.h"
+#include "dma_test_util.h"
 #include "domain_internal.h"
 #include "fake_sink.h"
 
@@ -129,6 +130,43 @@ START_TEST(domain_never_allocates_iova_zero)
     d = NULL;
     ck_assert_int_eq(npv_domain_new(ctx, &tiny, &d), -EINVAL);
     ck_assert_ptr_null(d);
+}
+END_TEST
+
+/* domain.h: an aperture may start at 0; the usable space then starts after the guard page. */
+START_TEST(domain_aperture_may_start_at_zero)
+{
+    struct npv_domain *d;
+    struct npv_iova_range r[2];
+    struct npv_domain_opts o = {.aperture_start = 0, .aperture_last = 0xffff};
+    ck_assert_int_eq(npv_domain_new(ctx, &o, &d), 0);
+    ck_assert_int_eq(npv_domain_iova_ranges(d, r, 2), 1);
+    ck_assert_uint_eq(r[0].start, NPV_DOMAIN_IOVA_ZERO_GUARD);
+    ck_assert_uint_eq(r[0].last, 0xffff);
+    struct npv_mapping at0 = mapping(0x20000000, PG);
+    at0.iova = 0;
+    ck_assert_int_eq(npv_domain_map_at(d, &at0), -ERANGE);
+    struct npv_mapping first = mapping(0x20000000, PG);
+    first.iova = NPV_DOMAIN_IOVA_ZERO_GUARD;
+    ck_assert_int_eq(npv_domain_map_at(d, &first), 0);
+    ck_assert_int_eq(npv_domain_unmap(d, first.iova), 0);
+    npv_domain_put(d);
+
+    /* Starting inside the guard page: the usable space still starts after it. */
+    o = (struct npv_domain_opts){.aperture_start = 0x800, .aperture_last = 0x1fff};
+    ck_assert_int_eq(npv_domain_new(ctx, &o, &d), 0);
+    ck_assert_int_eq(npv_domain_iova_ranges(d, r, 2), 1);
+    ck_assert_uint_eq(r[0].start, NPV_DOMAIN_IOVA_ZERO_GUARD);
+    ck_assert_uint_eq(r[0].last, 0x1fff);
+    npv_domain_put(d);
+
+    /* From 0 with aperture_last 0: the whole 64-bit space but the guard. */
+    o = (struct npv_domain_opts){.aperture_start = 0, .aperture_last = 0};
+    ck_assert_int_eq(npv_domain_new(ctx, &o, &d), 0);
+    ck_assert_int_eq(npv_domain_iova_ranges(d, r, 2), 1);
+    ck_assert_uint_eq(r[0].start, NPV_DOMAIN_IOVA_ZERO_GUARD);
+    ck_assert_uint_eq(r[0].last, UINT64_MAX);
+    npv_domain_put(d);
 }
 END_TEST
 
@@ -270,23 +308,172 @@ START_TEST(domain_add_sink_failing_on_nth_replay_undoes_and_is_not_added)
 }
 END_TEST
 
-START_TEST(domain_unmap_failing_in_a_sink_still_forgets_the_mapping)
+/* A domain with room for exactly one page above the zero guard: a reused IOVA cannot hide. */
+static struct npv_domain *one_page_domain(void)
 {
+    struct npv_domain_opts o = {.aperture_start = 0, .aperture_last = 2 * PG - 1};
+    struct npv_domain *d = NULL;
+    ck_assert_int_eq(npv_domain_new(ctx, &o, &d), 0);
+    return d;
+}
+
+START_TEST(domain_unmap_failing_in_a_sink_quarantines_its_iova)
+{
+    static struct log_capture logs;
+    npv_ctx_set_log_sink(ctx, capture_log, &logs);
+    struct npv_domain *d = one_page_domain();
     struct fake_sink ok, bad;
     fake_sink_init(&ok, 1);
     fake_sink_init(&bad, 1);
-    ck_assert_int_eq(npv_domain_add_sink(dom, &bad.sink), 0);
-    ck_assert_int_eq(npv_domain_add_sink(dom, &ok.sink), 0);
+    ck_assert_int_eq(npv_domain_add_sink(d, &bad.sink), 0);
+    ck_assert_int_eq(npv_domain_add_sink(d, &ok.sink), 0);
+    struct npv_mapping m = mapping(0x10000000, PG);
+    ck_assert_int_eq(npv_domain_map(d, &m, PG), 0);
+    bad.fail_unmaps = true;
+    /* The error is reported and logged; the other sink is unmapped; the journal forgets it. */
+    ck_assert_int_eq(npv_domain_unmap(d, m.iova), -EIO);
+    ck_assert_uint_eq(ok.nr_live, 0);
+    ck_assert_ptr_nonnull(fake_sink_find(&bad, m.iova));
+    ck_assert_uint_eq(npv_domain_mapping_count(d), 0);
+    ck_assert_ptr_nonnull(strstr(logs.last_error, "quarantined"));
+    uint64_t bytes = 0;
+    ck_assert_uint_eq(npv_domain_quarantined(d, &bytes), 1);
+    ck_assert_uint_eq(bytes, PG);
+    /* `bad` may still translate the IOVA: it is handed out to no one. */
+    struct npv_mapping other = mapping(0x20000000, PG);
+    ck_assert_int_eq(npv_domain_map(d, &other, PG), -ENOSPC);
+    other.iova = m.iova;
+    ck_assert_int_eq(npv_domain_map_at(d, &other), -EBUSY);
+    ck_assert_uint_eq(ok.nr_live, 0);
+    /* A retry that fails again keeps it; one that succeeds releases it. */
+    ck_assert_int_eq(npv_domain_unmap(d, m.iova), -EIO);
+    ck_assert_uint_eq(npv_domain_quarantined(d, NULL), 1);
+    unsigned ok_unmaps = ok.unmap_calls;
+    bad.fail_unmaps = false;
+    ck_assert_int_eq(npv_domain_unmap(d, m.iova), 0);
+    ck_assert_uint_eq(ok.unmap_calls, ok_unmaps); /* only the holder is asked again */
+    ck_assert_ptr_null(fake_sink_find(&bad, m.iova));
+    ck_assert_uint_eq(npv_domain_quarantined(d, &bytes), 0);
+    ck_assert_uint_eq(bytes, 0);
+    ck_assert_int_eq(npv_domain_unmap(d, m.iova), -ENOENT);
+    ck_assert_int_eq(npv_domain_map(d, &other, PG), 0);
+    ck_assert_uint_eq(other.iova, m.iova);
+    ck_assert_int_eq(npv_domain_unmap(d, other.iova), 0);
+    npv_domain_remove_sink(d, &ok.sink, true);
+    npv_domain_remove_sink(d, &bad.sink, true);
+    npv_domain_put(d);
+}
+END_TEST
+
+START_TEST(domain_quarantine_ends_when_the_holding_sink_leaves)
+{
+    struct npv_domain *d = one_page_domain();
+    struct fake_sink ok, bad;
+    fake_sink_init(&ok, 1);
+    fake_sink_init(&bad, 1);
+    ck_assert_int_eq(npv_domain_add_sink(d, &bad.sink), 0);
+    ck_assert_int_eq(npv_domain_add_sink(d, &ok.sink), 0);
+    struct npv_mapping m = mapping(0x10000000, PG);
+    ck_assert_int_eq(npv_domain_map(d, &m, PG), 0);
+    bad.fail_unmaps = true;
+    ck_assert_int_eq(npv_domain_unmap(d, m.iova), -EIO);
+    /* Another sink leaving changes nothing. */
+    npv_domain_remove_sink(d, &ok.sink, true);
+    ck_assert_uint_eq(npv_domain_quarantined(d, NULL), 1);
+    /* The holder leaving (its device closed or moved): it translates nothing here now. */
+    npv_domain_remove_sink(d, &bad.sink, false);
+    ck_assert_uint_eq(npv_domain_quarantined(d, NULL), 0);
+    struct npv_mapping again = mapping(0x20000000, PG);
+    ck_assert_int_eq(npv_domain_map(d, &again, PG), 0);
+    ck_assert_uint_eq(again.iova, m.iova);
+    ck_assert_int_eq(npv_domain_unmap(d, again.iova), 0);
+    npv_domain_put(d);
+}
+END_TEST
+
+START_TEST(domain_map_rollback_reports_a_failing_unmap_and_quarantines)
+{
+    static struct log_capture logs;
+    npv_ctx_set_log_sink(ctx, capture_log, &logs);
+    struct npv_domain *d = one_page_domain();
+    struct fake_sink took, refuses;
+    fake_sink_init(&took, 1);
+    fake_sink_init(&refuses, 1);
+    /* Pushed newest first: `took` maps, `refuses` fails, `took` must undo and cannot. */
+    ck_assert_int_eq(npv_domain_add_sink(d, &refuses.sink), 0);
+    ck_assert_int_eq(npv_domain_add_sink(d, &took.sink), 0);
+    refuses.fail_map_at = 1;
+    refuses.fail_err = -EFAULT;
+    took.fail_unmaps = true;
+    struct npv_mapping m = mapping(0x10000000, PG);
+    ck_assert_int_eq(npv_domain_map(d, &m, PG), -EFAULT);
+    ck_assert_uint_eq(took.unmap_calls, 1);
+    ck_assert_ptr_nonnull(fake_sink_find(&took, m.iova));
+    ck_assert_uint_eq(npv_domain_mapping_count(d), 0);
+    /* The undo's failure is logged, not swallowed, and its IOVA is not handed out. */
+    ck_assert_ptr_nonnull(strstr(logs.last_error, "undoing"));
+    ck_assert_ptr_nonnull(strstr(logs.last_error, "quarantined"));
+    ck_assert_uint_eq(npv_domain_quarantined(d, NULL), 1);
+    struct npv_mapping next = mapping(0x20000000, PG);
+    ck_assert_int_eq(npv_domain_map(d, &next, PG), -ENOSPC);
+    /* A retried unmap releases it. */
+    took.fail_unmaps = false;
+    ck_assert_int_eq(npv_domain_unmap(d, m.iova), 0);
+    ck_assert_uint_eq(npv_domain_quarantined(d, NULL), 0);
+    ck_assert_int_eq(npv_domain_map(d, &next, PG), 0);
+    ck_assert_int_eq(npv_domain_unmap(d, next.iova), 0);
+    npv_domain_remove_sink(d, &took.sink, true);
+    npv_domain_remove_sink(d, &refuses.sink, true);
+    npv_domain_put(d);
+}
+END_TEST
+
+START_TEST(domain_unmap_with_a_sink_saying_enoent_quarantines_nothing)
+{
+    struct fake_sink f;
+    fake_sink_init(&f, 1);
+    ck_assert_int_eq(npv_domain_add_sink(dom, &f.sink), 0);
     struct npv_mapping m = mapping(0x10000000, PG);
     ck_assert_int_eq(npv_domain_map(dom, &m, PG), 0);
-    bad.fail_unmaps = true;
-    /* The error is reported, the other sink is still unmapped and the journal forgets it. */
-    ck_assert_int_eq(npv_domain_unmap(dom, m.iova), -EIO);
-    ck_assert_uint_eq(ok.nr_live, 0);
-    ck_assert_uint_eq(npv_domain_mapping_count(dom), 0);
+    /* The IOMMU lost it already: disagreement is reported, but nothing translates the IOVA. */
+    f.nr_live = 0;
     ck_assert_int_eq(npv_domain_unmap(dom, m.iova), -ENOENT);
-    npv_domain_remove_sink(dom, &ok.sink, true);
-    npv_domain_remove_sink(dom, &bad.sink, false);
+    ck_assert_uint_eq(npv_domain_quarantined(dom, NULL), 0);
+    npv_domain_remove_sink(dom, &f.sink, true);
+}
+END_TEST
+
+START_TEST(domain_refuses_memory_without_fd_where_a_sink_needs_one)
+{
+    static struct log_capture logs;
+    npv_ctx_set_log_sink(ctx, capture_log, &logs);
+    struct fake_sink kernel, server;
+    fake_sink_init(&kernel, 1);
+    fake_sink_init(&server, -1);
+    server.sink.ops = &fake_sink_ops_other;
+    server.sink.shares_by_fd = true;
+    ck_assert_int_eq(npv_domain_add_sink(dom, &kernel.sink), 0);
+    struct npv_mapping anon = mapping(0x10000000, PG); /* fd -1 */
+    ck_assert_int_eq(npv_domain_map(dom, &anon, PG), 0);
+    /* A server cannot join while the domain maps memory it could not reach. */
+    ck_assert_int_eq(npv_domain_add_sink(dom, &server.sink), -NPV_ENOTSHARED);
+    ck_assert_ptr_nonnull(strstr(logs.last_error, "anonymous"));
+    ck_assert_uint_eq(server.map_calls, 0);
+    ck_assert_int_eq(npv_domain_unmap(dom, anon.iova), 0);
+    ck_assert_int_eq(npv_domain_add_sink(dom, &server.sink), 0);
+    /* And with it joined, such a map is refused before any sink sees it. */
+    logs.last_error[0] = '\0';
+    ck_assert_int_eq(npv_domain_map(dom, &anon, PG), -NPV_ENOTSHARED);
+    ck_assert_ptr_nonnull(strstr(logs.last_error, "anonymous"));
+    ck_assert_uint_eq(kernel.nr_live, 0);
+    ck_assert_uint_eq(npv_domain_mapping_count(dom), 0);
+    struct npv_mapping shared = mapping(0x20000000, PG);
+    shared.fd = 0; /* any descriptor: the fakes never read it */
+    ck_assert_int_eq(npv_domain_map(dom, &shared, PG), 0);
+    ck_assert_uint_eq(server.nr_live, 1);
+    ck_assert_int_eq(npv_domain_unmap(dom, shared.iova), 0);
+    npv_domain_remove_sink(dom, &server.sink, true);
+    npv_domain_remove_sink(dom, &kernel.sink, true);
 }
 END_TEST
 
@@ -759,13 +946,18 @@ static Suite *domain_suite(void)
     tcase_add_test(tc, domain_get_keeps_it_alive_until_the_last_put);
     tcase_add_test(tc, domain_new_rejects_inverted_aperture);
     tcase_add_test(tc, domain_allocates_inside_a_32_bit_aperture_until_full);
+    tcase_add_test(tc, domain_aperture_may_start_at_zero);
     tcase_add_test(tc, domain_never_allocates_iova_zero);
     tcase_add_test(tc, domain_map_pushes_to_every_sink);
     tcase_add_test(tc, domain_add_sink_replays_the_journal);
     tcase_add_test(tc, domain_remove_sink_unmaps_the_journal_from_it);
     tcase_add_test(tc, domain_sink_failing_midway_leaves_nothing_mapped);
     tcase_add_test(tc, domain_add_sink_failing_on_nth_replay_undoes_and_is_not_added);
-    tcase_add_test(tc, domain_unmap_failing_in_a_sink_still_forgets_the_mapping);
+    tcase_add_test(tc, domain_unmap_failing_in_a_sink_quarantines_its_iova);
+    tcase_add_test(tc, domain_quarantine_ends_when_the_holding_sink_leaves);
+    tcase_add_test(tc, domain_map_rollback_reports_a_failing_unmap_and_quarantines);
+    tcase_add_test(tc, domain_unmap_with_a_sink_saying_enoent_quarantines_nothing);
+    tcase_add_test(tc, domain_refuses_memory_without_fd_where_a_sink_needs_one);
     tcase_add_test(tc, domain_translates_both_ways);
     tcase_add_test(tc, domain_refuses_overlapping_host_ranges);
     tcase_add_test(tc, domain_map_at_checks_overlap_and_range);

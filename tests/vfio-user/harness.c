@@ -19,6 +19,7 @@
 #include <npuvfio/ctx.h>
 
 #include "model.h"
+#include "vfio_user_server_internal.h"
 
 static void nap_ms(unsigned ms)
 {
@@ -98,6 +99,54 @@ void vu_serve_testdev(const char *path, void *arg)
         fprintf(stderr, "testdev server: %s\n", npv_strerror(r));
 }
 
+void vu_serve_testdev_single_socket(const char *path, void *arg)
+{
+    (void)arg;
+    struct npv_ctx *ctx;
+    struct npv_testdev_model *td;
+    if (npv_ctx_new(&ctx) < 0 || npv_testdev_model_new(ctx, &td) < 0)
+        _exit(2);
+    struct npv_vus *srv = npv_testdev_model_server(td);
+    srv->cfg.single_socket = true;
+    int r = npv_vus_listen(srv, path);
+    if (r == 0)
+        r = npv_vus_run(srv, false);
+    if (r < 0)
+        fprintf(stderr, "testdev server: %s\n", npv_strerror(r));
+    npv_testdev_model_free(td);
+    npv_ctx_free(ctx);
+}
+
+int fake_twin_sock = -1;
+
+/* The fake's VERSION reply, with the twin-socket claim f asks for. */
+static void fake_version(int sock, const struct vu_fake *f, const struct npv_vu_msg *m)
+{
+    char body[256];
+    struct npv_vu_version v = {.major = f->major, .minor = 0};
+    char xfer[48] = "";
+    if (f->max_data_xfer_size != 0)
+        snprintf(xfer, sizeof(xfer), ",\"max_data_xfer_size\":%u", f->max_data_xfer_size);
+    const char *twin =
+        f->twin == FAKE_TWIN_OFFER       ? ",\"twin_socket\":{\"supported\":true,\"fd_index\":0}"
+        : f->twin == FAKE_TWIN_NO_INDEX  ? ",\"twin_socket\":{\"supported\":true}"
+        : f->twin == FAKE_TWIN_BAD_INDEX ? ",\"twin_socket\":{\"supported\":true,\"fd_index\":3}"
+                                         : "";
+    memcpy(body, &v, sizeof(v));
+    int n = snprintf(body + sizeof(v), sizeof(body) - sizeof(v),
+                     "{\"capabilities\":{\"max_msg_fds\":8%s%s}}", xfer, twin);
+    int pair[2] = {-1, -1};
+    if (f->twin != FAKE_TWIN_NONE && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
+        _exit(4);
+    fake_reply_fds(sock, m, body, sizeof(v) + (size_t)n + 1, pair[1] >= 0 ? &pair[1] : NULL,
+                   pair[1] >= 0 ? 1 : 0);
+    if (pair[1] >= 0)
+        close(pair[1]);
+    if (fake_twin_sock >= 0)
+        close(fake_twin_sock);
+    fake_twin_sock = pair[0];
+}
+
 /* Bind under a temporary name and rename into place: the path exists only once it listens. */
 void vu_serve_fake(const char *path, void *arg)
 {
@@ -151,12 +200,7 @@ int fake_next(int sock, const struct vu_fake *f, struct npv_vu_msg *m)
         if (npv_vu_recv(sock, m, 1u << 22, NPV_VU_MAX_MSG_FDS, (int64_t)GENEROUS_NS) < 0)
             return -1;
         if (m->hdr.cmd == NPV_VU_CMD_VERSION) {
-            char body[64];
-            struct npv_vu_version v = {.major = f->major, .minor = 0};
-            const char json[] = "{\"capabilities\":{\"max_msg_fds\":8}}";
-            memcpy(body, &v, sizeof(v));
-            memcpy(body + sizeof(v), json, sizeof(json));
-            fake_reply(sock, m, body, sizeof(v) + sizeof(json));
+            fake_version(sock, f, m);
         } else if (m->hdr.cmd == NPV_VU_CMD_DEVICE_GET_INFO) {
             struct npv_vu_device_info di = {.argsz = sizeof(di), .num_regions = 9, .num_irqs = 5};
             fake_reply(sock, m, &di, sizeof(di));
@@ -193,7 +237,7 @@ int count_maps(void)
 
 /* ---- the test device ---- */
 
-static void td_connect(struct td *t, const char *path)
+void td_open(struct td *t, const char *path)
 {
     memset(t, 0, sizeof(*t));
     ck_assert_int_eq(npv_ctx_new(&t->ctx), 0);
@@ -208,74 +252,60 @@ static void td_connect(struct td *t, const char *path)
     int r = npv_dev_open_vfio_user(t->ctx, path, t->dom, &opts, &t->dev);
     ck_assert_msg(r == 0, "open: %s", npv_strerror(r));
     ck_assert_int_eq(npv_bar_map(t->dev, 0, &t->bar), 0);
-    ck_assert_int_eq(npv_dma_alloc(t->ctx, 4096, NULL, &t->ring), 0);
-    ck_assert_int_eq(npv_dma_alloc(t->ctx, 4096, NULL, &t->status), 0);
-}
-
-void td_open(struct td *t, const char *path)
-{
-    td_connect(t, path);
-    ck_assert_int_eq(npv_dma_map(t->ring, t->dom, NPV_DMA_RW, &t->ring_iova), 0);
-    ck_assert_int_eq(npv_dma_map(t->status, t->dom, NPV_DMA_RW, &t->status_iova), 0);
-}
-
-void td_open_at(struct td *t, const char *path, npv_iova_t ring_iova, npv_iova_t status_iova)
-{
-    td_connect(t, path);
-    t->ring_iova = ring_iova;
-    t->status_iova = status_iova;
-    ck_assert_int_eq(npv_dma_map_at(t->ring, t->dom, ring_iova, NPV_DMA_RW), 0);
-    ck_assert_int_eq(npv_dma_map_at(t->status, t->dom, status_iova, NPV_DMA_RW), 0);
 }
 
 void td_close(struct td *t)
 {
+    npv_testdev_close(t->drv);
     npv_bar_unmap(t->bar);
     npv_dev_close(t->dev);
-    npv_dma_free(t->ring);
-    npv_dma_free(t->status);
     npv_domain_put(t->dom);
     npv_ctx_free(t->ctx);
     memset(t, 0, sizeof(*t));
 }
 
-void td_enable(struct td *t, uint32_t extra_ctrl)
+void td_enable(struct td *t, bool irq)
 {
-    memset(npv_dma_vaddr(t->status), 0, 4096);
-    memset(npv_dma_vaddr(t->ring), 0, 4096);
-    t->tail = 0;
-    /* Enabling starts the engine only from disabled (a fault leaves CTRL.ENABLE set). */
-    npv_bar_write32(t->bar, TESTDEV_REG_CTRL, 0);
-    npv_bar_write64(t->bar, TESTDEV_REG_RING_BASE, t->ring_iova);
-    npv_bar_write32(t->bar, TESTDEV_REG_RING_ENTRIES, TD_ENTRIES);
-    npv_bar_write64(t->bar, TESTDEV_REG_STATUS_BASE, t->status_iova);
-    npv_bar_write32(t->bar, TESTDEV_REG_CTRL, TESTDEV_CTRL_ENABLE | extra_ctrl);
-    ck_assert_uint_eq(npv_bar_read32(t->bar, TESTDEV_REG_STATUS) & TESTDEV_STATUS_RUNNING,
-                      TESTDEV_STATUS_RUNNING);
-}
-
-void td_submit(struct td *t, const struct testdev_desc *d)
-{
-    struct testdev_desc *ring = npv_dma_vaddr(t->ring);
-    ring[t->tail % TD_ENTRIES] = *d;
-    t->tail++;
-    npv_bar_write32_release(t->bar, TESTDEV_REG_DOORBELL, t->tail);
-}
-
-const volatile struct testdev_status *td_status(struct td *t)
-{
-    return npv_dma_vaddr(t->status);
-}
-
-int td_wait(struct td *t, uint64_t timeout_ns)
-{
-    uint64_t deadline = mono_ns() + timeout_ns;
-    const struct testdev_status *st = npv_dma_vaddr(t->status);
-    for (;;) {
-        if (__atomic_load_n(&st->completed_head, __ATOMIC_ACQUIRE) == t->tail)
-            return 0;
-        if (mono_ns() >= deadline)
-            return -ETIMEDOUT;
-        nap_ms(1);
+    int r;
+    if (t->drv == NULL) {
+        struct npv_testdev_config cfg = {.entries = TD_ENTRIES, .irq = irq};
+        r = npv_testdev_open(t->dev, &cfg, &t->drv);
+        ck_assert_msg(r == 0, "testdev open: %s", npv_strerror(r));
+        t->ring = npv_testdev_ring(t->drv);
+    } else {
+        ck_assert_msg((npv_testdev_irq(t->drv) != NULL) == irq, "irq differs from the open");
+        r = npv_testdev_reset(t->drv);
+        ck_assert_msg(r == 0, "testdev reset: %s", npv_strerror(r));
+        /* Jobs the reset cancelled are not this test's news. */
+        struct npv_cpl c[TD_ENTRIES];
+        while (npv_ring_poll(t->ring, c, TD_ENTRIES) > 0)
+            ;
     }
+    ck_assert(td_state(t).running);
+}
+
+void td_submit(struct td *t, const struct npv_testdev_desc *d)
+{
+    ck_assert_int_eq(npv_ring_push(t->ring, d, 0), 0);
+    ck_assert_int_eq(npv_ring_submit(t->ring), 1);
+}
+
+int td_wait(struct td *t, uint64_t timeout_ns, struct npv_cpl *last)
+{
+    struct npv_cpl c[TD_ENTRIES];
+    unsigned n = npv_ring_in_flight(t->ring);
+    ck_assert_uint_gt(n, 0);
+    int got = npv_testdev_wait(t->drv, NPV_RING_WAIT_POLL, n, timeout_ns, c);
+    if (got == -ETIMEDOUT || (got >= 0 && (unsigned)got < n))
+        return -ETIMEDOUT;
+    ck_assert_msg(got == (int)n, "wait: %s", npv_strerror(got));
+    *last = c[n - 1];
+    return 0;
+}
+
+struct npv_testdev_state td_state(struct td *t)
+{
+    struct npv_testdev_state st;
+    ck_assert_int_eq(npv_testdev_state(t->drv, &st), 0);
+    return st;
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the vfio-user suites share: a device server in a child process (the
- * testdev model, or a scripted fake speaking raw protocol), and a small
- * driver for the test device's ring.
+ * testdev model, or a scripted fake speaking raw protocol), and the test
+ * device opened over vfio-user and driven by its driver (libnpuvfio-testdev).
  */
 #ifndef NPV_TEST_VU_HARNESS_H
 #define NPV_TEST_VU_HARNESS_H
@@ -15,6 +15,8 @@
 #include <npuvfio/dev.h>
 #include <npuvfio/dma.h>
 #include <npuvfio/domain.h>
+#include <npuvfio/ring.h>
+#include <npuvfio/testdev.h>
 
 #include "regs.h"
 #include "vfio_user_msg.h"
@@ -38,6 +40,8 @@ void vu_server_start(struct vu_server *s, vu_server_fn fn, void *arg);
 void vu_server_kill(struct vu_server *s);
 /* The testdev model, serving client after client. */
 void vu_serve_testdev(const char *path, void *arg);
+/* The same, refusing twin sockets: its DMA commands share the request socket. */
+void vu_serve_testdev_single_socket(const char *path, void *arg);
 
 /*
  * A scripted server speaking raw protocol: listens on path and, client after
@@ -45,11 +49,23 @@ void vu_serve_testdev(const char *path, void *arg);
  */
 struct vu_fake;
 typedef void (*vu_script_fn)(int sock, unsigned nth, const struct vu_fake *f);
+/* What the fake's VERSION reply says of twin sockets. */
+enum vu_fake_twin {
+    FAKE_TWIN_NONE,      /* not mentioned: one socket */
+    FAKE_TWIN_OFFER,     /* supported, fd_index 0, a socketpair end as fd 0 */
+    FAKE_TWIN_NO_INDEX,  /* supported, no fd_index: inconsistent */
+    FAKE_TWIN_BAD_INDEX, /* supported, fd_index 3 with one fd: inconsistent */
+};
+
 struct vu_fake {
     vu_script_fn script;
     void *arg;
-    uint16_t major; /* what fake_next answers VERSION with */
+    uint16_t major;              /* what fake_next answers VERSION with */
+    enum vu_fake_twin twin;      /* what it says of twin sockets */
+    uint32_t max_data_xfer_size; /* 0: not stated */
 };
+/* The fake's end of the twin socket once VERSION offered one, else -1 (in the child). */
+extern int fake_twin_sock;
 void vu_serve_fake(const char *path, void *arg);
 /*
  * The next message the script must handle: VERSION and DEVICE_GET_INFO (a
@@ -84,30 +100,35 @@ int count_maps(void);
 #define MAPS_SLACK 0
 #endif
 
-/* The test device with a ring of TD_ENTRIES descriptors and a status block. */
+/* The test device, driven by its driver with a ring of TD_ENTRIES descriptors. */
 #define TD_ENTRIES 64u
 
 struct td {
     struct npv_ctx *ctx;
     struct npv_domain *dom;
     struct npv_dev *dev;
-    struct npv_bar *bar;
-    struct npv_dma *ring, *status;
-    npv_iova_t ring_iova, status_iova;
-    uint32_t tail;
+    struct npv_bar *bar;     /* BAR0 of the test's own, for transport checks */
+    struct npv_testdev *drv; /* NULL until td_enable */
+    struct npv_ring *ring;
 };
 
-/* Open the device at path in a new domain, map BAR0, ring and status; enable the engine. */
+/* Open the device at path in a new domain and map BAR0. */
 void td_open(struct td *t, const char *path);
-/* Map ring and status at fixed IOVAs (for tests that switch domains). */
-void td_open_at(struct td *t, const char *path, npv_iova_t ring_iova, npv_iova_t status_iova);
+/* Close the driver (if open) and the device. */
 void td_close(struct td *t);
-/* Program ring and status registers and set CTRL (ENABLE plus extra bits). */
-void td_enable(struct td *t, uint32_t extra_ctrl);
-/* Put one descriptor on the ring and ring the doorbell with a plain store. */
-void td_submit(struct td *t, const struct testdev_desc *d);
-/* Poll the status block until completed_head reaches the tail. 0 or -ETIMEDOUT. */
-int td_wait(struct td *t, uint64_t timeout_ns);
-const volatile struct testdev_status *td_status(struct td *t);
+/*
+ * Open the driver (ring of TD_ENTRIES, MSI-X vector 0 routed when irq), or
+ * when it is open reset it and program its ring again; the engine runs after.
+ */
+void td_enable(struct td *t, bool irq);
+/* Queue one job and ring the doorbell. */
+void td_submit(struct td *t, const struct npv_testdev_desc *d);
+/*
+ * Reap every job submitted and not yet reaped, the last into *last. 0, or
+ * -ETIMEDOUT when they did not all complete in time.
+ */
+int td_wait(struct td *t, uint64_t timeout_ns, struct npv_cpl *last);
+/* The device's engine state (running, fault, last refused IOVA). */
+struct npv_testdev_state td_state(struct td *t);
 
 #endif

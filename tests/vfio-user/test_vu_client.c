@@ -35,9 +35,9 @@ START_TEST(open_negotiates_and_reads_the_device_identity)
     ck_assert(info.flags & NPV_DEV_FLAG_PCI);
     ck_assert(info.flags & NPV_DEV_FLAG_RESET);
     ck_assert_uint_ge(info.num_regions, NPV_PCI_CONFIG_REGION + 1);
-    ck_assert_uint_eq(info.vendor_id, TESTDEV_PCI_VENDOR);
-    ck_assert_uint_eq(info.device_id, TESTDEV_PCI_DEVICE);
-    ck_assert_uint_eq(info.class_code, TESTDEV_PCI_CLASS);
+    ck_assert_uint_eq(info.vendor_id, NPV_TESTDEV_VENDOR_ID);
+    ck_assert_uint_eq(info.device_id, NPV_TESTDEV_DEVICE_ID);
+    ck_assert_uint_eq(info.class_code, NPV_TESTDEV_CLASS);
     ck_assert_int_eq(npv_dev_transport(t.dev), NPV_TRANSPORT_VFIO_USER);
     ck_assert_str_eq(npv_dev_name(t.dev), srv.path);
     ck_assert(npv_dev_coherent(t.dev));
@@ -83,13 +83,17 @@ END_TEST
 
 START_TEST(doorbell_is_a_plain_store_the_model_sees)
 {
-    td_enable(&t, 0);
-    struct testdev_desc d = {.opcode = TESTDEV_OP_NOP};
+    td_enable(&t, false);
+    struct npv_testdev_desc d = npv_testdev_nop(0);
     td_submit(&t, &d);
     td_submit(&t, &d);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->completed_head, 2);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_NONE);
+    struct npv_cpl c;
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, 0);
+    struct npv_ring_stats st;
+    npv_ring_stats(t.ring, &st);
+    ck_assert_uint_eq(st.completed, 2);
+    ck_assert_uint_eq(st.doorbells, 2);
 }
 END_TEST
 
@@ -99,22 +103,23 @@ START_TEST(dma_map_and_unmap_reach_the_server)
     npv_iova_t iova;
     ck_assert_int_eq(npv_dma_alloc(t.ctx, 4096, NULL, &buf), 0);
     ck_assert_int_eq(npv_dma_map(buf, t.dom, NPV_DMA_RW, &iova), 0);
-    td_enable(&t, 0);
-    struct testdev_desc fill = {
-        .opcode = TESTDEV_OP_FILL, .dst = iova, .len = 4096, .pattern = 0x5a};
+    td_enable(&t, false);
+    struct npv_testdev_desc fill = npv_testdev_fill(iova, 0x5a, 4096, 0);
     td_submit(&t, &fill);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_NONE);
+    struct npv_cpl c;
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, 0);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(buf))[4095], 0x5a);
 
     /* After the unmap the same IOVA is an IOMMU fault for the model. */
     ck_assert_int_eq(npv_dma_unmap(buf, t.dom), 0);
     memset(npv_dma_vaddr(buf), 0, 4096);
-    td_enable(&t, 0);
+    td_enable(&t, false);
     td_submit(&t, &fill);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
-    ck_assert_uint_eq(td_status(&t)->fault_iova, iova);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, -EIO);
+    ck_assert_uint_eq(c.dev_error, NPV_TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(td_state(&t).fault_iova, iova);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(buf))[0], 0);
     npv_dma_free(buf);
 }
@@ -125,15 +130,15 @@ START_TEST(irq_reaches_an_eventfd_waited_through_io_uring)
     struct npv_irq_info ii;
     ck_assert_int_eq(npv_dev_irq_info(t.dev, NPV_IRQ_MSIX, &ii), 0);
     ck_assert_uint_eq(ii.count, TESTDEV_MSIX_VECTORS);
-    struct npv_irq *irq;
-    ck_assert_int_eq(npv_irq_enable(t.dev, NPV_IRQ_MSIX, TESTDEV_MSIX_VECTORS, &irq), 0);
+    /* The driver routes vector 0, the one the device raises. */
+    td_enable(&t, true);
+    struct npv_irq *irq = npv_testdev_irq(t.drv);
+    ck_assert_ptr_nonnull(irq);
     struct npv_irq_waitset *ws;
     ck_assert_int_eq(npv_irq_waitset_new(t.ctx, 4, &ws), 0);
     ck_assert_int_eq(npv_irq_waitset_add(ws, irq, 0, 0xa0), 0);
-    ck_assert_int_eq(npv_irq_waitset_add(ws, irq, 1, 0xa1), 0);
 
-    td_enable(&t, TESTDEV_CTRL_IRQ_ENABLE);
-    struct testdev_desc d = {.opcode = TESTDEV_OP_NOP, .flags = TESTDEV_DESC_IRQ};
+    struct npv_testdev_desc d = npv_testdev_nop(NPV_TESTDEV_DESC_IRQ);
     td_submit(&t, &d);
     uint64_t cookies[4];
     ck_assert_int_eq(npv_irq_waitset_wait(ws, GENEROUS_NS, cookies, 4), 1);
@@ -145,25 +150,25 @@ START_TEST(irq_reaches_an_eventfd_waited_through_io_uring)
     /* A masked vector stays pending and fires on unmask. */
     ck_assert_int_eq(npv_irq_mask(irq, 0), 0);
     td_submit(&t, &d);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
+    struct npv_cpl c;
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
     ck_assert_int_eq(npv_irq_wait(irq, 0, 20 * MS), -ETIMEDOUT);
     ck_assert_int_eq(npv_irq_unmask(irq, 0), 0);
     ck_assert_int_ge(npv_irq_wait(irq, 0, GENEROUS_NS), 1);
 
     npv_irq_waitset_free(ws);
-    npv_irq_disable(irq);
 }
 END_TEST
 
 START_TEST(reset_returns_the_device_to_idle)
 {
     ck_assert(npv_dev_reset(t.dev) == 0);
-    td_enable(&t, 0);
+    td_enable(&t, false);
     ck_assert_int_eq(npv_dev_reset(t.dev), 0);
-    ck_assert_uint_eq(npv_bar_read32(t.bar, TESTDEV_REG_CTRL), 0);
-    ck_assert_uint_eq(npv_bar_read32(t.bar, TESTDEV_REG_STATUS), 0);
+    struct npv_testdev_state st = td_state(&t);
+    ck_assert(!st.running && !st.fault);
     /* A reset the device fails comes back as its errno. */
-    npv_bar_write32(t.bar, TESTDEV_REG_FAULT_INJECT, TESTDEV_FAULT_FAIL_RESET);
+    ck_assert_int_eq(npv_testdev_inject_fault(t.drv, NPV_TESTDEV_FAULT_FAIL_RESET), 0);
     ck_assert_int_eq(npv_dev_reset(t.dev), -EIO);
     ck_assert_int_eq(npv_dev_reset(t.dev), 0);
 }
@@ -174,7 +179,7 @@ static void *read_registers(void *arg)
     const struct npv_bar *bar = arg;
     for (int i = 0; i < 200; i++) {
         if (npv_bar_read32(bar, TESTDEV_REG_ID) != TESTDEV_ID_VALUE ||
-            npv_bar_read32(bar, TESTDEV_REG_DESC_SIZE) != sizeof(struct testdev_desc))
+            npv_bar_read32(bar, TESTDEV_REG_DESC_SIZE) != sizeof(struct npv_testdev_desc))
             return (void *)1;
     }
     return NULL;

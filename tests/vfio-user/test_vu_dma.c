@@ -49,6 +49,7 @@ static struct npv_dma *mapped_buffer(size_t size, unsigned prot, npv_iova_t *iov
 
 START_TEST(model_copies_between_client_buffers)
 {
+    struct npv_cpl c;
     npv_iova_t src_iova, dst_iova;
     struct npv_dma *src = mapped_buffer(8192, NPV_DMA_READ, &src_iova);
     struct npv_dma *dst = mapped_buffer(8192, NPV_DMA_WRITE, &dst_iova);
@@ -56,12 +57,12 @@ START_TEST(model_copies_between_client_buffers)
     for (int i = 0; i < 8192; i++)
         s[i] = (uint8_t)(i * 7 + 3);
     memset(d, 0, 8192);
-    td_enable(&t, 0);
-    struct testdev_desc copy = {
-        .opcode = TESTDEV_OP_COPY, .src = src_iova, .dst = dst_iova, .len = 8192};
+    td_enable(&t, false);
+    struct npv_testdev_desc copy = {
+        .opcode = NPV_TESTDEV_OP_COPY, .src = src_iova, .dst = dst_iova, .len = 8192};
     td_submit(&t, &copy);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_NONE);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, 0);
     ck_assert_int_eq(memcmp(s, d, 8192), 0);
     npv_dma_free(src);
     npv_dma_free(dst);
@@ -70,18 +71,24 @@ END_TEST
 
 START_TEST(model_fills_client_memory_descriptor_by_descriptor)
 {
+    struct npv_cpl c;
     npv_iova_t iova;
     struct npv_dma *b = mapped_buffer(4096 * 4, NPV_DMA_RW, &iova);
     uint8_t *p = npv_dma_vaddr(b);
     memset(p, 0, 4096 * 4);
-    td_enable(&t, 0);
+    td_enable(&t, false);
     for (uint32_t i = 0; i < 4; i++) {
-        struct testdev_desc fill = {
-            .opcode = TESTDEV_OP_FILL, .dst = iova + i * 4096, .len = 4096, .pattern = 0x10 + i};
+        struct npv_testdev_desc fill = {.opcode = NPV_TESTDEV_OP_FILL,
+                                        .dst = iova + i * 4096,
+                                        .len = 4096,
+                                        .pattern = 0x10 + i};
         td_submit(&t, &fill);
     }
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->completed_head, 4);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, 0);
+    struct npv_ring_stats st;
+    npv_ring_stats(t.ring, &st);
+    ck_assert_uint_eq(st.completed, 4);
     for (uint32_t i = 0; i < 4; i++) {
         ck_assert_uint_eq(p[i * 4096], 0x10 + i);
         ck_assert_uint_eq(p[i * 4096 + 4095], 0x10 + i);
@@ -92,32 +99,36 @@ END_TEST
 
 START_TEST(dma_to_an_unmapped_iova_is_a_device_fault)
 {
+    struct npv_cpl c;
     const npv_iova_t wild = 0x7ead0000ull;
-    td_enable(&t, 0);
-    struct testdev_desc fill = {.opcode = TESTDEV_OP_FILL, .dst = wild, .len = 64, .pattern = 1};
+    td_enable(&t, false);
+    struct npv_testdev_desc fill = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = wild, .len = 64, .pattern = 1};
     td_submit(&t, &fill);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
-    ck_assert_uint_eq(td_status(&t)->error_index, 0);
-    ck_assert_uint_eq(td_status(&t)->fault_iova, wild);
-    ck_assert_uint_eq(npv_bar_read32(t.bar, TESTDEV_REG_STATUS) & TESTDEV_STATUS_FAULT,
-                      TESTDEV_STATUS_FAULT);
-    ck_assert_uint_eq(npv_bar_read64(t.bar, TESTDEV_REG_FAULT_IOVA), wild);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, -EIO);
+    ck_assert_uint_eq(c.dev_error, NPV_TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(td_state(&t).fault_iova, wild);
+    ck_assert(td_state(&t).fault);
+    ck_assert(!td_state(&t).running);
 }
 END_TEST
 
 START_TEST(injected_wild_dma_is_refused_by_the_server)
 {
+    struct npv_cpl c;
     npv_iova_t iova;
     struct npv_dma *b = mapped_buffer(4096, NPV_DMA_RW, &iova);
     memset(npv_dma_vaddr(b), 0, 4096);
-    td_enable(&t, 0);
-    npv_bar_write32(t.bar, TESTDEV_REG_FAULT_INJECT, TESTDEV_FAULT_DMA_UNMAPPED);
-    struct testdev_desc fill = {.opcode = TESTDEV_OP_FILL, .dst = iova, .len = 64, .pattern = 9};
+    td_enable(&t, false);
+    ck_assert_int_eq(npv_testdev_inject_fault(t.drv, NPV_TESTDEV_FAULT_DMA_UNMAPPED), 0);
+    struct npv_testdev_desc fill = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = iova, .len = 64, .pattern = 9};
     td_submit(&t, &fill);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
-    ck_assert_uint_ne(td_status(&t)->fault_iova, iova);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, -EIO);
+    ck_assert_uint_eq(c.dev_error, NPV_TESTDEV_ERR_DMA);
+    ck_assert_uint_ne(td_state(&t).fault_iova, iova);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(b))[0], 0);
     npv_dma_free(b);
 }
@@ -125,14 +136,17 @@ END_TEST
 
 START_TEST(device_write_to_a_read_only_mapping_is_refused)
 {
+    struct npv_cpl c;
     npv_iova_t iova;
     struct npv_dma *b = mapped_buffer(4096, NPV_DMA_READ, &iova);
     memset(npv_dma_vaddr(b), 0, 4096);
-    td_enable(&t, 0);
-    struct testdev_desc fill = {.opcode = TESTDEV_OP_FILL, .dst = iova, .len = 64, .pattern = 9};
+    td_enable(&t, false);
+    struct npv_testdev_desc fill = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = iova, .len = 64, .pattern = 9};
     td_submit(&t, &fill);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, -EIO);
+    ck_assert_uint_eq(c.dev_error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(b))[0], 0);
     npv_dma_free(b);
 }
@@ -144,43 +158,46 @@ END_TEST
 
 START_TEST(model_reaches_memory_without_fd_through_dma_messages)
 {
+    struct npv_cpl c;
     /* npv_dma always has a memfd; the connection's sink takes a mapping without one. */
-    struct vu_client *c = t.dev->priv;
+    struct vu_client *vc = t.dev->priv;
     uint8_t *mem = aligned_alloc(4096, 8192);
     ck_assert_ptr_nonnull(mem);
     memset(mem, 0, 8192);
     struct npv_mapping m = {
         .iova = NOFD_IOVA, .len = 8192, .vaddr = mem, .fd = -1, .prot = NPV_DMA_RW};
-    ck_assert_int_eq(c->sink.ops->map(&c->sink, &m), 0);
+    ck_assert_int_eq(vc->sink.ops->map(&vc->sink, &m), 0);
 
-    td_enable(&t, 0);
-    struct testdev_desc fill = {
-        .opcode = TESTDEV_OP_FILL, .dst = NOFD_IOVA, .len = 4096, .pattern = 0x42};
-    struct testdev_desc copy = {
-        .opcode = TESTDEV_OP_COPY, .src = NOFD_IOVA, .dst = NOFD_IOVA + 4096, .len = 4096};
+    td_enable(&t, false);
+    struct npv_testdev_desc fill = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = NOFD_IOVA, .len = 4096, .pattern = 0x42};
+    struct npv_testdev_desc copy = {
+        .opcode = NPV_TESTDEV_OP_COPY, .src = NOFD_IOVA, .dst = NOFD_IOVA + 4096, .len = 4096};
     td_submit(&t, &fill);
     td_submit(&t, &copy);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_NONE);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, 0);
     ck_assert_uint_eq(mem[0], 0x42);
     ck_assert_uint_eq(mem[4095], 0x42);
     ck_assert_uint_eq(mem[4096], 0x42);
     ck_assert_uint_eq(mem[8191], 0x42);
 
     /* A DMA reaching past the mapping is refused, not copied. */
-    struct testdev_desc past = {
-        .opcode = TESTDEV_OP_FILL, .dst = NOFD_IOVA + 4096, .len = 8192, .pattern = 0x99};
+    struct npv_testdev_desc past = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = NOFD_IOVA + 4096, .len = 8192, .pattern = 0x99};
     td_submit(&t, &past);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, -EIO);
+    ck_assert_uint_eq(c.dev_error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_eq(mem[4096], 0x42);
 
-    ck_assert_int_eq(c->sink.ops->unmap(&c->sink, &m), 0);
+    ck_assert_int_eq(vc->sink.ops->unmap(&vc->sink, &m), 0);
     memset(mem, 0, 8192);
-    td_enable(&t, 0);
+    td_enable(&t, false);
     td_submit(&t, &fill);
-    ck_assert_int_eq(td_wait(&t, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&t)->error, TESTDEV_ERR_DMA);
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, -EIO);
+    ck_assert_uint_eq(c.dev_error, NPV_TESTDEV_ERR_DMA);
     ck_assert_uint_eq(mem[0], 0);
     free(mem);
 }
@@ -188,20 +205,22 @@ END_TEST
 
 /* ---- moving the device between domains ---- */
 
-#define RING_IOVA   0x10000ull
-#define STATUS_IOVA 0x20000ull
-#define A_IOVA      0x100000ull
-#define B_IOVA      0x200000ull
+#define A_IOVA 0x100000ull
+#define B_IOVA 0x200000ull
 
 START_TEST(domain_switch_leaves_only_the_new_domains_mappings)
 {
+    struct npv_cpl c;
     struct td d;
-    td_open_at(&d, srv.path, RING_IOVA, STATUS_IOVA);
+    td_open(&d, srv.path);
+    td_enable(&d, false);
     struct npv_domain *a = d.dom, *b;
     ck_assert_int_eq(npv_domain_new(d.ctx, NULL, &b), 0);
-    /* The ring and status block live in both domains at the same IOVAs. */
-    ck_assert_int_eq(npv_dma_map_at(d.ring, b, RING_IOVA, NPV_DMA_RW), 0);
-    ck_assert_int_eq(npv_dma_map_at(d.status, b, STATUS_IOVA, NPV_DMA_RW), 0);
+    /* The driver's ring and status block live in both domains at the same IOVAs. */
+    struct npv_dma *ring_mem = npv_testdev_ring_memory(d.drv);
+    npv_iova_t ring_iova;
+    ck_assert_int_eq(npv_dma_iova(ring_mem, a, &ring_iova), 0);
+    ck_assert_int_eq(npv_dma_map_at(ring_mem, b, ring_iova, NPV_DMA_RW), 0);
     struct npv_dma *in_a, *in_b;
     ck_assert_int_eq(npv_dma_alloc(d.ctx, 4096, NULL, &in_a), 0);
     ck_assert_int_eq(npv_dma_alloc(d.ctx, 4096, NULL, &in_b), 0);
@@ -213,28 +232,29 @@ START_TEST(domain_switch_leaves_only_the_new_domains_mappings)
     ck_assert_int_eq(npv_dev_attach(d.dev, b), 0);
     ck_assert_ptr_eq(npv_dev_domain(d.dev), b);
 
-    td_enable(&d, 0);
-    struct testdev_desc fill_b = {
-        .opcode = TESTDEV_OP_FILL, .dst = B_IOVA, .len = 64, .pattern = 0xb};
+    td_enable(&d, false);
+    struct npv_testdev_desc fill_b = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = B_IOVA, .len = 64, .pattern = 0xb};
     td_submit(&d, &fill_b);
-    ck_assert_int_eq(td_wait(&d, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&d)->error, TESTDEV_ERR_NONE);
+    ck_assert_int_eq(td_wait(&d, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, 0);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(in_b))[0], 0xb);
 
-    struct testdev_desc fill_a = {
-        .opcode = TESTDEV_OP_FILL, .dst = A_IOVA, .len = 64, .pattern = 0xa};
+    struct npv_testdev_desc fill_a = {
+        .opcode = NPV_TESTDEV_OP_FILL, .dst = A_IOVA, .len = 64, .pattern = 0xa};
     td_submit(&d, &fill_a);
-    ck_assert_int_eq(td_wait(&d, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&d)->error, TESTDEV_ERR_DMA);
-    ck_assert_uint_eq(td_status(&d)->fault_iova, A_IOVA);
+    ck_assert_int_eq(td_wait(&d, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, -EIO);
+    ck_assert_uint_eq(c.dev_error, NPV_TESTDEV_ERR_DMA);
+    ck_assert_uint_eq(td_state(&d).fault_iova, A_IOVA);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(in_a))[0], 0);
 
     /* And back: A's buffer is reachable again. */
     ck_assert_int_eq(npv_dev_attach(d.dev, a), 0);
-    td_enable(&d, 0);
+    td_enable(&d, false);
     td_submit(&d, &fill_a);
-    ck_assert_int_eq(td_wait(&d, GENEROUS_NS), 0);
-    ck_assert_uint_eq(td_status(&d)->error, TESTDEV_ERR_NONE);
+    ck_assert_int_eq(td_wait(&d, GENEROUS_NS, &c), 0);
+    ck_assert_int_eq(c.status, 0);
     ck_assert_uint_eq(((uint8_t *)npv_dma_vaddr(in_a))[0], 0xa);
 
     npv_dma_free(in_a);

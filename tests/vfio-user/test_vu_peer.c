@@ -2,13 +2,16 @@
 /*
  * The client facing a server that misbehaves: a version we do not speak, no
  * reply, a reply to nothing, a malformed region description, a server killed
- * in the middle of a request. Every call returns an error within its
- * deadline, and nothing (fd, mapping) is left behind.
+ * in the middle of a request, a twin socket claimed but not given. Every call
+ * returns an error within its deadline, and nothing (fd, mapping) is left
+ * behind. And the client facing servers that differ from ours in what the
+ * spec leaves open: error replies with a body, twin sockets.
  */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -18,6 +21,7 @@
 #include <npuvfio/irq.h>
 
 #include "harness.h"
+#include "vfio_user_client.h"
 
 static struct vu_server srv;
 static struct npv_ctx *ctx;
@@ -130,6 +134,46 @@ START_TEST(error_reply_carries_the_servers_errno)
 }
 END_TEST
 
+/* REGION_READ at 0 is refused the way libvfio-user refuses it: the error with the reply body. */
+static void script_refuse_with_body(int sock, unsigned nth, const struct vu_fake *f)
+{
+    (void)nth;
+    struct npv_vu_msg m;
+    while (fake_next(sock, f, &m) == 0) {
+        struct npv_vu_region_access a;
+        memcpy(&a, m.body, sizeof(a));
+        uint8_t buf[sizeof(a) + 4];
+        memcpy(buf, &a, sizeof(a));
+        memset(buf + sizeof(a), 0x77, 4);
+        if (a.offset == 0) {
+            struct npv_vu_hdr h = {.msg_id = m.hdr.msg_id,
+                                   .cmd = m.hdr.cmd,
+                                   .flags = NPV_VU_F_TYPE_REPLY | NPV_VU_F_ERROR,
+                                   .error = EACCES};
+            fake_send(sock, &h, buf, sizeof(buf));
+        } else {
+            fake_reply(sock, &m, buf, sizeof(buf));
+        }
+        npv_vu_msg_release(&m);
+    }
+}
+
+START_TEST(error_reply_with_a_body_fails_that_request_only)
+{
+    struct vu_fake f = {.script = script_refuse_with_body};
+    vu_server_start(&srv, vu_serve_fake, &f);
+    struct npv_dev *dev;
+    ck_assert_int_eq(open_dev(GENEROUS_NS, &dev), 0);
+    for (int i = 0; i < 100; i++) {
+        uint32_t v = 0;
+        ck_assert_int_eq(npv_dev_region_read(dev, 0, 0, &v, 4), -EACCES);
+        ck_assert_int_eq(npv_dev_region_read(dev, 0, 4, &v, 4), 0);
+        ck_assert_uint_eq(v, 0x77777777);
+    }
+    npv_dev_close(dev);
+}
+END_TEST
+
 /* ---- deadlines and disconnects ---- */
 
 static void script_never_reply(int sock, unsigned nth, const struct vu_fake *f)
@@ -149,6 +193,50 @@ START_TEST(request_without_a_reply_times_out)
     uint32_t v;
     ck_assert_int_eq(npv_dev_region_read(dev, 0, 0, &v, 4), -ETIMEDOUT);
     npv_dev_close(dev);
+}
+END_TEST
+
+/* The first REGION_READ is answered late, after the second arrived; the rest at once. */
+static void script_late_first_reply(int sock, unsigned nth, const struct vu_fake *f)
+{
+    (void)nth;
+    struct npv_vu_msg first, m;
+    if (fake_next(sock, f, &first) != 0)
+        return;
+    while (fake_next(sock, f, &m) == 0) {
+        struct npv_vu_msg *which[2] = {&first, &m};
+        for (int i = 0; i < 2; i++) {
+            if (which[i]->hdr.size == 0)
+                continue;
+            struct npv_vu_region_access a;
+            memcpy(&a, which[i]->body, sizeof(a));
+            uint8_t buf[sizeof(a) + 4];
+            memcpy(buf, &a, sizeof(a));
+            memset(buf + sizeof(a), 0x55, 4);
+            fake_reply(sock, which[i], buf, sizeof(buf));
+            npv_vu_msg_release(which[i]);
+        }
+    }
+}
+
+START_TEST(timed_out_request_leaves_the_connection_dead)
+{
+    struct vu_fake f = {.script = script_late_first_reply};
+    vu_server_start(&srv, vu_serve_fake, &f);
+    int fds = count_fds();
+    struct npv_dev *dev;
+    ck_assert_int_eq(open_dev(100 * MS, &dev), 0);
+    uint32_t v;
+    ck_assert_int_eq(npv_dev_region_read(dev, 0, 0, &v, 4), -ETIMEDOUT);
+    /*
+     * The server would answer this one (and the late first): the connection
+     * must refuse it all the same, since the server may have acted on a
+     * request we count as failed.
+     */
+    ck_assert_int_eq(npv_dev_region_read(dev, 0, 4, &v, 4), -ENOTCONN);
+    ck_assert_int_eq(npv_dev_reset(dev), -ENOTCONN);
+    npv_dev_close(dev);
+    ck_assert_int_eq(count_fds(), fds);
 }
 END_TEST
 
@@ -192,6 +280,7 @@ static void td_cycle(void)
 {
     struct td t;
     td_open(&t, srv.path);
+    td_enable(&t, true);
     td_close(&t);
 }
 
@@ -203,9 +292,7 @@ START_TEST(killed_testdev_fails_calls_and_close_leaks_nothing)
 
     struct td t;
     td_open(&t, srv.path);
-    struct npv_irq *irq;
-    ck_assert_int_eq(npv_irq_enable(t.dev, NPV_IRQ_MSIX, TESTDEV_MSIX_VECTORS, &irq), 0);
-    td_enable(&t, 0);
+    td_enable(&t, true);
     ck_assert_int_gt(count_fds(), fds);
 
     kill(srv.pid, SIGKILL);
@@ -221,7 +308,6 @@ START_TEST(killed_testdev_fails_calls_and_close_leaks_nothing)
     }
     ck_assert_int_eq(r, -ENOTCONN);
     ck_assert_uint_eq(npv_bar_read32(t.bar, TESTDEV_REG_ID), 0xffffffffu);
-    npv_irq_disable(irq);
     td_close(&t);
     ck_assert_int_eq(count_fds(), fds);
     ck_assert_int_le(count_maps(), maps + MAPS_SLACK);
@@ -404,11 +490,13 @@ static void script_dma_probes(int sock, unsigned nth, const struct vu_fake *f)
     struct npv_vu_msg m;
     if (fake_next(sock, f, &m) != 0)
         return;
+    /* With twin sockets the commands and their replies travel on the second one. */
+    int dsock = fake_twin_sock >= 0 ? fake_twin_sock : sock;
     uint16_t e[4] = {
-        dma_probe(sock, NPV_VU_CMD_DMA_WRITE, 0x1000, 8, 8),         /* nothing mapped there */
-        dma_probe(sock, NPV_VU_CMD_DMA_READ, 0x1000, 8, 0),          /* nothing mapped there */
-        dma_probe(sock, NPV_VU_CMD_DMA_WRITE, 0x1000, 16, 8),        /* count beyond the data */
-        dma_probe(sock, NPV_VU_CMD_DMA_READ, 0x1000, 1ull << 40, 0), /* beyond any transfer */
+        dma_probe(dsock, NPV_VU_CMD_DMA_WRITE, 0x1000, 8, 8),         /* nothing mapped there */
+        dma_probe(dsock, NPV_VU_CMD_DMA_READ, 0x1000, 8, 0),          /* nothing mapped there */
+        dma_probe(dsock, NPV_VU_CMD_DMA_WRITE, 0x1000, 16, 8),        /* count beyond the data */
+        dma_probe(dsock, NPV_VU_CMD_DMA_READ, 0x1000, 1ull << 40, 0), /* beyond any transfer */
     };
     struct npv_vu_region_access a;
     memcpy(&a, m.body, sizeof(a));
@@ -424,7 +512,8 @@ static void script_dma_probes(int sock, unsigned nth, const struct vu_fake *f)
 
 START_TEST(server_dma_outside_our_mappings_is_refused)
 {
-    struct vu_fake f = {.script = script_dma_probes};
+    /* _i: 0 one socket, 1 twin sockets. */
+    struct vu_fake f = {.script = script_dma_probes, .twin = _i ? FAKE_TWIN_OFFER : FAKE_TWIN_NONE};
     vu_server_start(&srv, vu_serve_fake, &f);
     struct npv_dev *dev;
     ck_assert_int_eq(open_dev(GENEROUS_NS, &dev), 0);
@@ -434,7 +523,75 @@ START_TEST(server_dma_outside_our_mappings_is_refused)
     ck_assert_uint_eq(e[1], EFAULT);
     ck_assert_uint_eq(e[2], EINVAL);
     ck_assert_uint_eq(e[3], EINVAL);
+    struct vu_client *c = dev->priv;
+    ck_assert_int_eq(c->twin_sock >= 0, _i);
     npv_dev_close(dev);
+}
+END_TEST
+
+/* ---- twin sockets and transfer limits ---- */
+
+START_TEST(open_refuses_a_twin_socket_claim_it_cannot_use)
+{
+    /* _i: claimed without fd_index, or with an index past the fds. */
+    struct vu_fake f = {.script = script_idle,
+                        .twin = _i ? FAKE_TWIN_BAD_INDEX : FAKE_TWIN_NO_INDEX};
+    vu_server_start(&srv, vu_serve_fake, &f);
+    int fds = count_fds();
+    struct npv_dev *dev = NULL;
+    ck_assert_int_eq(open_dev(GENEROUS_NS, &dev), -NPV_EPEERPROTO);
+    ck_assert_ptr_null(dev);
+    ck_assert_int_eq(count_fds(), fds);
+}
+END_TEST
+
+#define BIG_IOVA 0x100000ull
+#define BIG_LEN  (64u << 10)
+
+/* Maps and unmaps are taken; the first REGION_READ is answered with a DMA_READ's errno. */
+static void script_big_dma_read(int sock, unsigned nth, const struct vu_fake *f)
+{
+    (void)nth;
+    struct npv_vu_msg m;
+    while (fake_next(sock, f, &m) == 0) {
+        if (m.hdr.cmd == NPV_VU_CMD_REGION_READ) {
+            uint16_t e[2] = {
+                dma_probe(sock, NPV_VU_CMD_DMA_READ, BIG_IOVA, BIG_LEN, 0),
+                dma_probe(sock, NPV_VU_CMD_DMA_READ, BIG_IOVA, NPV_VU_CLIENT_MAX_XFER + 1ull, 0),
+            };
+            struct npv_vu_region_access a;
+            memcpy(&a, m.body, sizeof(a));
+            uint8_t buf[sizeof(a) + 4];
+            memcpy(buf, &a, sizeof(a));
+            memcpy(buf + sizeof(a), e, 4);
+            fake_reply(sock, &m, buf, sizeof(buf));
+        } else {
+            fake_reply(sock, &m, NULL, 0);
+        }
+        npv_vu_msg_release(&m);
+    }
+}
+
+START_TEST(server_dma_read_is_bounded_by_what_the_client_advertised)
+{
+    /* The server takes 4 KiB per message; the client said it takes 1 MiB. */
+    struct vu_fake f = {.script = script_big_dma_read, .max_data_xfer_size = 4096};
+    vu_server_start(&srv, vu_serve_fake, &f);
+    struct npv_dev *dev;
+    ck_assert_int_eq(open_dev(GENEROUS_NS, &dev), 0);
+    struct vu_client *c = dev->priv;
+    uint8_t *mem = aligned_alloc(4096, 2u << 20);
+    ck_assert_ptr_nonnull(mem);
+    struct npv_mapping map = {
+        .iova = BIG_IOVA, .len = 2u << 20, .vaddr = mem, .fd = -1, .prot = NPV_DMA_RW};
+    ck_assert_int_eq(c->sink.ops->map(&c->sink, &map), 0);
+    uint16_t e[2];
+    ck_assert_int_eq(npv_dev_region_read(dev, 0, 0, e, 4), 0);
+    ck_assert_uint_eq(e[0], 0);
+    ck_assert_uint_eq(e[1], EINVAL);
+    ck_assert_int_eq(c->sink.ops->unmap(&c->sink, &map), 0);
+    npv_dev_close(dev);
+    free(mem);
 }
 END_TEST
 
@@ -447,10 +604,13 @@ static Suite *suite(void)
     tcase_add_test(tc, open_fails_when_the_server_hangs_up_during_negotiation);
     tcase_add_test(tc, open_without_a_server_fails);
     tcase_add_test(tc, error_reply_carries_the_servers_errno);
+    tcase_add_test(tc, error_reply_with_a_body_fails_that_request_only);
+    tcase_add_loop_test(tc, open_refuses_a_twin_socket_claim_it_cannot_use, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("disconnect");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, request_without_a_reply_times_out);
+    tcase_add_test(tc, timed_out_request_leaves_the_connection_dead);
     tcase_add_test(tc, server_killed_mid_request_fails_the_call_before_its_deadline);
     tcase_add_test(tc, killed_testdev_fails_calls_and_close_leaks_nothing);
     suite_add_tcase(s, tc);
@@ -462,7 +622,8 @@ static Suite *suite(void)
     tcase_add_test(tc, region_info_with_mmap_but_no_fd_is_reported_trapped);
     tcase_add_test(tc, reply_to_a_request_never_sent_ends_the_connection);
     tcase_add_test(tc, region_read_reply_with_an_inconsistent_count_is_refused);
-    tcase_add_test(tc, server_dma_outside_our_mappings_is_refused);
+    tcase_add_loop_test(tc, server_dma_outside_our_mappings_is_refused, 0, 2);
+    tcase_add_test(tc, server_dma_read_is_bounded_by_what_the_client_advertised);
     suite_add_tcase(s, tc);
     return s;
 }

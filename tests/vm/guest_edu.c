@@ -128,6 +128,12 @@ static bool check_open(struct run *r)
     tap_check(t, npv_dev_transport(r->dev) == r->transport, "transport is %s (want %s)",
               npv_transport_name(npv_dev_transport(r->dev)), npv_transport_name(r->transport));
     tap_check(t, npv_dev_domain(r->dev) == r->dom_a, "device attached to domain A");
+    /* dev.h: edu has no PRI, and 6.12 takes no fault queue on a kernel-managed HWPT. */
+    struct npv_dev_fault faults[4];
+    tap_check(t,
+              npv_dev_fault_fd(r->dev) == -EOPNOTSUPP &&
+                  npv_dev_read_faults(r->dev, faults, 4) == -EOPNOTSUPP,
+              "IOMMU faults of a device without PRI are not visible: -EOPNOTSUPP");
 
     struct npv_dev_info di = {0};
     rc = npv_dev_info(r->dev, &di);

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The generic test device's driver: the one place that programs the device
+ * (regs.h). Open checks the identity, allocates the ring and status block in
+ * one DMA buffer, programs them and starts the engine; the ring engine calls
+ * program() again after a missed deadline or a device fault.
+ *
+ * The driver reaches the device only through npv_dev, npv_bar, npv_irq,
+ * npv_dma and npv_ring: it runs unchanged over kernel VFIO and vfio-user.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <npuvfio/bar.h>
+#include <npuvfio/ctx.h>
+#include <npuvfio/domain.h>
+#include <npuvfio/testdev.h>
+
+#include "regs.h"
+
+#define TESTDEV_DEFAULT_ENTRIES 256u
+#define TESTDEV_MAX_ENTRIES     65536u
+
+struct npv_testdev {
+    struct npv_dev *dev;
+    struct npv_ctx *ctx;
+    struct npv_bar *bar;
+    struct npv_irq *irq;
+    struct npv_dma *mem; /* ring, then the status block on its own cache line */
+    struct npv_domain *dom;
+    npv_iova_t ring_iova, status_iova;
+    uint32_t entries;
+    struct npv_ring *ring;
+};
+
+static int bad_config(struct npv_ctx *ctx, const char *why)
+{
+    npv_ctx_log(ctx, NPV_LOG_ERROR, "testdev: bad config: %s", why);
+    return -EINVAL;
+}
+
+static int check_config(struct npv_ctx *ctx, const struct npv_testdev_config *cfg)
+{
+    uint32_t n = cfg->entries;
+    if (n != 0 && (n < 2 || n > TESTDEV_MAX_ENTRIES || (n & (n - 1)) != 0))
+        return bad_config(ctx, "entries must be a power of two in 2..65536");
+    return 0;
+}
+
+/* A device that answers its ID register with the test device's value, and takes our descriptors. */
+static int check_identity(struct npv_testdev *td)
+{
+    uint64_t id = 0, desc_size = 0;
+    int r = npv_bar_read(td->bar, TESTDEV_REG_ID, 4, &id);
+    if (r == 0)
+        r = npv_bar_read(td->bar, TESTDEV_REG_DESC_SIZE, 4, &desc_size);
+    if (r < 0) {
+        npv_ctx_log(td->ctx, NPV_LOG_ERROR, "testdev %s: the device does not answer: %s",
+                    npv_dev_name(td->dev), npv_strerror(r));
+        return r;
+    }
+    if (id != TESTDEV_ID_VALUE || desc_size != sizeof(struct npv_testdev_desc)) {
+        npv_ctx_log(td->ctx, NPV_LOG_ERROR,
+                    "testdev %s: not a test device (ID 0x%08llx, descriptor size %llu)",
+                    npv_dev_name(td->dev), (unsigned long long)id, (unsigned long long)desc_size);
+        return -ENODEV;
+    }
+    return 0;
+}
+
+/*
+ * The ring engine's reset callback, and the start at open: CTRL.RESET makes
+ * the engine forget its ring (both indexes back to 0); the ring registers are
+ * latched when CTRL.ENABLE goes from 0 to 1. STATUS tells whether the reset
+ * and the start took: a device that failed its reset keeps STATUS.FAULT.
+ */
+static int program(void *arg)
+{
+    struct npv_testdev *td = arg;
+    uint32_t ctrl = TESTDEV_CTRL_ENABLE | (td->irq != NULL ? TESTDEV_CTRL_IRQ_ENABLE : 0);
+    uint64_t status = 0;
+    int r = npv_bar_write(td->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
+    if (r == 0)
+        r = npv_bar_read(td->bar, TESTDEV_REG_STATUS, 4, &status);
+    if (r == 0 && (status & TESTDEV_STATUS_FAULT)) {
+        npv_ctx_log(td->ctx, NPV_LOG_ERROR, "testdev %s: the device failed its reset",
+                    npv_dev_name(td->dev));
+        return -EIO;
+    }
+    if (r == 0)
+        r = npv_bar_write(td->bar, TESTDEV_REG_RING_BASE, 8, td->ring_iova);
+    if (r == 0)
+        r = npv_bar_write(td->bar, TESTDEV_REG_RING_ENTRIES, 4, td->entries);
+    if (r == 0)
+        r = npv_bar_write(td->bar, TESTDEV_REG_STATUS_BASE, 8, td->status_iova);
+    if (r == 0)
+        r = npv_bar_write(td->bar, TESTDEV_REG_CTRL, 4, ctrl);
+    if (r == 0)
+        r = npv_bar_read(td->bar, TESTDEV_REG_STATUS, 4, &status);
+    if (r < 0) {
+        npv_ctx_log(td->ctx, NPV_LOG_ERROR, "testdev %s: programming the ring: %s",
+                    npv_dev_name(td->dev), npv_strerror(r));
+        return r;
+    }
+    if ((status & (TESTDEV_STATUS_RUNNING | TESTDEV_STATUS_FAULT)) != TESTDEV_STATUS_RUNNING) {
+        npv_ctx_log(td->ctx, NPV_LOG_ERROR, "testdev %s: the engine did not start (STATUS 0x%llx)",
+                    npv_dev_name(td->dev), (unsigned long long)status);
+        return -EIO;
+    }
+    return 0;
+}
+
+/*
+ * One buffer: the ring, then the status block. The ring is entries * 32 bytes,
+ * a multiple of 64 for entries >= 2, so the status block starts a cache line
+ * of its own: the device's writes to it never share a line with descriptors
+ * the CPU writes (a non-coherent clean of one would overwrite the other).
+ */
+static int alloc_ring(struct npv_testdev *td, const struct npv_dma_opts *mem)
+{
+    size_t ring_bytes = (size_t)td->entries * sizeof(struct npv_testdev_desc);
+    int r = npv_dma_alloc(td->ctx, ring_bytes + sizeof(struct testdev_status), mem, &td->mem);
+    if (r < 0)
+        return r;
+    memset(npv_dma_vaddr(td->mem), 0, ring_bytes + sizeof(struct testdev_status));
+    /* Zeroes reach memory before the device is enabled and writes the status block. */
+    npv_dma_sync_for_device(td->mem, 0, ring_bytes + sizeof(struct testdev_status));
+    r = npv_dma_map(td->mem, td->dom, NPV_DMA_RW, &td->ring_iova);
+    if (r < 0) {
+        npv_dma_free(td->mem);
+        td->mem = NULL;
+        return r;
+    }
+    td->status_iova = td->ring_iova + ring_bytes;
+    return 0;
+}
+
+static int make_ring(struct npv_testdev *td, const struct npv_testdev_config *cfg)
+{
+    uint8_t *base = npv_dma_vaddr(td->mem);
+    size_t ring_bytes = (size_t)td->entries * sizeof(struct npv_testdev_desc);
+    /*
+     * The device writes a free-running completed head and an error word with
+     * the failed descriptor's index: the ring's default conventions (head
+     * format COUNT, error format PER_JOB), so those fields stay zero.
+     */
+    struct npv_ring_config rc = {
+        .entries = td->entries,
+        .desc_size = sizeof(struct npv_testdev_desc),
+        .desc_vaddr = base,
+        .desc_iova = td->ring_iova,
+        .status_vaddr = base + ring_bytes,
+        .status_iova = td->status_iova,
+        .status_size = sizeof(struct testdev_status),
+        .fields = {.head = offsetof(struct testdev_status, completed_head),
+                   .error = offsetof(struct testdev_status, error),
+                   .error_index = offsetof(struct testdev_status, error_index)},
+        .desc_dma = td->mem,
+        .status_dma = td->mem,
+        .db_bar = td->bar,
+        .db_off = TESTDEV_REG_DOORBELL,
+        .db_width = 4,
+        .db_format = NPV_RING_DB_INDEX,
+        .irq = td->irq,
+        .irq_vec = 0,
+        .spin_ns = cfg->spin_ns,
+        .job_timeout_ns = cfg->job_timeout_ns,
+        .reset = program,
+        .reset_arg = td,
+    };
+    return npv_ring_new(td->ctx, &rc, &td->ring);
+}
+
+int npv_testdev_open(struct npv_dev *dev, const struct npv_testdev_config *cfg,
+                     struct npv_testdev **out)
+{
+    static const struct npv_testdev_config defaults = {0};
+    if (dev == NULL || out == NULL)
+        return -EINVAL;
+    if (cfg == NULL)
+        cfg = &defaults;
+    struct npv_ctx *ctx = npv_dev_ctx(dev);
+    int r = check_config(ctx, cfg);
+    if (r < 0)
+        return r;
+    struct npv_testdev *td = calloc(1, sizeof(*td));
+    if (td == NULL)
+        return -ENOMEM;
+    td->dev = dev;
+    td->ctx = ctx;
+    td->dom = npv_dev_domain(dev);
+    td->entries = cfg->entries != 0 ? cfg->entries : TESTDEV_DEFAULT_ENTRIES;
+
+    r = npv_bar_map(dev, 0, &td->bar);
+    if (r < 0) {
+        npv_ctx_log(ctx, NPV_LOG_ERROR, "testdev %s: mapping BAR0: %s", npv_dev_name(dev),
+                    npv_strerror(r));
+        goto err_free;
+    }
+    r = check_identity(td);
+    if (r < 0)
+        goto err_bar;
+    if (cfg->irq) {
+        r = npv_irq_enable(dev, NPV_IRQ_MSIX, 1, &td->irq);
+        if (r < 0) {
+            npv_ctx_log(ctx, NPV_LOG_ERROR, "testdev %s: routing MSI-X vector 0: %s",
+                        npv_dev_name(dev), npv_strerror(r));
+            goto err_bar;
+        }
+    }
+    r = alloc_ring(td, cfg->mem);
+    if (r < 0)
+        goto err_irq;
+    /* The ring zeroes and cleans the status block, so the device is enabled after it. */
+    r = make_ring(td, cfg);
+    if (r < 0)
+        goto err_mem;
+    r = program(td);
+    if (r < 0)
+        goto err_ring;
+    *out = td;
+    return 0;
+
+err_ring:
+    npv_ring_free(td->ring);
+    npv_bar_write(td->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
+err_mem:
+    npv_dma_free(td->mem);
+err_irq:
+    npv_irq_disable(td->irq);
+err_bar:
+    npv_bar_unmap(td->bar);
+err_free:
+    free(td);
+    return r;
+}
+
+void npv_testdev_close(struct npv_testdev *td)
+{
+    if (td == NULL)
+        return;
+    npv_ring_free(td->ring);
+    /*
+     * The engine must stop reading the ring before its memory goes back. A
+     * device that no longer answers cannot be stopped, and its memory is
+     * unmapped from it by npv_dma_free just after.
+     */
+    npv_bar_write(td->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
+    npv_dma_free(td->mem);
+    npv_irq_disable(td->irq);
+    npv_bar_unmap(td->bar);
+    free(td);
+}
+
+struct npv_ring *npv_testdev_ring(struct npv_testdev *td)
+{
+    return td->ring;
+}
+
+struct npv_dma *npv_testdev_ring_memory(struct npv_testdev *td)
+{
+    return td->mem;
+}
+
+struct npv_dev *npv_testdev_dev(struct npv_testdev *td)
+{
+    return td->dev;
+}
+
+struct npv_irq *npv_testdev_irq(struct npv_testdev *td)
+{
+    return td->irq;
+}
+
+int npv_testdev_reset(struct npv_testdev *td)
+{
+    return npv_ring_reset(td->ring);
+}
+
+int npv_testdev_inject_fault(struct npv_testdev *td, enum npv_testdev_fault fault)
+{
+    if ((unsigned)fault > NPV_TESTDEV_FAULT_FAIL_RESET)
+        return -EINVAL;
+    return npv_bar_write(td->bar, TESTDEV_REG_FAULT_INJECT, 4, (uint64_t)fault);
+}
+
+int npv_testdev_state(struct npv_testdev *td, struct npv_testdev_state *st)
+{
+    uint64_t status = 0, iova = 0;
+    int r = npv_bar_read(td->bar, TESTDEV_REG_STATUS, 4, &status);
+    if (r == 0)
+        r = npv_bar_read(td->bar, TESTDEV_REG_FAULT_IOVA, 8, &iova);
+    if (r < 0)
+        return r;
+    st->running = (status & TESTDEV_STATUS_RUNNING) != 0;
+    st->fault = (status & TESTDEV_STATUS_FAULT) != 0;
+    st->fault_iova = iova;
+    return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A wait that returns fewer than asked is "not yet": the ring either hands
+ * back what completed before its timeout, or (a ring whose wait timeout
+ * fails the jobs in flight) -ETIMEDOUT, which is passed on only when nothing
+ * was collected: the jobs it failed come back as completions next time.
+ */
+int npv_testdev_wait(struct npv_testdev *td, enum npv_ring_wait_mode mode, unsigned n,
+                     uint64_t timeout_ns, struct npv_cpl *cpl)
+{
+    if (n == 0)
+        return -EINVAL;
+    uint64_t start = mono_ns();
+    unsigned got = 0;
+    while (got < n) {
+        uint64_t spent = mono_ns() - start;
+        if (spent >= timeout_ns)
+            break;
+        int r = npv_ring_wait(td->ring, mode, n - got, timeout_ns - spent, cpl + got, n - got);
+        if (r < 0)
+            return got > 0 ? (int)got : r; /* the collected ones are news; the error comes again */
+        got += (unsigned)r;
+    }
+    return (int)got;
+}

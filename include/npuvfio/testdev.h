@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The generic test device's driver (libnpuvfio-testdev): a DMA engine with a
+ * descriptor ring, a doorbell, a status block written back by DMA and MSI-X.
+ * It has no hardware: its model (`npuvfio sim --device testdev`) is the
+ * device. It is also the template the real drivers follow: open on an
+ * npv_dev of any transport, program the ring, hand out the npv_ring, reset
+ * and re-program after a hang or fault, close.
+ *
+ * Built on npv_dev, npv_domain, npv_dma, npv_bar, npv_irq and npv_ring only:
+ * the driver never knows whether the device is behind kernel VFIO or a
+ * vfio-user socket.
+ *
+ * What it takes at open, and gives back at close (in reverse order): BAR0,
+ * MSI-X vector 0 when cfg->irq is set, one DMA buffer holding the ring and
+ * the status block, mapped into the domain the device is attached to at open
+ * (switching the device to another domain while the driver is open leaves
+ * the ring unmapped there: close first). It takes no reference on dev: close
+ * the driver before npv_dev_close(dev).
+ *
+ * Jobs: a descriptor (struct npv_testdev_desc) per job, written into the ring
+ * with npv_ring_next/npv_ring_push on npv_testdev_ring(), made visible with
+ * npv_ring_submit and reaped with npv_ring_poll/npv_ring_wait (ring.h). The
+ * device runs them in order; a job the device failed completes with status
+ * -EIO and dev_error one of enum npv_testdev_error, and the engine stops at
+ * it (the ring's reset brings it back: npv_testdev_reset).
+ *
+ * Thread-safety: one npv_testdev (and its ring) is used by one thread at a
+ * time; different devices are independent.
+ */
+#ifndef NPUVFIO_TESTDEV_H
+#define NPUVFIO_TESTDEV_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <npuvfio/common.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/dma.h>
+#include <npuvfio/irq.h>
+#include <npuvfio/ring.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* PCI identity (QEMU's test-device vendor id, as edu uses). */
+#define NPV_TESTDEV_VENDOR_ID 0x1234u
+#define NPV_TESTDEV_DEVICE_ID 0x4e50u
+#define NPV_TESTDEV_CLASS     0x120000u /* processing accelerator */
+
+/* What a descriptor asks for. */
+enum npv_testdev_opcode {
+    NPV_TESTDEV_OP_NOP = 0,
+    NPV_TESTDEV_OP_COPY = 1, /* len bytes from src to dst */
+    NPV_TESTDEV_OP_FILL = 2, /* len bytes of (pattern & 0xff) at dst */
+};
+
+/* Raise MSI-X vector 0 when this descriptor completes (with cfg->irq). */
+#define NPV_TESTDEV_DESC_IRQ (1u << 0)
+/* The longest COPY or FILL the device takes; longer is NPV_TESTDEV_ERR_BAD_DESC. */
+#define NPV_TESTDEV_MAX_LEN (16u << 20)
+
+/* One descriptor, as the device reads it from the ring (device ABI). */
+struct npv_testdev_desc {
+    uint32_t opcode; /* enum npv_testdev_opcode */
+    uint32_t flags;  /* NPV_TESTDEV_DESC_* */
+    npv_iova_t src;
+    npv_iova_t dst;
+    uint32_t len;
+    uint32_t pattern;
+};
+static_assert(sizeof(struct npv_testdev_desc) == 32, "descriptor layout is device ABI");
+static_assert(offsetof(struct npv_testdev_desc, src) == 8, "descriptor layout is device ABI");
+static_assert(offsetof(struct npv_testdev_desc, dst) == 16, "descriptor layout is device ABI");
+static_assert(offsetof(struct npv_testdev_desc, len) == 24, "descriptor layout is device ABI");
+
+/* The device's error word: npv_cpl.dev_error of a job that completed with -EIO. */
+enum npv_testdev_error {
+    NPV_TESTDEV_ERR_NONE = 0,
+    NPV_TESTDEV_ERR_DMA = 1,      /* a DMA of the descriptor was refused (unmapped IOVA) */
+    NPV_TESTDEV_ERR_BAD_DESC = 2, /* unknown opcode, zero or too long a length */
+};
+
+/* Faults the device injects on command, armed for the next descriptor. */
+enum npv_testdev_fault {
+    NPV_TESTDEV_FAULT_NONE = 0,
+    NPV_TESTDEV_FAULT_HANG = 1,         /* stop completing until reset */
+    NPV_TESTDEV_FAULT_WILD_HEAD = 2,    /* write a completed head beyond the tail */
+    NPV_TESTDEV_FAULT_DMA_UNMAPPED = 3, /* DMA to an IOVA nobody mapped */
+    NPV_TESTDEV_FAULT_DISCONNECT = 4,   /* the device goes away (the server closes) */
+    NPV_TESTDEV_FAULT_FAIL_RESET = 5,   /* the next reset fails */
+};
+
+struct npv_testdev_config {
+    /* Ring size in descriptors: a power of two, 2..65536; 0 = 256. */
+    uint32_t entries;
+    /* Ring and status memory; NULL = the allocator's default (4 KiB pages, any node). */
+    const struct npv_dma_opts *mem;
+    /* Route MSI-X vector 0 to an eventfd so IRQ and HYBRID waits work. */
+    bool irq;
+    /* Hybrid waits spin this long before sleeping; 0 = the ring's default. */
+    uint64_t spin_ns;
+    /*
+     * A job's deadline when it is claimed with npv_ring_next/npv_ring_push:
+     * 0 = NPV_RING_DEFAULT_JOB_TIMEOUT_NS, UINT64_MAX = none (ring.h).
+     */
+    uint64_t job_timeout_ns;
+};
+
+struct npv_testdev;
+
+/*
+ * Check that dev is a test device (its ID and descriptor-size registers),
+ * allocate and map the ring, program the device and start its engine.
+ * cfg may be NULL (defaults). Errors: -EINVAL a bad config (the reason is
+ * logged), -ENODEV dev is not a test device, -ENOMEM, the transport's errno
+ * when the device does not answer (-ENOTCONN: its vfio-user server is gone),
+ * -EIO the device did not start.
+ */
+NPV_API int npv_testdev_open(struct npv_dev *dev, const struct npv_testdev_config *cfg,
+                             struct npv_testdev **out);
+/*
+ * Stop the engine, forget jobs in flight, release the ring, the interrupt and
+ * BAR0. Safe on a device whose server is gone. NULL is a no-op.
+ */
+NPV_API void npv_testdev_close(struct npv_testdev *td);
+
+/* The ring jobs go through (owned by td). */
+NPV_API struct npv_ring *npv_testdev_ring(struct npv_testdev *td);
+/* The DMA buffer holding the ring and the status block (owned by td). */
+NPV_API struct npv_dma *npv_testdev_ring_memory(struct npv_testdev *td);
+/* The device td drives. */
+NPV_API struct npv_dev *npv_testdev_dev(struct npv_testdev *td);
+/* The interrupt of vector 0 (owned by td), NULL without cfg->irq. */
+NPV_API struct npv_irq *npv_testdev_irq(struct npv_testdev *td);
+
+/*
+ * Fail every job in flight with -ECANCELED, reset the device and program its
+ * ring again (npv_ring_reset). Brings back an engine stopped at a failed job
+ * and a ring left dead by a failed reset. Returns 0, -EIO when the device
+ * did not come back, or the transport's errno.
+ */
+NPV_API int npv_testdev_reset(struct npv_testdev *td);
+
+/*
+ * Collect n completions (1 <= n <= jobs not yet reaped) into cpl, oldest first,
+ * waiting in mode for at most timeout_ns in all. Returns n; fewer (possibly
+ * 0) when the timeout passed first, the rest still in flight; or, when
+ * nothing was collected, a negative errno of npv_ring_wait. A completion's
+ * status says how its job ended.
+ */
+NPV_API int npv_testdev_wait(struct npv_testdev *td, enum npv_ring_wait_mode mode, unsigned n,
+                             uint64_t timeout_ns, struct npv_cpl *cpl);
+
+/* Arm a fault for the next descriptor (FAIL_RESET: for the next reset). -EINVAL, transport errno.
+ */
+NPV_API int npv_testdev_inject_fault(struct npv_testdev *td, enum npv_testdev_fault fault);
+
+/* What the device reports about its engine. */
+struct npv_testdev_state {
+    bool running;        /* fetching descriptors */
+    bool fault;          /* stopped at a refused DMA, a bad descriptor or a failed reset */
+    uint64_t fault_iova; /* the last refused DMA address */
+};
+NPV_API int npv_testdev_state(struct npv_testdev *td, struct npv_testdev_state *st);
+
+/* ---- building jobs ---- */
+
+static inline struct npv_testdev_desc npv_testdev_nop(uint32_t flags)
+{
+    struct npv_testdev_desc d = {.opcode = NPV_TESTDEV_OP_NOP, .flags = flags};
+    return d;
+}
+
+static inline struct npv_testdev_desc npv_testdev_copy(npv_iova_t dst, npv_iova_t src, uint32_t len,
+                                                       uint32_t flags)
+{
+    struct npv_testdev_desc d = {
+        .opcode = NPV_TESTDEV_OP_COPY, .flags = flags, .src = src, .dst = dst, .len = len};
+    return d;
+}
+
+static inline struct npv_testdev_desc npv_testdev_fill(npv_iova_t dst, uint8_t byte, uint32_t len,
+                                                       uint32_t flags)
+{
+    struct npv_testdev_desc d = {
+        .opcode = NPV_TESTDEV_OP_FILL, .flags = flags, .dst = dst, .len = len, .pattern = byte};
+    return d;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
