@@ -8,6 +8,7 @@
  * area, so a slot's memory is never reused while the chip may read it.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -276,8 +277,15 @@ static int wait_sc_host(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_
             ((uint32_t)npv_bar_read64(tpu->bar, EDGETPU_SC_HOST_INT_COUNT) - tpu->sc_host_base) &
             0xffff;
         int16_t ahead = (int16_t)(uint16_t)(finished - tpu->sc_host_reaped);
-        if (ahead > 0)
-            continue; /* finished on the chip, its status block still on the way */
+        if (ahead > 0) {
+            /*
+             * Finished on the chip, its status block still on the way. The
+             * interrupt woke us on the CPU of whoever raised it (a model's
+             * thread on a small host): give that CPU back while we wait.
+             */
+            sched_yield();
+            continue;
+        }
         if (ahead < 0)
             tpu->sc_host_reaped = finished; /* requests that raised no SC_HOST_0 */
         uint64_t left = deadline - now;
