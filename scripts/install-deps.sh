@@ -62,6 +62,9 @@ bookworm_archive_uri() {
     done | head -n1
 }
 
+#   install-deps.sh --check
+# lists the packages that are missing and exits 1 when any is, 0 when all are
+# present; it changes nothing and needs no root.
 #   install-deps.sh --print-archive [APT_DIR]
 # prints the archive address backports would be taken from (parsing APT_DIR,
 # default /etc/apt) and changes nothing; it needs no root.
@@ -73,11 +76,6 @@ if [ "${1:-}" = --print-archive ]; then
     fi
     echo "$uri"
     exit 0
-fi
-
-if [ "$(id -u)" != 0 ]; then
-    echo "install-deps.sh: must run as root (apt-get install)" >&2
-    exit 1
 fi
 
 # Packages from bookworm itself.
@@ -125,7 +123,14 @@ apt_update() {
     fi
 }
 
-if [ ! -f "$BACKPORTS_LIST" ] && ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; then
+# Add bookworm-backports from the archive address the machine already uses
+# for bookworm, unless some source has it already.
+enable_backports() {
+    if [ -f "$BACKPORTS_LIST" ] || grep -qs 'bookworm-backports' /etc/apt/sources.list \
+        /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; then
+        return
+    fi
+    local archive
     archive=$(bookworm_archive_uri /etc/apt)
     if [ -z "$archive" ]; then
         archive=http://deb.debian.org/debian
@@ -138,8 +143,8 @@ Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-    echo "install-deps.sh: enabled bookworm-backports from $archive (the bookworm archive in the apt sources) in $BACKPORTS_LIST"
-fi
+    echo "install-deps.sh: enabled bookworm-backports from $archive (the bookworm archive of the apt sources) in $BACKPORTS_LIST"
+}
 
 mapfile -t need_base < <(missing "${BASE_PACKAGES[@]}")
 need_bpo=()
@@ -147,12 +152,27 @@ for p in "${BACKPORTS_PACKAGES[@]}"; do
     backports_version_installed "$p" || need_bpo+=("$p")
 done
 
+if [ "${1:-}" = --check ]; then
+    if [ "${#need_base[@]}" -gt 0 ] || [ "${#need_bpo[@]}" -gt 0 ]; then
+        echo "install-deps.sh: missing: ${need_base[*]} ${need_bpo[*]}"
+        exit 1
+    fi
+    exit 0
+fi
+
+# Root only when something must be installed.
+if { [ "${#need_base[@]}" -gt 0 ] || [ "${#need_bpo[@]}" -gt 0 ]; } && [ "$(id -u)" != 0 ]; then
+    echo "install-deps.sh: must run as root to install ${need_base[*]} ${need_bpo[*]}" >&2
+    exit 1
+fi
+
 if [ "${#need_base[@]}" -gt 0 ]; then
     apt_update
     echo "install-deps.sh: installing ${need_base[*]}"
     apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${need_base[@]}"
 fi
 if [ "${#need_bpo[@]}" -gt 0 ]; then
+    enable_backports
     apt_update
     echo "install-deps.sh: installing from bookworm-backports: ${need_bpo[*]}"
     apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends -t bookworm-backports "${need_bpo[@]}"
