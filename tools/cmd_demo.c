@@ -225,14 +225,13 @@ int cmd_demo(struct npv_cli *cli, int argc, char **argv)
     if (optind < argc)
         return cli_usage(cli, "unexpected argument '%s'", argv[optind]);
 
-    struct demo_row rows[16];
-    size_t n = 0;
+    const struct npv_device_entry *one = NULL;
     if (device != NULL) {
-        const struct npv_device_entry *e = npv_device_find(device);
-        if (e == NULL)
+        one = npv_device_find(device);
+        if (one == NULL)
             return cli_usage(cli, "no device named '%s'", device);
         char why[96];
-        missing_parts(e, pci != NULL, why, sizeof(why));
+        missing_parts(one, pci != NULL, why, sizeof(why));
         if (why[0] != '\0')
             return cli_usage(cli, "%s cannot run%s: %s", device, pci ? " on hardware" : "", why);
         if (pci != NULL) {
@@ -240,10 +239,19 @@ int cmd_demo(struct npv_cli *cli, int argc, char **argv)
                 return CLI_FAILED;
             pci = canon;
         }
-        rows[n++] = (struct demo_row){.e = e};
+    }
+    size_t n = 0;
+    while (npv_device_at(n) != NULL)
+        n++;
+    struct demo_row *rows = calloc(n, sizeof(*rows));
+    if (rows == NULL)
+        return cli_fail(cli, "demo", -ENOMEM);
+    if (one != NULL) {
+        rows[0].e = one;
+        n = 1;
     } else {
-        for (size_t i = 0; npv_device_at(i) != NULL && n < sizeof(rows) / sizeof(rows[0]); i++)
-            rows[n++] = (struct demo_row){.e = npv_device_at(i)};
+        for (size_t i = 0; i < n; i++)
+            rows[i].e = npv_device_at(i);
     }
 
     int ret = CLI_OK;
@@ -254,9 +262,11 @@ int cmd_demo(struct npv_cli *cli, int argc, char **argv)
     }
     if (cli->json) {
         print_json(cli, rows, n);
+        free(rows);
         return ret;
     }
     print_table(rows, n);
+    free(rows);
     printf("\nWhat this host offers (npuvfio status):\n");
     fflush(stdout);
     char *status_argv[] = {"status", NULL};
