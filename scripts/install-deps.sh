@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install every Debian package npuvfio needs to build, test and benchmark.
 # Idempotent: packages already installed are skipped, and apt is only asked
-# for what is missing. Runs as root on Debian 12 (bookworm).
+# for what is missing. Runs on Debian 12 (bookworm), as root when something
+# is missing (with nothing missing it changes nothing and needs no root).
 #
 # bookworm-backports is enabled for the few packages that need it, and only
 # those are taken from it (backports is pinned low by Debian by default). Its
@@ -15,6 +16,13 @@ set -euo pipefail
 # Print the URI of the first enabled "deb" source for Debian's bookworm main
 # archive in the apt configuration under $1 (default /etc/apt).
 bookworm_archive_uri() {
+    local all
+    all=$(bookworm_archive_uris "$@")
+    [ -z "$all" ] || printf '%s\n' "${all%%$'\n'*}"
+}
+
+# Every such URI, one a line, in apt's order of files.
+bookworm_archive_uris() {
     local etc=${1:-/etc/apt} f
     local files=()
     [ -f "$etc/sources.list" ] && files+=("$etc/sources.list")
@@ -59,7 +67,7 @@ bookworm_archive_uri() {
                 else if (k == "enabled") enabled = tolower(v)
             }
             END { if (!found) flush() }' "$f"
-    done | head -n1
+    done
 }
 
 #   install-deps.sh --check

@@ -46,6 +46,13 @@ Components: contrib main
 SRC
 expect "deb822 with folded fields and a disabled stanza" http://deb822.example/debian "$tmp/deb822"
 
+# Both formats at once: one address, the first in apt's order (sources.list first).
+mkdir -p "$tmp/both/sources.list.d"
+echo "deb http://first.example/debian bookworm main" > "$tmp/both/sources.list"
+cp "$tmp/deb822/sources.list.d/debian.sources" "$tmp/both/sources.list.d/"
+echo "deb http://third.example/debian bookworm main" > "$tmp/both/sources.list.d/third.list"
+expect "several sources: the first only" http://first.example/debian "$tmp/both"
+
 mkdir -p "$tmp/none/sources.list.d"
 echo "deb http://x.example/debian trixie main" > "$tmp/none/sources.list.d/trixie.list"
 expect "no bookworm source" "<none>" "$tmp/none"
