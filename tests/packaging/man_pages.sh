@@ -46,7 +46,7 @@ export MANPATH=$prefix/share/man MANPAGER=cat MANWIDTH=80
 check_man() { # check_man ARGS... -- WANT
     local want=${*: -1} out
     out=$(man "${@:1:$#-1}" 2>&1) || { echo "FAIL: man ${*:1:$#-1}: $out"; exit 1; }
-    printf '%s\n' "$out" | grep -q -- "$want" || { echo "FAIL: man ${*:1:$#-1} lacks '$want':"; printf '%s\n' "$out" | head -20; exit 1; }
+    grep -q -- "$want" <<<"$out" || { echo "FAIL: man ${*:1:$#-1} lacks '$want':"; printf '%s\n' "$out" | head -20; exit 1; }
     echo "ok: man ${*:1:$#-1}"
 }
 check_man 3 npv_ring_new "int npv_ring_new(struct npv_ctx"
