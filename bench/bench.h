@@ -17,7 +17,15 @@ struct bench_opts {
     uint64_t warmup_ns; /* run before each point, not counted */
     const char *json_path;
     unsigned qd_max;
+    unsigned points; /* measured points in the whole run; progress lines only when nonzero */
 };
+
+/*
+ * "  [k/points] what" on stdout, one line per measured point, when
+ * o->points is set (stdout is a terminal): the full run takes a minute or two.
+ */
+void bench_progress(const struct bench_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Latency percentiles of one point, in nanoseconds. */
 struct lat {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <npuvfio/ctx.h>
 
@@ -26,6 +27,41 @@ struct target {
 };
 
 static const char *const mem_names[BENCH_MEMS] = {"2 MiB", "4 KiB"};
+
+/*
+ * Fail before minutes of measuring rather than after: --json FILE must be
+ * writable now. A file created by the check is removed again.
+ */
+static int check_writable(const char *path)
+{
+    bool existed = access(path, F_OK) == 0;
+    FILE *f = fopen(path, "ae");
+    if (f == NULL) {
+        fprintf(stderr, "npuvfio-bench: --json %s: cannot write it: %s (nothing measured)\n", path,
+                strerror(errno));
+        return -errno;
+    }
+    fclose(f);
+    if (!existed)
+        unlink(path);
+    return 0;
+}
+
+/* How many points the run measures and roughly how long that takes; progress on a terminal. */
+static void print_plan(struct bench_opts *o)
+{
+    unsigned nqd = 0;
+    for (unsigned qd = 1; qd <= o->qd_max && nqd < BENCH_MAX_QD; qd *= 2)
+        nqd++;
+    /* Per ring memory: the adjacent cache line, then per mode QD1 round trips and each QD. */
+    unsigned points = BENCH_MEMS * (1 + BENCH_MODES * (1 + nqd)) + 5;
+    double secs = (double)points * (double)(o->point_ns + o->warmup_ns) / 1e9;
+    bool tty = isatty(STDOUT_FILENO);
+    printf("plan:    %u points, about %.0f s%s\n\n", points, secs,
+           tty ? "; a line per point follows" : "");
+    if (tty)
+        o->points = points;
+}
 
 static void usage(FILE *f)
 {
@@ -249,6 +285,8 @@ int main(int argc, char **argv)
         snprintf(cmdline + len, sizeof(cmdline) - len, "%s%s", i ? " " : "", argv[i]);
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (o.json_path != NULL && check_writable(o.json_path) < 0)
+        return 1;
     struct utsname u;
     uname(&u);
     struct bench_cpus c;
@@ -258,6 +296,17 @@ int main(int argc, char **argv)
                 npv_strerror(rc));
         return 1;
     }
+    printf("npuvfio-bench %s: ring engine vs the testdev model over vfio-user, peers in the same "
+           "run\n",
+           npv_version());
+    printf("command: %s\n", cmdline);
+    printf("machine: %s, %u CPUs, Linux %s; submitter on CPU %d, device side on CPU %d "
+           "(hwloc-pinned)\n",
+           c.model, c.npus, u.release, c.sub, c.dev);
+    printf("run:     %.0f ms per point after %.0f ms warm-up (excluded); latency = per-operation "
+           "CLOCK_MONOTONIC\n",
+           (double)o.point_ns / 1e6, (double)o.warmup_ns / 1e6);
+    print_plan(&o);
     int status = 0;
     struct ours_results r;
     struct peer_results p;
@@ -272,17 +321,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "npuvfio-bench: cache-line peer: %s\n", npv_strerror(rc));
         status = 1;
     }
+    bench_progress(&o, "peer cache line bounce: p50 %.0f ns", p.cacheline_rtt.p50);
     if ((rc = peer_eventfd(&o, &c, &p.eventfd_rtt)) < 0) {
         fprintf(stderr, "npuvfio-bench: eventfd peer: %s\n", npv_strerror(rc));
         status = 1;
     }
+    bench_progress(&o, "peer eventfd ping-pong: p50 %.0f ns", p.eventfd_rtt.p50);
     if ((rc = peer_uring_nop(&o, &c, 1, &p.uring_nop_rate_1)) < 0 ||
         (rc = peer_uring_nop(&o, &c, 32, &p.uring_nop_rate_32)) < 0) {
         fprintf(stderr, "npuvfio-bench: io_uring peer: %s\n", npv_strerror(rc));
         status = 1;
     }
+    bench_progress(&o, "peer io_uring NOP: %.2f M/s one at a time", p.uring_nop_rate_1 / 1e6);
+    bench_progress(&o, "peer io_uring NOP: %.2f M/s in batches of 32", p.uring_nop_rate_32 / 1e6);
     rc = peer_rte_ring(&o, &c, &p.rte_ring_rate_32);
     p.have_rte_ring = rc == 0 && p.rte_ring_rate_32 > 0;
+    bench_progress(&o, "peer rte_ring SPSC: %.2f M/s", p.rte_ring_rate_32 / 1e6);
     if (rc == 0 && !p.have_rte_ring) {
         rc = -EIO;
         fprintf(stderr, "npuvfio-bench: rte_ring peer moved nothing (starved of CPU?)\n");
@@ -295,16 +349,7 @@ int main(int argc, char **argv)
         status = 1;
     }
 
-    printf("npuvfio-bench %s: ring engine vs the testdev model over vfio-user, peers in the same "
-           "run\n",
-           npv_version());
-    printf("command: %s\n", cmdline);
-    printf("machine: %s, %u CPUs, Linux %s; submitter on CPU %d, device side on CPU %d "
-           "(hwloc-pinned)\n",
-           c.model, c.npus, u.release, c.sub, c.dev);
-    printf("run:     %.0f ms per point after %.0f ms warm-up (excluded); latency = per-operation "
-           "CLOCK_MONOTONIC\n\n",
-           (double)o.point_ns / 1e6, (double)o.warmup_ns / 1e6);
+    printf("\n");
     if (!p.have_rte_ring)
         printf("!!! PEER MISSING: DPDK rte_ring not measured: %s !!!\n\n", p.rte_ring_missing);
 

@@ -254,6 +254,8 @@ static int run_mem(struct ours *t, struct ours_mem *m)
         fprintf(stderr, "npuvfio-bench: cache-line peer next to ours: %s\n", npv_strerror(rc));
         return rc;
     }
+    bench_progress(t->o, "peer cache line, %zu KiB slot: p50 %.0f ns", m->page_size >> 10,
+                   m->cacheline_adjacent.p50);
     for (int mode = 0; mode < BENCH_MODES; mode++) {
         rc = run_rtt(t, (enum npv_ring_wait_mode)mode, m);
         if (rc < 0) {
@@ -261,6 +263,8 @@ static int run_mem(struct ours *t, struct ours_mem *m)
                     npv_strerror(rc));
             return rc;
         }
+        bench_progress(t->o, "ours %s QD1 round trips, %zu KiB: p50 %.0f ns",
+                       bench_mode_names[mode], m->page_size >> 10, m->rtt[mode].p50);
         for (unsigned q = 0; q < m->nqd; q++) {
             rc = run_rate(t, (enum npv_ring_wait_mode)mode, m->qd[q], &m->rate[mode][q]);
             if (rc < 0) {
@@ -268,6 +272,9 @@ static int run_mem(struct ours *t, struct ours_mem *m)
                         m->qd[q], npv_strerror(rc));
                 return rc;
             }
+            bench_progress(t->o, "ours %s QD%u, %zu KiB: %.2f M descriptors/s",
+                           bench_mode_names[mode], m->qd[q], m->page_size >> 10,
+                           m->rate[mode][q] / 1e6);
         }
     }
     return 0;

@@ -2,6 +2,7 @@
 /* Samples, percentiles, the clock and CPU pinning (hwloc). */
 #include <errno.h>
 #include <hwloc.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,4 +117,18 @@ int bench_pin(int os_index, bool whole_process)
         hwloc_set_cpubind(topo, set, whole_process ? HWLOC_CPUBIND_PROCESS : HWLOC_CPUBIND_THREAD);
     hwloc_bitmap_free(set);
     return rc < 0 ? -errno : 0;
+}
+
+void bench_progress(const struct bench_opts *o, const char *fmt, ...)
+{
+    static unsigned done;
+    if (o->points == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("  [%u/%u] ", ++done, o->points);
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
 }

@@ -1,23 +1,95 @@
 #!/usr/bin/env bash
 # Install every Debian package npuvfio needs to build, test and benchmark.
 # Idempotent: packages already installed are skipped, and apt is only asked
-# for what is missing. Runs as root on Debian 12 (bookworm).
+# for what is missing. Runs on Debian 12 (bookworm), as root when something
+# is missing (with nothing missing it changes nothing and needs no root).
 #
 # bookworm-backports is enabled for the few packages that need it, and only
-# those are taken from it (backports is pinned low by Debian by default):
+# those are taken from it (backports is pinned low by Debian by default). Its
+# address is the one the machine already uses for bookworm's main archive
+# (a machine configured with a mirror may reach nothing else):
 #   linux-libc-dev 6.12  uapi headers with iommufd and the VFIO cdev API
 #   qemu-system-x86 10   the guest for the kernel VFIO tests
 #   linux-image / linux-source 6.12  the guest kernels
 set -euo pipefail
 
-if [ "$(id -u)" != 0 ]; then
-    echo "install-deps.sh: must run as root (apt-get install)" >&2
-    exit 1
+# Print the URI of the first enabled "deb" source for Debian's bookworm main
+# archive in the apt configuration under $1 (default /etc/apt).
+bookworm_archive_uri() {
+    local all
+    all=$(bookworm_archive_uris "$@")
+    [ -z "$all" ] || printf '%s\n' "${all%%$'\n'*}"
+}
+
+# Every such URI, one a line, in apt's order of files.
+bookworm_archive_uris() {
+    local etc=${1:-/etc/apt} f
+    local files=()
+    [ -f "$etc/sources.list" ] && files+=("$etc/sources.list")
+    for f in "$etc"/sources.list.d/*.list; do [ -f "$f" ] && files+=("$f"); done
+    for f in "${files[@]}"; do
+        # One-line style: deb [options] URI SUITE COMPONENT...
+        awk '
+            { sub(/#.*/, "") }
+            $1 == "deb" {
+                i = 2
+                if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+                uri = $i; suite = $(i + 1)
+                if (suite != "bookworm") next
+                for (k = i + 2; k <= NF; k++) if ($k == "main") { print uri; exit }
+            }' "$f"
+    done
+    for f in "$etc"/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        # deb822: stanzas separated by blank lines; fields may fold onto
+        # continuation lines (leading space).
+        awk '
+            function flush() {
+                if (types ~ /(^| )deb( |$)/ && suites ~ /(^| )bookworm( |$)/ &&
+                    comps ~ /(^| )main( |$)/ && enabled != "no" && uris != "") {
+                    split(uris, u, " "); print u[1]; found = 1; exit
+                }
+                types = suites = comps = uris = last = ""; enabled = "yes"
+            }
+            BEGIN { enabled = "yes" }
+            /^#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            /^[ \t]/ { val = $0; gsub(/^[ \t]+|[ \t]+$/, "", val); add(last, val); next }
+            {
+                key = tolower(substr($0, 1, index($0, ":") - 1)); val = substr($0, index($0, ":") + 1)
+                gsub(/^[ \t]+|[ \t]+$/, "", val); last = key; add(key, val)
+            }
+            function add(k, v) {
+                if (k == "types") types = types " " v
+                else if (k == "uris") uris = uris " " v
+                else if (k == "suites") suites = suites " " v
+                else if (k == "components") comps = comps " " v
+                else if (k == "enabled") enabled = tolower(v)
+            }
+            END { if (!found) flush() }' "$f"
+    done
+}
+
+#   install-deps.sh --check
+# lists the packages that are missing and exits 1 when any is, 0 when all are
+# present; it changes nothing and needs no root.
+#   install-deps.sh --print-archive [APT_DIR]
+# prints the archive address backports would be taken from (parsing APT_DIR,
+# default /etc/apt) and changes nothing; it needs no root.
+if [ "${1:-}" = --print-archive ]; then
+    uri=$(bookworm_archive_uri "${2:-/etc/apt}")
+    if [ -z "$uri" ]; then
+        echo "install-deps.sh: no enabled 'deb' source for bookworm main in ${2:-/etc/apt}" >&2
+        exit 1
+    fi
+    echo "$uri"
+    exit 0
 fi
 
 # Packages from bookworm itself.
 BASE_PACKAGES=(
     build-essential cmake pkg-config git
+    scdoc man-db abigail-tools
     liburing-dev libhwloc-dev check libsubunit-dev
     clang clang-format libclang-rt-14-dev
     dpdk-dev
@@ -66,16 +138,28 @@ apt_update() {
     fi
 }
 
-if [ ! -f "$BACKPORTS_LIST" ] && ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    cat > "$BACKPORTS_LIST" <<'SRC'
+# Add bookworm-backports from the archive address the machine already uses
+# for bookworm, unless some source has it already.
+enable_backports() {
+    if [ -f "$BACKPORTS_LIST" ] || grep -qs 'bookworm-backports' /etc/apt/sources.list \
+        /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; then
+        return
+    fi
+    local archive
+    archive=$(bookworm_archive_uri /etc/apt)
+    if [ -z "$archive" ]; then
+        archive=http://deb.debian.org/debian
+        echo "install-deps.sh: no bookworm main archive found in the apt sources; using $archive" >&2
+    fi
+    cat > "$BACKPORTS_LIST" <<SRC
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $archive
 Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-    echo "install-deps.sh: enabled bookworm-backports in $BACKPORTS_LIST"
-fi
+    echo "install-deps.sh: enabled bookworm-backports from $archive (the bookworm archive of the apt sources) in $BACKPORTS_LIST"
+}
 
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     dpkg --add-architecture arm64
@@ -88,14 +172,34 @@ for p in "${BACKPORTS_PACKAGES[@]}"; do
     backports_version_installed "$p" || need_bpo+=("$p")
 done
 
+if [ "${1:-}" = --check ]; then
+    if [ "${#need_base[@]}" -gt 0 ] || [ "${#need_bpo[@]}" -gt 0 ]; then
+        echo "install-deps.sh: missing: ${need_base[*]} ${need_bpo[*]}"
+        exit 1
+    fi
+    exit 0
+fi
+
+# Root only when something must be installed.
+if { [ "${#need_base[@]}" -gt 0 ] || [ "${#need_bpo[@]}" -gt 0 ]; } && [ "$(id -u)" != 0 ]; then
+    echo "install-deps.sh: must run as root to install ${need_base[*]} ${need_bpo[*]}" >&2
+    exit 1
+fi
+
 if [ "${#need_base[@]}" -gt 0 ]; then
     apt_update
     echo "install-deps.sh: installing ${need_base[*]}"
     apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${need_base[@]}"
 fi
 if [ "${#need_bpo[@]}" -gt 0 ]; then
+    enable_backports
     apt_update
     echo "install-deps.sh: installing from bookworm-backports: ${need_bpo[*]}"
     apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends -t bookworm-backports "${need_bpo[@]}"
 fi
 echo "install-deps.sh: all packages present"
+bpo_report=()
+for p in "${BACKPORTS_PACKAGES[@]}"; do
+    bpo_report+=("$p $(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)")
+done
+echo "install-deps.sh: from bookworm-backports: $(IFS=,; echo "${bpo_report[*]}" | sed 's/,/, /g')"

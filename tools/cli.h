@@ -48,6 +48,11 @@ const char *cli_known_npu(uint16_t vendor, uint16_t device);
 /* Print the device table's PCI ids, "  name  vvvv:dddd[, ...]  summary" a line. */
 void cli_print_known_npus(void);
 
+/* The host facts (npuvfio status --json) as one JSON object written into j. */
+struct json_out;
+struct npv_host_info;
+void status_write_json(struct json_out *j, const struct npv_host_info *h);
+
 /*
  * getopt_long for a subcommand: reports unknown options and missing arguments
  * as one-line usage errors. Returns the option, -1 at the end, or '?' after

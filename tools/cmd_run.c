@@ -7,30 +7,12 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <npuvfio/dev.h>
-#include <npuvfio/domain.h>
 
 #include "cli.h"
+#include "device_run.h"
 #include "json_out.h"
-#include "registry.h"
-
-#define MODEL_START_TIMEOUT_NS (10ull * 1000000000ull)
-
-struct model_child {
-    pid_t pid;
-    char dir[64];
-    char path[108];
-};
 
 static void help(void)
 {
@@ -54,66 +36,6 @@ static void help(void)
         const struct npv_device_entry *e = npv_device_at(i);
         if (e->sample_run != NULL)
             printf("  %-10s %s\n", e->name, e->summary);
-    }
-}
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void model_stop(struct model_child *m)
-{
-    if (m->pid > 0) {
-        kill(m->pid, SIGTERM);
-        waitpid(m->pid, NULL, 0);
-        m->pid = 0;
-    }
-    if (m->path[0] != '\0')
-        unlink(m->path);
-    if (m->dir[0] != '\0')
-        rmdir(m->dir);
-}
-
-/* The model in a child that dies with us, serving one client; returns once it listens. */
-static int model_start(struct npv_cli *cli, const struct npv_device_entry *e, struct model_child *m)
-{
-    snprintf(m->dir, sizeof(m->dir), "/tmp/npuvfio-run-XXXXXX");
-    if (mkdtemp(m->dir) == NULL) {
-        m->dir[0] = '\0';
-        return cli_fail(cli, "a private socket directory in /tmp", -errno);
-    }
-    snprintf(m->path, sizeof(m->path), "%s/%s.sock", m->dir, e->name);
-    fflush(NULL);
-    m->pid = fork();
-    if (m->pid < 0)
-        return cli_fail(cli, "fork", -errno);
-    if (m->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int r = npv_device_serve(e, m->path, true);
-        if (r < 0)
-            fprintf(stderr, "npuvfio run: %s model: %s\n", e->name, npv_strerror(r));
-        _exit(r < 0 ? 1 : 0);
-    }
-    uint64_t deadline = mono_ns() + MODEL_START_TIMEOUT_NS;
-    for (;;) {
-        struct stat st;
-        int status;
-        if (stat(m->path, &st) == 0 && S_ISSOCK(st.st_mode))
-            return CLI_OK;
-        if (waitpid(m->pid, &status, WNOHANG) == m->pid) {
-            m->pid = 0;
-            cli_error(cli, "the %s model exited before it listened", e->name);
-            return CLI_FAILED;
-        }
-        if (mono_ns() > deadline) {
-            cli_error(cli, "the %s model did not listen on %s within 10 s", e->name, m->path);
-            return CLI_FAILED;
-        }
-        struct timespec nap = {.tv_sec = 0, .tv_nsec = 2000000};
-        nanosleep(&nap, NULL);
     }
 }
 
@@ -157,36 +79,15 @@ static void print_json(const struct npv_device_entry *e, const char *where,
     json_finish(&j);
 }
 
-/* Open the device, the driver on it, run the sample; print. */
+/* The sample through the driver on socket or pci; print the report. */
 static int run_on(struct npv_cli *cli, const struct npv_device_entry *e, const char *socket,
                   const char *pci, const struct npv_sample_opts *opts)
 {
-    struct npv_domain *dom;
-    struct npv_dev *dev;
-    void *drv;
     struct npv_sample_result res;
     const char *where = socket != NULL ? socket : pci;
-    int r = npv_domain_new(cli->ctx, NULL, &dom);
-    if (r < 0)
-        return cli_fail(cli, "domain", r);
-    r = socket != NULL ? npv_dev_open_vfio_user(cli->ctx, socket, dom, NULL, &dev)
-                       : npv_dev_open_pci(cli->ctx, pci, dom, NULL, &dev);
-    if (r < 0) {
-        npv_domain_put(dom);
-        return cli_fail(cli, where, r);
-    }
-    int ret = CLI_OK;
-    r = e->driver_open(dev, &drv);
-    if (r < 0) {
-        ret = cli_fail(cli, e->name, r);
-        goto out_dev;
-    }
-    r = e->sample_run(drv, opts, &res);
-    e->driver_close(drv);
-    if (r < 0) {
-        ret = cli_fail(cli, "sample workload", r);
-        goto out_dev;
-    }
+    int ret = device_run_sample(cli, e, socket, pci, opts, &res);
+    if (ret != CLI_OK)
+        return ret;
     if (cli->json)
         print_json(e, where, &res);
     else
@@ -194,12 +95,9 @@ static int run_on(struct npv_cli *cli, const struct npv_device_entry *e, const c
     if (res.mismatches != 0) {
         cli_error(cli, "%llu bytes differ from the CPU reference",
                   (unsigned long long)res.mismatches);
-        ret = CLI_FAILED;
+        return CLI_FAILED;
     }
-out_dev:
-    npv_dev_close(dev);
-    npv_domain_put(dom);
-    return ret;
+    return CLI_OK;
 }
 
 int cmd_run(struct npv_cli *cli, int argc, char **argv)

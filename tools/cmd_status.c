@@ -68,38 +68,43 @@ static void print_text(const struct npv_host_info *h)
                "vfio-user (`npuvfio sim`)\n");
 }
 
+void status_write_json(struct json_out *j, const struct npv_host_info *h)
+{
+    json_begin_object(j);
+    json_kv_string(j, "version", npv_version());
+    json_kv_string(j, "kernel", h->kernel_release);
+    json_kv_bool(j, "iommufd_built", h->iommufd_built);
+    json_kv_bool(j, "dev_vfio_vfio", h->vfio_container);
+    json_kv_bool(j, "dev_iommu", h->iommufd_dev);
+    json_kv_bool(j, "vfio_pci_loaded", h->vfio_pci_loaded);
+    json_kv_int(j, "iommu_groups", h->iommu_groups);
+    json_key(j, "hugepages");
+    json_begin_array(j);
+    for (int i = 0; i < 2; i++) {
+        json_begin_object(j);
+        json_kv_uint(j, "page_size", h->hugepages[i].page_size);
+        json_kv_bool(j, "present", h->hugepages[i].present);
+        json_kv_uint(j, "reserved", h->hugepages[i].nr);
+        json_kv_uint(j, "free", h->hugepages[i].free);
+        json_end_object(j);
+    }
+    json_end_array(j);
+    json_key(j, "memlock_limit");
+    if (h->memlock_limit == UINT64_MAX)
+        json_null(j);
+    else
+        json_uint(j, h->memlock_limit);
+    json_kv_bool(j, "cap_ipc_lock", h->cap_ipc_lock);
+    json_kv_int(j, "cpus", h->cpus);
+    json_kv_int(j, "numa_nodes", h->numa_nodes);
+    json_end_object(j);
+}
+
 static void print_json(const struct npv_host_info *h)
 {
     struct json_out j;
     json_init(&j, stdout);
-    json_begin_object(&j);
-    json_kv_string(&j, "version", npv_version());
-    json_kv_string(&j, "kernel", h->kernel_release);
-    json_kv_bool(&j, "iommufd_built", h->iommufd_built);
-    json_kv_bool(&j, "dev_vfio_vfio", h->vfio_container);
-    json_kv_bool(&j, "dev_iommu", h->iommufd_dev);
-    json_kv_bool(&j, "vfio_pci_loaded", h->vfio_pci_loaded);
-    json_kv_int(&j, "iommu_groups", h->iommu_groups);
-    json_key(&j, "hugepages");
-    json_begin_array(&j);
-    for (int i = 0; i < 2; i++) {
-        json_begin_object(&j);
-        json_kv_uint(&j, "page_size", h->hugepages[i].page_size);
-        json_kv_bool(&j, "present", h->hugepages[i].present);
-        json_kv_uint(&j, "reserved", h->hugepages[i].nr);
-        json_kv_uint(&j, "free", h->hugepages[i].free);
-        json_end_object(&j);
-    }
-    json_end_array(&j);
-    json_key(&j, "memlock_limit");
-    if (h->memlock_limit == UINT64_MAX)
-        json_null(&j);
-    else
-        json_uint(&j, h->memlock_limit);
-    json_kv_bool(&j, "cap_ipc_lock", h->cap_ipc_lock);
-    json_kv_int(&j, "cpus", h->cpus);
-    json_kv_int(&j, "numa_nodes", h->numa_nodes);
-    json_end_object(&j);
+    status_write_json(&j, h);
     json_finish(&j);
 }
 

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <npuvfio/bar.h>
+
 #include "sample.h"
 #include "sample_run.h"
 
@@ -98,6 +100,23 @@ static int run_all(struct npv_edgetpu *tpu, const struct edgetpu_sample *s,
     return 0;
 }
 
+/*
+ * The sample is in our instruction format, which only the model executes: a
+ * real chip would take it for a DarwiNN bitstream. The model says who it is
+ * in BAR0, which the chip's drivers never use.
+ */
+static int require_model(struct npv_edgetpu *tpu)
+{
+    struct npv_bar *bar0;
+    uint64_t id = 0;
+    int r = npv_bar_map(npv_edgetpu_dev(tpu), 0, &bar0);
+    if (r < 0)
+        return -ENOTSUP;
+    r = npv_bar_read(bar0, EDGETPU_MODEL_ID, 8, &id);
+    npv_bar_unmap(bar0);
+    return r == 0 && id == EDGETPU_MODEL_ID_VALUE ? 0 : -ENOTSUP;
+}
+
 int edgetpu_sample_run(struct npv_edgetpu *tpu, const struct npv_sample_opts *opts,
                        struct npv_sample_result *res, uint64_t *checksum)
 {
@@ -105,11 +124,14 @@ int edgetpu_sample_run(struct npv_edgetpu *tpu, const struct npv_sample_opts *op
         opts != NULL && opts->iterations ? opts->iterations : EDGETPU_SAMPLE_DEFAULT_ITERATIONS;
     uint64_t sum = EDGETPU_FNV_OFFSET;
     memset(res, 0, sizeof(*res));
+    int r = require_model(tpu);
+    if (r < 0)
+        return r;
     struct edgetpu_sample *s = malloc(sizeof(*s));
     uint64_t *lat = calloc(n, sizeof(*lat));
     struct npv_edgetpu_executable *exe = NULL;
     struct run_buffers b = {0};
-    int r = -ENOMEM;
+    r = -ENOMEM;
     if (s == NULL || lat == NULL)
         goto out;
     edgetpu_sample_init(s, 7);

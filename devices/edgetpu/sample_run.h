@@ -24,7 +24,8 @@ uint64_t edgetpu_fnv1a(uint64_t h, const void *p, size_t len);
  * edgetpu_sample_input(0..n-1)) one at a time, check each, and fill *res;
  * *checksum (may be NULL) gets the FNV-1a of every output in request order
  * (also written in res->what). 0 (res may still count mismatches), or the
- * first failing call's negative errno.
+ * first failing call's negative errno; -ENOTSUP on anything but the model
+ * (the sample is in our instruction format, which a real chip does not run).
  */
 int edgetpu_sample_run(struct npv_edgetpu *tpu, const struct npv_sample_opts *opts,
                        struct npv_sample_result *res, uint64_t *checksum);

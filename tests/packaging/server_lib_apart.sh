@@ -5,18 +5,20 @@
 set -euo pipefail
 lib=$1
 srv=$2
-in_lib=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep '^npv_vus' || true)
+# Symbol names without their version (npv_x@@NPUVFIO_0.1), version nodes left out.
+defined() { nm -D --defined-only "$1" | awk '$2 != "A" {print $3}' | sed 's/@.*//'; }
+in_lib=$(defined "$lib" | grep '^npv_vus' || true)
 if [ -n "$in_lib" ]; then
     echo "FAIL: libnpuvfio carries server symbols:"; printf '  %s\n' $in_lib; exit 1
 fi
-srv_all=$(nm -D --defined-only "$srv" | awk '{print $3}' | grep -v '^$' | sort -u)
+srv_all=$(defined "$srv" | grep -v '^$' | sort -u)
 not_vus=$(printf '%s\n' "$srv_all" | grep -v '^npv_vus' || true)
 if [ -n "$not_vus" ]; then
     echo "FAIL: libnpuvfio-server exports more than npv_vus_*:"; printf '  %s\n' $not_vus; exit 1
 fi
-lib_all=$(nm -D --defined-only "$lib" | awk '{print $3}' | sort -u)
+lib_all=$(defined "$lib" | sort -u)
 missing=""
-for s in $(nm -D --undefined-only "$srv" | awk '{print $2}' | grep '^npv_' || true); do
+for s in $(nm -D --undefined-only "$srv" | awk '{print $2}' | sed 's/@.*//' | grep '^npv_' || true); do
     printf '%s\n' "$lib_all" | grep -qx "$s" || missing="$missing $s"
 done
 if [ -n "$missing" ]; then

@@ -28,8 +28,13 @@ if [ -f "$out/bzImage" ]; then echo "$out/bzImage"; exit 0; fi
 
 mkdir -p "$cache" || die "cannot create cache dir $cache (set NPUVFIO_CACHE)"
 exec 9>"$cache/kernel-build.lock"
-flock 9
+if ! flock -n 9; then
+  echo "build-kernel: another run is building the guest kernel; waiting for it (up to ~5 min)" >&2
+  flock 9
+fi
 if [ -f "$out/bzImage" ]; then echo "$out/bzImage"; exit 0; fi
+echo "build-kernel: no cached guest kernel for this configuration: building one from" \
+  "linux-source-6.12 with IOMMUFD (about 5 min on 2 cores, once; cached in $out)" >&2
 
 work=$cache/kbuild-$key
 rm -rf "$work" && mkdir -p "$work"

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One device of the device table driven end to end: its model started on a
+ * private socket in a child process, the device opened on a transport, its
+ * driver on it, its sample workload run and checked on the CPU. Shared by
+ * `npuvfio run` (one device, full report) and `npuvfio demo` (every device,
+ * one table).
+ */
+#ifndef NPV_TOOLS_DEVICE_RUN_H
+#define NPV_TOOLS_DEVICE_RUN_H
+
+#include <sys/types.h>
+
+#include "cli.h"
+#include "registry.h"
+
+struct model_child {
+    pid_t pid;
+    char dir[64];
+    char path[108]; /* the socket the model serves one client on */
+};
+
+/*
+ * Start e's model in a child that dies with us, serving one client on a
+ * socket in a new private directory; returns CLI_OK once it listens (within
+ * 10 s), else prints why and returns CLI_FAILED. model_stop() in both cases.
+ */
+int model_start(struct npv_cli *cli, const struct npv_device_entry *e, struct model_child *m);
+/* Stop the child and remove its socket and directory; harmless when nothing was started. */
+void model_stop(struct model_child *m);
+
+/*
+ * Open the device at socket (vfio-user) or pci (vfio-pci), e's driver on it,
+ * and run e's sample workload into res. CLI_OK when it ran (res->mismatches
+ * may still be nonzero), else prints one line and returns CLI_FAILED.
+ */
+int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e, const char *socket,
+                      const char *pci, const struct npv_sample_opts *opts,
+                      struct npv_sample_result *res);
+
+#endif
