@@ -2,8 +2,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include <npuvfio/edgetpu.h>
 #include <npuvfio/testdev.h>
 
+#include "edgetpu/model.h"
+#include "edgetpu/regs.h"
+#include "edgetpu/sample_run.h"
 #include "registry.h"
 #include "testdev/model.h"
 #include "testdev/sample.h"
@@ -44,6 +48,42 @@ static int testdev_sample_run(void *drv, const struct npv_sample_opts *opts,
     return npv_testdev_sample_run(drv, opts, res);
 }
 
+static int edgetpu_model_create(struct npv_ctx *ctx, void **model, struct npv_vus **srv)
+{
+    struct npv_edgetpu_model *m;
+    int r = npv_edgetpu_model_new(ctx, &m);
+    if (r < 0)
+        return r;
+    *model = m;
+    *srv = npv_edgetpu_model_server(m);
+    return 0;
+}
+
+static void edgetpu_model_destroy(void *model)
+{
+    npv_edgetpu_model_free(model);
+}
+
+static int edgetpu_driver_open(struct npv_dev *dev, void **drv)
+{
+    struct npv_edgetpu *tpu;
+    int r = npv_edgetpu_open(dev, NULL, &tpu);
+    if (r == 0)
+        *drv = tpu;
+    return r;
+}
+
+static void edgetpu_driver_close(void *drv)
+{
+    npv_edgetpu_close(drv);
+}
+
+static int edgetpu_sample(void *drv, const struct npv_sample_opts *opts,
+                          struct npv_sample_result *res)
+{
+    return edgetpu_sample_run(drv, opts, res, NULL);
+}
+
 static const struct npv_device_entry devices[] = {
     {
         .name = "testdev",
@@ -59,7 +99,13 @@ static const struct npv_device_entry devices[] = {
     {
         .name = "edgetpu",
         .summary = "Coral Edge TPU (Apex, Global Unichip Corp.)",
-        .pci_ids = {{0x1ac1, 0x089a}},
+        .pci_ids = {{EDGETPU_PCI_VENDOR, EDGETPU_PCI_DEVICE}},
+        .class_code = EDGETPU_PCI_CLASS,
+        .model_create = edgetpu_model_create,
+        .model_destroy = edgetpu_model_destroy,
+        .driver_open = edgetpu_driver_open,
+        .driver_close = edgetpu_driver_close,
+        .sample_run = edgetpu_sample,
     },
     {
         .name = "aicore",

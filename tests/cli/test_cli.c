@@ -574,6 +574,16 @@ START_TEST(run_testdev_checks_every_result_and_prints_percentiles)
 }
 END_TEST
 
+START_TEST(run_edgetpu_checks_every_output_of_the_sample_network)
+{
+    run_cli(&r, NULL, ARGS("run", "--device", "edgetpu", "--iterations", "50"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "50 (50 jobs); every result matches the CPU reference") != NULL,
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.out, "outputs FNV-1a ") != NULL, "%s", r.out);
+}
+END_TEST
+
 START_TEST(run_json_is_one_document)
 {
     run_cli(&r, NULL, ARGS("--json", "run", "--device", "testdev", "--iterations", "10"));
@@ -585,7 +595,7 @@ END_TEST
 
 START_TEST(run_refuses_devices_without_a_sample_and_bad_arguments)
 {
-    run_cli(&r, NULL, ARGS("run", "--device", "edgetpu"));
+    run_cli(&r, NULL, ARGS("run", "--device", "aicore"));
     ck_assert_int_eq(r.status, 2);
     ck_assert_int_eq(count_lines(r.err), 1);
     run_cli(&r, NULL, ARGS("run", "--device", "nosuch"));
@@ -760,6 +770,7 @@ static Suite *cli_suite(void)
     TCase *run = tcase_create("run");
     tcase_add_checked_fixture(run, setup, teardown);
     tcase_add_test(run, run_testdev_checks_every_result_and_prints_percentiles);
+    tcase_add_test(run, run_edgetpu_checks_every_output_of_the_sample_network);
     tcase_add_test(run, run_json_is_one_document);
     tcase_add_test(run, run_refuses_devices_without_a_sample_and_bad_arguments);
     tcase_add_test(run, run_against_a_missing_socket_fails_with_one_line);

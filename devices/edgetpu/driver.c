@@ -1,0 +1,558 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Edge TPU driver: bring-up, reset and close, following gasket's
+ * apex_reset / probe / open and libedgetpu's MmioDriver::DoOpen and Close
+ * (../shared/hw/edgetpu.md section 7), with a deadline on every poll where
+ * both stock drivers spin forever.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "driver_internal.h"
+
+#define DEFAULT_ENTRIES 256u
+#define DEFAULT_SIMPLE  6144u
+#define DEFAULT_INSTR   4096u
+#define DEFAULT_TIMEOUT 1000000000ull
+#define QUEUE_BYTES     (2u * EDGETPU_PAGE_SIZE)            /* ring page + status block page */
+#define RING_VA         ((uint64_t)1 << EDGETPU_PAGE_SHIFT) /* simple slot 1: VA 0 stays unmapped */
+#define STATUS_BLOCK_VA ((uint64_t)2 << EDGETPU_PAGE_SHIFT)
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int edgetpu_write64(struct npv_edgetpu *tpu, uint64_t off, uint64_t v)
+{
+    return npv_bar_write(tpu->bar, off, 8, v);
+}
+
+static int read64(struct npv_edgetpu *tpu, uint64_t off, uint64_t *v)
+{
+    int r = npv_bar_read(tpu->bar, off, 8, v);
+    if (r == 0 && *v == ~0ull)
+        return -ENODEV; /* off the bus: every read returns all-ones */
+    return r;
+}
+
+static int scu_read(struct npv_edgetpu *tpu, uint64_t off, uint32_t *v)
+{
+    uint64_t x;
+    int r = npv_bar_read(tpu->bar, off, 4, &x);
+    if (r < 0)
+        return r;
+    *v = (uint32_t)x;
+    return *v == UINT32_MAX ? -ENODEV : 0;
+}
+
+static int scu_write(struct npv_edgetpu *tpu, uint64_t off, uint32_t v)
+{
+    return npv_bar_write(tpu->bar, off, 4, v);
+}
+
+/* Poll until (reg & mask) == want; 64-bit CSR or (width 4) SCU register. */
+static int poll_reg(struct npv_edgetpu *tpu, uint64_t off, unsigned width, uint64_t mask,
+                    uint64_t want)
+{
+    uint64_t deadline = mono_ns() + tpu->cfg.poll_timeout_ns;
+    for (;;) {
+        uint64_t v = 0;
+        int r;
+        if (width == 4) {
+            uint32_t v32;
+            r = scu_read(tpu, off, &v32);
+            v = v32;
+        } else {
+            r = read64(tpu, off, &v);
+        }
+        if (r < 0)
+            return r;
+        if (v != EDGETPU_DEADFEED && (v & mask) == want)
+            return 0;
+        if (mono_ns() >= deadline)
+            return -ETIMEDOUT;
+        struct timespec nap = {.tv_sec = 0, .tv_nsec = 10000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* Poll until the register reads non-zero (and not the in-reset marker). */
+static int poll_nonzero(struct npv_edgetpu *tpu, uint64_t off)
+{
+    uint64_t deadline = mono_ns() + tpu->cfg.poll_timeout_ns;
+    for (;;) {
+        uint64_t v;
+        int r = read64(tpu, off, &v);
+        if (r < 0)
+            return r;
+        if (v != 0 && v != EDGETPU_DEADFEED)
+            return 0;
+        if (mono_ns() >= deadline)
+            return -ETIMEDOUT;
+        struct timespec nap = {.tv_sec = 0, .tv_nsec = 10000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+static uint32_t field_set(uint32_t v, uint32_t mask, unsigned shift, uint32_t x)
+{
+    return (v & ~mask) | ((x << shift) & mask);
+}
+
+/* gasket apex_enter_reset: pause DMA, force the GCB into reset, gate it, shut its RAMs down. */
+static int gcb_enter_reset(struct npv_edgetpu *tpu)
+{
+    uint32_t s2 = 0, s3 = 0;
+    int r = edgetpu_write64(tpu, EDGETPU_UHIB_DMA_PAUSE, 1);
+    if (r == 0)
+        r = poll_reg(tpu, EDGETPU_UHIB_DMA_PAUSED, 8, 1, 1);
+    if (r == 0)
+        r = scu_read(tpu, EDGETPU_SCU_CTRL_2, &s2);
+    if (r < 0)
+        return r;
+    s2 = field_set(s2, EDGETPU_SCU2_RG_RST_GCB_MASK, EDGETPU_SCU2_RG_RST_GCB_SHIFT,
+                   EDGETPU_RST_GCB_FORCE_RESET);
+    s2 = field_set(s2, EDGETPU_SCU2_RG_GATED_GCB_MASK, EDGETPU_SCU2_RG_GATED_GCB_SHIFT, 1);
+    r = scu_write(tpu, EDGETPU_SCU_CTRL_2, s2);
+    if (r == 0)
+        r = scu_read(tpu, EDGETPU_SCU_CTRL_3, &s3);
+    if (r < 0)
+        return r;
+    s3 = field_set(s3 & ~EDGETPU_SCU3_RO_MASK, EDGETPU_SCU3_RG_FORCE_RAM_SD_MASK,
+                   EDGETPU_SCU3_RG_FORCE_RAM_SD_SHIFT, 3);
+    r = scu_write(tpu, EDGETPU_SCU_CTRL_3, s3);
+    if (r == 0)
+        r = poll_reg(tpu, EDGETPU_SCU_CTRL_3, 4, EDGETPU_SCU3_CUR_GCB_SRAM_SD,
+                     EDGETPU_SCU3_CUR_GCB_SRAM_SD);
+    return r;
+}
+
+/* gasket apex_quit_reset: RAMs on, clock ungated (HW-controlled), reset released. */
+static int gcb_quit_reset(struct npv_edgetpu *tpu)
+{
+    uint32_t s2 = 0, s3 = 0;
+    int r = scu_read(tpu, EDGETPU_SCU_CTRL_3, &s3);
+    if (r < 0)
+        return r;
+    s3 = field_set(s3 & ~EDGETPU_SCU3_RO_MASK, EDGETPU_SCU3_RG_FORCE_RAM_SD_MASK,
+                   EDGETPU_SCU3_RG_FORCE_RAM_SD_SHIFT, 0);
+    r = scu_write(tpu, EDGETPU_SCU_CTRL_3, s3);
+    if (r == 0)
+        r = scu_read(tpu, EDGETPU_SCU_CTRL_2, &s2);
+    if (r < 0)
+        return r;
+    s2 = field_set(s2, EDGETPU_SCU2_RG_GATED_GCB_MASK, EDGETPU_SCU2_RG_GATED_GCB_SHIFT, 0);
+    s2 = field_set(s2, EDGETPU_SCU2_RG_RST_GCB_MASK, EDGETPU_SCU2_RG_RST_GCB_SHIFT,
+                   EDGETPU_RST_GCB_FORCE_NOT_RESET);
+    r = scu_write(tpu, EDGETPU_SCU_CTRL_2, s2);
+    if (r == 0)
+        r = poll_reg(tpu, EDGETPU_SCU_CTRL_3, 4, EDGETPU_SCU3_CUR_GCB_SRAM_SD, 0);
+    if (r == 0)
+        r = poll_reg(tpu, EDGETPU_SCU_CTRL_3, 4, EDGETPU_SCU3_CUR_RST_GCB, 0);
+    if (r == 0)
+        r = scu_read(tpu, EDGETPU_SCU_CTRL_3, &s3);
+    if (r < 0)
+        return r;
+    /* "inactive allowed, sleep disabled": gasket's default with allow_hw_clock_gating. */
+    s3 = field_set(s3 & ~EDGETPU_SCU3_RO_MASK, EDGETPU_SCU3_RG_PWR_STATE_OVR_MASK,
+                   EDGETPU_SCU3_RG_PWR_STATE_OVR_SHIFT, 2);
+    return scu_write(tpu, EDGETPU_SCU_CTRL_3, s3);
+}
+
+/* gasket apex_reset, then the init flags its probe polls. */
+static int gcb_reset(struct npv_edgetpu *tpu)
+{
+    uint32_t s3;
+    int r = scu_read(tpu, EDGETPU_SCU_CTRL_3, &s3);
+    if (r == 0 && !(s3 & EDGETPU_SCU3_CUR_RST_GCB))
+        r = gcb_enter_reset(tpu);
+    if (r == 0)
+        r = gcb_quit_reset(tpu);
+    if (r == 0)
+        r = poll_nonzero(tpu, EDGETPU_KHIB_PAGE_TABLE_INIT);
+    if (r == 0)
+        r = poll_nonzero(tpu, EDGETPU_KHIB_MSIX_TABLE_INIT);
+    return r;
+}
+
+static int program_intvecctl(struct npv_edgetpu *tpu)
+{
+    /* Vector i serves source i, as gasket programs it. */
+    static const uint64_t unpacked[][2] = {
+        {EDGETPU_KHIB_INSTR_QUEUE_INTVECCTL, EDGETPU_VEC_INSTR_QUEUE},
+        {EDGETPU_KHIB_INPUT_ACTV_QUEUE_INTVECCTL, EDGETPU_VEC_INPUT_ACTV_QUEUE},
+        {EDGETPU_KHIB_PARAM_QUEUE_INTVECCTL, EDGETPU_VEC_PARAM_QUEUE},
+        {EDGETPU_KHIB_OUTPUT_ACTV_QUEUE_INTVECCTL, EDGETPU_VEC_OUTPUT_ACTV_QUEUE},
+        {EDGETPU_KHIB_FATAL_ERR_INTVECCTL, EDGETPU_VEC_FATAL_ERR},
+    };
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < sizeof(unpacked) / sizeof(unpacked[0]); i++)
+        r = edgetpu_write64(tpu, unpacked[i][0], unpacked[i][1]);
+    uint64_t sc = 0, top = 0;
+    for (unsigned f = 0; f < 4; f++) {
+        sc |= (uint64_t)(EDGETPU_VEC_SC_HOST_0 + f) << (EDGETPU_INTVECCTL_FIELD_BITS * f);
+        top |= (uint64_t)(EDGETPU_VEC_TOP_LEVEL_0 + f) << (EDGETPU_INTVECCTL_FIELD_BITS * f);
+    }
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_KHIB_SC_HOST_INTVECCTL, sc);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_KHIB_TOP_LEVEL_INTVECCTL, top);
+    return r;
+}
+
+static int open_queue(struct npv_edgetpu *tpu)
+{
+    uint64_t v;
+    int r = read64(tpu, EDGETPU_IQ_DESCRIPTOR_SIZE, &v);
+    if (r < 0)
+        return r;
+    if (v != EDGETPU_IQ_DESC_SIZE_VALUE)
+        return -EPROTO; /* libedgetpu refuses any other descriptor size */
+    memset(npv_dma_vaddr(tpu->queue_dma), 0, QUEUE_BYTES);
+    npv_dma_sync_for_device(tpu->queue_dma, 0, QUEUE_BYTES);
+    /* The tail is not reset by the hardware; the engine starts at index 0. */
+    r = edgetpu_write64(tpu, EDGETPU_IQ_TAIL, 0);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_IQ_BASE, RING_VA);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_IQ_STATUS_BLOCK_BASE, STATUS_BLOCK_VA);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_IQ_SIZE, tpu->cfg.queue_entries);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_IQ_CONTROL,
+                            EDGETPU_IQ_CONTROL_ENABLE | EDGETPU_IQ_CONTROL_SB_WR_ENABLE);
+    if (r == 0)
+        r = poll_reg(tpu, EDGETPU_IQ_STATUS, 8, 1, 1);
+    return r;
+}
+
+static int run_cores(struct npv_edgetpu *tpu, uint64_t ctl)
+{
+    static const uint32_t sc_regs[] = {
+        EDGETPU_SC_SCALAR_CORE_RUN_CONTROL, EDGETPU_SC_AV_DATA_POP_RUN_CONTROL,
+        EDGETPU_SC_PARAMETER_POP_RUN_CONTROL, EDGETPU_SC_INFEED_RUN_CONTROL,
+        EDGETPU_SC_OUTFEED_RUN_CONTROL};
+    static const uint32_t tile_regs[] = {
+        EDGETPU_TILE_OP_RUN_CONTROL,      EDGETPU_TILE_NARROW_TO_WIDE,
+        EDGETPU_TILE_WIDE_TO_NARROW,      EDGETPU_TILE_MESH_BUS_0,
+        EDGETPU_TILE_MESH_BUS_1,          EDGETPU_TILE_MESH_BUS_2,
+        EDGETPU_TILE_MESH_BUS_3,          EDGETPU_TILE_RING_BUS_CONSUMER_0,
+        EDGETPU_TILE_RING_BUS_CONSUMER_1, EDGETPU_TILE_RING_BUS_PRODUCER};
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < sizeof(sc_regs) / sizeof(sc_regs[0]); i++)
+        r = edgetpu_write64(tpu, sc_regs[i], ctl);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_TILECONFIG0, EDGETPU_TILECONFIG_BROADCAST);
+    /* "HW does not guarantee ordering of later tile writes with the previous write." */
+    if (r == 0)
+        r = poll_reg(tpu, EDGETPU_TILECONFIG0, 8, ~0ull, EDGETPU_TILECONFIG_BROADCAST);
+    for (size_t i = 0; r == 0 && i < sizeof(tile_regs) / sizeof(tile_regs[0]); i++)
+        r = edgetpu_write64(tpu, tile_regs[i], ctl);
+    return r;
+}
+
+/* Everything after a GCB reset exit, up to a running queue with interrupts on. */
+static int chip_init(struct npv_edgetpu *tpu)
+{
+    uint64_t err;
+    int r = program_intvecctl(tpu);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_KHIB_EXTENDED_TABLE, tpu->cfg.simple_entries);
+    if (r == 0)
+        r = read64(tpu, EDGETPU_HIB_ERROR_STATUS, &err);
+    if (r < 0)
+        return r;
+    if (err != 0)
+        return -EPROTO;
+    r = edgetpu_write64(tpu, EDGETPU_DMA_BURST_LIMITER, 0);
+    /*
+     * The page-table RAM comes out of reset initialised (page_table_init):
+     * writing 8192 zeros as gasket does would cost 8192 trapped accesses.
+     */
+    if (r == 0)
+        r = edgetpu_mmu_program(tpu);
+    if (r == 0)
+        r = open_queue(tpu);
+    uint64_t count = 0;
+    if (r == 0)
+        r = read64(tpu, EDGETPU_SC_HOST_INT_COUNT, &count);
+    tpu->sc_host_base = (uint32_t)(count & 0xffff);
+    tpu->sc_host_reaped = 0;
+    if (r == 0)
+        r = run_cores(tpu, EDGETPU_RUN_CONTROL_RUN);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_STATUS_BLOCK_UPDATE, 0);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_SC_HOST_INT_CONTROL, 0xf);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_IQ_INT_CONTROL, 1);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_FATAL_ERR_INT_CONTROL, 1);
+    return r;
+}
+
+/* What the chip says about its error, read before a reset clears it. */
+static void snapshot_error(struct npv_edgetpu *tpu)
+{
+    struct npv_edgetpu_error e = {0};
+    const struct edgetpu_status_block *sb =
+        (const void *)((uint8_t *)npv_dma_vaddr(tpu->queue_dma) + EDGETPU_PAGE_SIZE);
+    npv_dma_sync_for_cpu(tpu->queue_dma, EDGETPU_PAGE_SIZE, sizeof(*sb));
+    e.fatal_word = __atomic_load_n(&sb->fatal_error, __ATOMIC_ACQUIRE);
+    if (read64(tpu, EDGETPU_HIB_ERROR_STATUS, &e.hib_error_status) < 0 ||
+        e.hib_error_status == EDGETPU_DEADFEED)
+        e.hib_error_status = 0;
+    (void)read64(tpu, EDGETPU_HIB_FIRST_ERROR_STATUS, &e.hib_first_error_status);
+    (void)read64(tpu, EDGETPU_PAGE_FAULT_ADDRESS, &e.page_fault_address);
+    (void)read64(tpu, EDGETPU_SC_ERROR_SCALAR_CORE, &e.scalar_core_error);
+    if (e.hib_error_status != 0 || e.fatal_word != 0 || e.scalar_core_error != 0)
+        tpu->last_error = e;
+}
+
+static int recover(void *arg)
+{
+    struct npv_edgetpu *tpu = arg;
+    snapshot_error(tpu);
+    int r = gcb_reset(tpu);
+    if (r == 0)
+        r = chip_init(tpu);
+    if (r == -ENODEV)
+        tpu->gone = true;
+    return r;
+}
+
+static int make_ring(struct npv_edgetpu *tpu)
+{
+    uint8_t *q = npv_dma_vaddr(tpu->queue_dma);
+    struct npv_ring_config rc = {
+        .entries = tpu->cfg.queue_entries,
+        .desc_size = sizeof(struct edgetpu_desc),
+        .desc_vaddr = q,
+        .desc_iova = RING_VA,
+        .status_vaddr = q + EDGETPU_PAGE_SIZE,
+        .status_iova = STATUS_BLOCK_VA,
+        .status_size = sizeof(struct edgetpu_status_block),
+        .fields = {.head = offsetof(struct edgetpu_status_block, completed_head_pointer),
+                   .error = offsetof(struct edgetpu_status_block, fatal_error),
+                   .error_index = NPV_RING_NO_FIELD},
+        .desc_dma = tpu->queue_dma,
+        .status_dma = tpu->queue_dma,
+        .db_bar = tpu->bar,
+        .db_off = EDGETPU_IQ_TAIL,
+        .db_width = 8,
+        .db_format = NPV_RING_DB_SLOT,
+        .head_format = NPV_RING_HEAD_SLOT,
+        .error_format = NPV_RING_ERROR_FATAL,
+        /* Vector 0 follows the status block write; SC_HOST_0 (vector 4) may precede it. */
+        .irq = tpu->irq,
+        .irq_vec = EDGETPU_VEC_INSTR_QUEUE,
+        /* A request's deadline: the ring fails it with -ETIMEDOUT and resets the chip. */
+        .job_timeout_ns = tpu->cfg.request_timeout_ns,
+        .reset = recover,
+        .reset_arg = tpu,
+    };
+    return npv_ring_new(tpu->ctx, &rc, &tpu->ring);
+}
+
+static int check_config(struct npv_edgetpu_config *c)
+{
+    if (c->queue_entries == 0)
+        c->queue_entries = DEFAULT_ENTRIES;
+    if (c->simple_entries == 0)
+        c->simple_entries = DEFAULT_SIMPLE;
+    if (c->max_instr_bytes == 0)
+        c->max_instr_bytes = DEFAULT_INSTR;
+    if (c->request_timeout_ns == 0)
+        c->request_timeout_ns = DEFAULT_TIMEOUT;
+    if (c->poll_timeout_ns == 0)
+        c->poll_timeout_ns = DEFAULT_TIMEOUT;
+    if (c->queue_entries < 4 || c->queue_entries > 256 ||
+        (c->queue_entries & (c->queue_entries - 1)) || c->simple_entries < 256 ||
+        c->simple_entries >= EDGETPU_PAGE_TABLE_ENTRIES || c->max_instr_bytes % EDGETPU_INSN_SIZE ||
+        c->max_instr_bytes > EDGETPU_CHUNK_MAX ||
+        (c->completion != NPV_EDGETPU_POLL && c->completion != NPV_EDGETPU_IRQ &&
+         c->completion != NPV_EDGETPU_IRQ_SC_HOST))
+        return -EINVAL;
+    return 0;
+}
+
+static int alloc_queue_memory(struct npv_edgetpu *tpu)
+{
+    struct npv_dma_opts o = {.page = NPV_DMA_PAGE_4K, .numa_node = -1};
+    int r = npv_dma_alloc(tpu->ctx, QUEUE_BYTES, &o, &tpu->queue_dma);
+    if (r == 0)
+        r = npv_dma_map(tpu->queue_dma, tpu->dom, NPV_DMA_RW, &tpu->queue_iova);
+    if (r == 0 && tpu->queue_iova + QUEUE_BYTES > FOUR_GIB)
+        r = -ERANGE;
+    if (r < 0)
+        return r;
+    size_t bytes = (size_t)tpu->cfg.queue_entries * tpu->cfg.max_instr_bytes;
+    r = npv_dma_alloc(tpu->ctx, bytes, NULL, &tpu->instr_dma);
+    if (r == 0)
+        r = npv_dma_map(tpu->instr_dma, tpu->dom, NPV_DMA_READ, NULL);
+    return r;
+}
+
+static void free_memory(struct npv_edgetpu *tpu)
+{
+    if (tpu->instr_dma != NULL) {
+        (void)npv_dma_unmap(tpu->instr_dma, tpu->dom);
+        npv_dma_free(tpu->instr_dma);
+    }
+    edgetpu_mmu_fini(tpu);
+    if (tpu->queue_dma != NULL) {
+        (void)npv_dma_unmap(tpu->queue_dma, tpu->dom);
+        npv_dma_free(tpu->queue_dma);
+    }
+    tpu->instr_dma = tpu->queue_dma = NULL;
+}
+
+int npv_edgetpu_open(struct npv_dev *dev, const struct npv_edgetpu_config *cfg,
+                     struct npv_edgetpu **out)
+{
+    if (dev == NULL || out == NULL || npv_dev_domain(dev) == NULL)
+        return -EINVAL;
+    struct npv_edgetpu *tpu = calloc(1, sizeof(*tpu));
+    if (tpu == NULL)
+        return -ENOMEM;
+    tpu->dev = dev;
+    tpu->ctx = npv_dev_ctx(dev);
+    tpu->dom = npv_dev_domain(dev);
+    if (cfg != NULL)
+        tpu->cfg = *cfg;
+    int r = check_config(&tpu->cfg);
+    if (r < 0)
+        goto err_free;
+    r = npv_bar_map(dev, EDGETPU_BAR_INDEX, &tpu->bar);
+    if (r < 0)
+        goto err_free;
+    r = edgetpu_mmu_init(tpu);
+    if (r < 0)
+        goto err_bar;
+    r = alloc_queue_memory(tpu);
+    if (r < 0)
+        goto err_mem;
+    /* The stock stack will not run without its 13 MSI-X vectors; polling mode can. */
+    r = npv_irq_enable(dev, NPV_IRQ_MSIX, EDGETPU_MSIX_VECTORS, &tpu->irq);
+    if (r < 0 && tpu->cfg.completion != NPV_EDGETPU_POLL)
+        goto err_mem;
+    if (r < 0)
+        tpu->irq = NULL;
+    r = gcb_reset(tpu);
+    if (r == 0)
+        r = chip_init(tpu);
+    if (r < 0)
+        goto err_irq;
+    npv_iova_t instr_iova;
+    r = npv_dma_iova(tpu->instr_dma, tpu->dom, &instr_iova);
+    if (r == 0)
+        r = edgetpu_map_iova(tpu, instr_iova, npv_dma_size(tpu->instr_dma), &tpu->instr_va);
+    if (r == 0)
+        r = make_ring(tpu);
+    if (r < 0)
+        goto err_reset;
+    *out = tpu;
+    return 0;
+
+err_reset:
+    (void)gcb_enter_reset(tpu);
+err_irq:
+    npv_irq_disable(tpu->irq);
+err_mem:
+    free_memory(tpu);
+err_bar:
+    npv_bar_unmap(tpu->bar);
+err_free:
+    free(tpu);
+    return r;
+}
+
+void npv_edgetpu_close(struct npv_edgetpu *tpu)
+{
+    if (tpu == NULL)
+        return;
+    /* libedgetpu close: pause DMA, halt, interrupts off, queue off; then gasket's power save. */
+    if (!tpu->gone) {
+        int r = edgetpu_write64(tpu, EDGETPU_UHIB_DMA_PAUSE, 1);
+        if (r == 0)
+            r = poll_reg(tpu, EDGETPU_UHIB_DMA_PAUSED, 8, 1, 1);
+        if (r == 0)
+            r = run_cores(tpu, EDGETPU_RUN_CONTROL_HALT);
+        (void)edgetpu_write64(tpu, EDGETPU_FATAL_ERR_INT_CONTROL, 0);
+        (void)edgetpu_write64(tpu, EDGETPU_IQ_INT_CONTROL, 0);
+        (void)edgetpu_write64(tpu, EDGETPU_SC_HOST_INT_CONTROL, 0);
+        if (edgetpu_write64(tpu, EDGETPU_IQ_CONTROL, 0) == 0 && r == 0)
+            (void)poll_reg(tpu, EDGETPU_IQ_STATUS, 8, 1, 0);
+        (void)edgetpu_write64(tpu, EDGETPU_IQ_TAIL, 0);
+        (void)edgetpu_write64(tpu, EDGETPU_IQ_BASE, 0);
+        (void)edgetpu_write64(tpu, EDGETPU_IQ_STATUS_BLOCK_BASE, 0);
+        (void)gcb_enter_reset(tpu);
+    }
+    npv_ring_free(tpu->ring);
+    npv_irq_disable(tpu->irq);
+    free_memory(tpu);
+    npv_bar_unmap(tpu->bar);
+    free(tpu);
+}
+
+int npv_edgetpu_reset(struct npv_edgetpu *tpu)
+{
+    if (tpu->gone)
+        return -ENODEV;
+    int r = npv_ring_reset(tpu->ring);
+    return tpu->gone ? -ENODEV : r;
+}
+
+struct npv_dev *npv_edgetpu_dev(const struct npv_edgetpu *tpu)
+{
+    return tpu->dev;
+}
+
+void npv_edgetpu_last_error(const struct npv_edgetpu *tpu, struct npv_edgetpu_error *err)
+{
+    *err = tpu->last_error;
+}
+
+const char *npv_edgetpu_hib_error_name(unsigned bit)
+{
+    /* libedgetpu's HibError field names, in bit order (../shared/hw/edgetpu.md section 9). */
+    static const char *const names[] = {
+        "inbound_page_fault",
+        "extended_page_fault",
+        "csr_parity_error",
+        "axi_slave_b_error",
+        "axi_slave_r_error",
+        "instruction_queue_bad_configuration",
+        "input_actv_queue_bad_configuration",
+        "param_queue_bad_configuration",
+        "output_actv_queue_bad_configuration",
+        "instruction_queue_invalid",
+        "input_actv_queue_invalid",
+        "param_queue_invalid",
+        "output_actv_queue_invalid",
+        "length_0_dma",
+        "virt_table_rdata_uncorr",
+    };
+    return bit < sizeof(names) / sizeof(names[0]) ? names[bit] : NULL;
+}
+
+void npv_edgetpu_layout(const struct npv_edgetpu *tpu, struct npv_edgetpu_layout *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->ring_iova = tpu->queue_iova;
+    out->status_block_iova = tpu->queue_iova + EDGETPU_PAGE_SIZE;
+    out->ring_va = RING_VA;
+    out->status_block_va = STATUS_BLOCK_VA;
+    for (uint32_t i = 0; i < tpu->nr_l0; i++) {
+        if (tpu->l1[i].dma == NULL)
+            continue;
+        out->nr_l1_tables++;
+        if (tpu->l1[i].iova > out->l1_iova_max)
+            out->l1_iova_max = tpu->l1[i].iova;
+    }
+}

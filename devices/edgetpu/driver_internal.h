@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* The Edge TPU driver's state, shared by its files (bring-up, MMU, requests). */
+#ifndef NPV_EDGETPU_DRIVER_INTERNAL_H
+#define NPV_EDGETPU_DRIVER_INTERNAL_H
+
+#include <npuvfio/bar.h>
+#include <npuvfio/edgetpu.h>
+#include <npuvfio/irq.h>
+
+#include "regs.h"
+
+#define EDGETPU_EXT_SLOTS_MAX EDGETPU_PAGE_TABLE_ENTRIES
+#define FOUR_GIB              (1ull << 32)
+
+struct edgetpu_l1 {
+    struct npv_dma *dma; /* one 4 KiB page of 512 entries */
+    npv_iova_t iova;
+    uint32_t used;
+};
+
+struct npv_edgetpu {
+    struct npv_ctx *ctx;
+    struct npv_dev *dev;
+    struct npv_domain *dom;
+    struct npv_edgetpu_config cfg;
+    struct npv_bar *bar;
+    struct npv_irq *irq;
+    bool gone;
+
+    /* Queue memory: ring page and status block page, simple slots 1 and 2. */
+    struct npv_dma *queue_dma;
+    npv_iova_t queue_iova;
+    struct npv_ring *ring;
+
+    /* Extended space: level-1 tables per level-0 slot, a page bitmap, next-fit hint. */
+    struct edgetpu_l1 *l1; /* [8192 - simple_entries] */
+    uint32_t nr_l0;
+    uint64_t *ext_bitmap; /* 1 bit per extended page */
+    uint64_t ext_pages;
+    uint64_t ext_hint;
+
+    /* One instruction buffer per ring slot, mapped once. */
+    struct npv_dma *instr_dma;
+    uint64_t instr_va;
+
+    uint32_t sc_host_base;   /* sc_host_int_count field 0 at open / reset */
+    uint32_t sc_host_reaped; /* completions collected since then, mod 2^16 */
+    struct npv_edgetpu_error last_error;
+};
+
+struct npv_edgetpu_executable {
+    struct npv_edgetpu *tpu;
+    struct npv_edgetpu_executable_desc d;
+    uint8_t *instructions;
+    struct npv_edgetpu_field *fields;
+    struct npv_dma *params_dma; /* NULL without parameters */
+    uint64_t params_va;
+    size_t params_len;
+    struct npv_dma *scratch_dma; /* queue_entries * scratch_stride, NULL without scratch */
+    uint64_t scratch_va;
+    size_t scratch_stride;
+};
+
+/* driver_mmu.c */
+int edgetpu_mmu_init(struct npv_edgetpu *tpu);
+void edgetpu_mmu_fini(struct npv_edgetpu *tpu);
+/* Write the chip's page table again after a reset: simple slots and level-0 slots. */
+int edgetpu_mmu_program(struct npv_edgetpu *tpu);
+int edgetpu_map_simple(struct npv_edgetpu *tpu, uint32_t slot, npv_iova_t iova);
+/* Map [iova, iova + len) into extended space; *va keeps iova's page offset. */
+int edgetpu_map_iova(struct npv_edgetpu *tpu, npv_iova_t iova, size_t len, uint64_t *va);
+
+/* driver_request.c: bits [bit, bit + 32) of buf get v, LSB first within bytes. */
+void edgetpu_patch32(uint8_t *buf, uint32_t bit, uint32_t v);
+
+/* driver.c */
+int edgetpu_write64(struct npv_edgetpu *tpu, uint64_t off, uint64_t v);
+
+#endif

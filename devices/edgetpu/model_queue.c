@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Edge TPU model's instruction queue engine, device MMU and executor.
+ *
+ * The engine fetches a descriptor the moment it sees the tail store (a
+ * descriptor written after its doorbell is read stale), translates every
+ * device VA through the page table (simple slots in BAR2, extended slots
+ * through level-1 tables in the client's memory), and reaches client memory
+ * only through the server's DMA table: a PTE that is not a client IOVA is an
+ * AXI error, as the IOMMU would make it. The queue, the status block and the
+ * level-1 tables must lie below 4 GiB of bus address (the chip's 32-bit
+ * limit for them); above, the access is refused and counted.
+ *
+ * Order per descriptor: fetch, execute (outputs written, SC_HOST interrupts
+ * with their counters), then the status block by DMA, then vector 0. With
+ * EDGETPU_FAULT_LATE_STATUS the status block comes late_sb_us after the
+ * interrupts and outputs.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model_internal.h"
+
+#define FOUR_GIB (1ull << 32)
+/* Descriptors worked per look, so the event loop gets the lock in between. */
+#define BATCH_MAX 16u
+
+enum dma_kind {
+    DMA_DATA,  /* instruction chunks, parameters, inputs, outputs: any bus address */
+    DMA_QUEUE, /* ring, status block: below 4 GiB */
+};
+
+static uint64_t vector_of(const struct npv_edgetpu_model *m, uint32_t source)
+{
+    if (source <= EDGETPU_VEC_OUTPUT_ACTV_QUEUE)
+        return m->intvecctl[source] & EDGETPU_INTVECCTL_FIELD_MASK;
+    if (source <= EDGETPU_VEC_SC_HOST_3)
+        return (m->intvecctl[4] >> (EDGETPU_INTVECCTL_FIELD_BITS * (source - 4))) &
+               EDGETPU_INTVECCTL_FIELD_MASK;
+    if (source <= EDGETPU_VEC_TOP_LEVEL_3)
+        return (m->intvecctl[5] >> (EDGETPU_INTVECCTL_FIELD_BITS * (source - 8))) &
+               EDGETPU_INTVECCTL_FIELD_MASK;
+    return m->intvecctl[6] & EDGETPU_INTVECCTL_FIELD_MASK;
+}
+
+void edgetpu_raise_vector(struct npv_edgetpu_model *m, uint64_t source)
+{
+    uint64_t vec = vector_of(m, (uint32_t)source);
+    if (vec < EDGETPU_MSIX_VECTORS)
+        (void)npv_vus_irq_raise(m->srv, 2 /* MSI-X */, (uint32_t)vec);
+}
+
+/* ---- MMU ---- */
+
+/*
+ * Translate a device VA to the client's bus address (IOVA). 0, or the HIB
+ * error bits of the fault.
+ */
+static uint64_t translate(struct npv_edgetpu_model *m, uint64_t va, uint64_t *iova)
+{
+    if (m->translation_enable == 0) {
+        *iova = va;
+        return 0;
+    }
+    if (va & EDGETPU_VA_EXTENDED) {
+        if (va & ~EDGETPU_VA_EXTENDED & ~((1ull << EDGETPU_EXT_VA_LIMIT_BITS) - 1))
+            return EDGETPU_HIB_ERR_EXTENDED_PAGE_FAULT;
+        uint64_t slot = m->extended_table + EDGETPU_EXT_L0_INDEX(va);
+        if (slot >= EDGETPU_PAGE_TABLE_ENTRIES || !(m->pte[slot] & EDGETPU_PTE_VALID))
+            return EDGETPU_HIB_ERR_EXTENDED_PAGE_FAULT;
+        uint64_t table = m->pte[slot] & EDGETPU_PTE_ADDR_MASK;
+        if (table >= FOUR_GIB) {
+            m->high_dma_count++;
+            return EDGETPU_HIB_ERR_AXI_SLAVE_R;
+        }
+        uint64_t entry = 0;
+        void *p;
+        npv_vus_dma_begin(m->srv);
+        int r = npv_vus_dma_ptr(m->srv, table + 8ull * EDGETPU_EXT_L1_INDEX(va), 8, 1, &p);
+        if (r == 0)
+            entry = __atomic_load_n((const uint64_t *)p, __ATOMIC_ACQUIRE);
+        npv_vus_dma_end(m->srv);
+        if (r < 0)
+            return EDGETPU_HIB_ERR_AXI_SLAVE_R;
+        if (!(entry & EDGETPU_PTE_VALID))
+            return EDGETPU_HIB_ERR_EXTENDED_PAGE_FAULT;
+        *iova = (entry & EDGETPU_PTE_ADDR_MASK) | (va & (EDGETPU_PAGE_SIZE - 1));
+        return 0;
+    }
+    if (va >= EDGETPU_SIMPLE_VA_LIMIT)
+        return EDGETPU_HIB_ERR_INBOUND_PAGE_FAULT;
+    uint64_t slot = EDGETPU_SIMPLE_SLOT(va);
+    if (slot >= m->extended_table || !(m->pte[slot] & EDGETPU_PTE_VALID))
+        return EDGETPU_HIB_ERR_INBOUND_PAGE_FAULT;
+    *iova = (m->pte[slot] & EDGETPU_PTE_ADDR_MASK) | (va & (EDGETPU_PAGE_SIZE - 1));
+    return 0;
+}
+
+/*
+ * Copy between a device VA range and buf, page by page through the MMU.
+ * 0, or the HIB error bits (*bad_va names the page that failed).
+ */
+static uint64_t dev_copy(struct npv_edgetpu_model *m, uint64_t va, void *buf, uint64_t len,
+                         bool write, enum dma_kind kind, uint64_t *bad_va)
+{
+    uint8_t *b = buf;
+    while (len > 0) {
+        uint64_t in_page = EDGETPU_PAGE_SIZE - (va & (EDGETPU_PAGE_SIZE - 1));
+        uint64_t n = len < in_page ? len : in_page;
+        uint64_t iova = 0;
+        *bad_va = va;
+        uint64_t err = translate(m, va, &iova);
+        if (err != 0)
+            return err;
+        uint64_t axi = write ? EDGETPU_HIB_ERR_AXI_SLAVE_B : EDGETPU_HIB_ERR_AXI_SLAVE_R;
+        if (kind == DMA_QUEUE && iova + n > FOUR_GIB) {
+            m->high_dma_count++;
+            return axi;
+        }
+        void *p;
+        npv_vus_dma_begin(m->srv);
+        int r = npv_vus_dma_ptr(m->srv, iova, n, write ? 2 : 1, &p);
+        if (r == 0) {
+            if (write)
+                memcpy(p, b, n);
+            else
+                memcpy(b, p, n);
+        }
+        npv_vus_dma_end(m->srv);
+        if (r < 0)
+            return axi; /* the IOMMU refused: an AXI slave error on the device side */
+        va += n;
+        b += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* ---- status block and errors ---- */
+
+static void write_status_block(struct npv_edgetpu_model *m, uint32_t head)
+{
+    if (!(m->iq_control_seen & EDGETPU_IQ_CONTROL_SB_WR_ENABLE))
+        return;
+    struct edgetpu_status_block sb = {
+        .completed_head_pointer = head,
+        .fatal_error = (uint32_t)m->hib_error | (m->sc_error ? 1u : 0u),
+    };
+    uint64_t bad;
+    (void)dev_copy(m, m->iq_sb_base, &sb, sizeof(sb), true, DMA_QUEUE, &bad);
+}
+
+void edgetpu_raise_error(struct npv_edgetpu_model *m, uint64_t bits, uint64_t fault_va, bool has_va)
+{
+    if (m->hib_error == 0 && bits != 0) {
+        m->first_error = bits;
+        win_store(m, EDGETPU_HIB_FIRST_ERROR_STATUS, bits);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        win_store(m, EDGETPU_HIB_FIRST_ERROR_TIMESTAMP, (uint64_t)ts.tv_sec);
+    }
+    m->hib_error |= bits;
+    win_store(m, EDGETPU_HIB_ERROR_STATUS, m->hib_error);
+    if (has_va) {
+        m->fault_address = fault_va;
+        win_store(m, EDGETPU_PAGE_FAULT_ADDRESS, fault_va);
+    }
+    m->fatal = true;
+    if (m->iq_enabled)
+        write_status_block(m, m->completed);
+    edgetpu_w0c_set(m, &m->fatal_int_status, 1);
+    if (win_load(m, EDGETPU_FATAL_ERR_INT_CONTROL) & 1)
+        edgetpu_raise_vector(m, EDGETPU_VEC_FATAL_ERR);
+}
+
+/* ---- executor ---- */
+
+static uint64_t va_of(uint32_t lo, uint32_t hi)
+{
+    return (uint64_t)hi << 32 | lo;
+}
+
+static void sc_host_interrupt(struct npv_edgetpu_model *m, uint32_t n)
+{
+    uint64_t shift = 16ull * n;
+    uint64_t field = ((m->sc_host_count >> shift) + 1) & 0xffff;
+    m->sc_host_count = (m->sc_host_count & ~(0xffffull << shift)) | field << shift;
+    win_store(m, EDGETPU_SC_HOST_INT_COUNT, m->sc_host_count);
+    edgetpu_w0c_set(m, &m->sc_host_int_status, 1ull << n);
+    if (win_load(m, EDGETPU_SC_HOST_INT_CONTROL) & (1ull << n))
+        edgetpu_raise_vector(m, EDGETPU_VEC_SC_HOST_0 + n);
+}
+
+static int8_t requantize(int32_t acc, const struct edgetpu_insn *in)
+{
+    int64_t v = (int64_t)acc * in->multiplier;
+    if (in->shift > 0)
+        v = (v + (1ll << (in->shift - 1))) >> in->shift;
+    v += in->output_zero_point;
+    if ((in->flags & EDGETPU_FC_RELU) && v < in->output_zero_point)
+        v = in->output_zero_point;
+    return (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+}
+
+static bool fc_valid(const struct edgetpu_insn *in)
+{
+    return in->rows > 0 && in->rows <= EDGETPU_FC_MAX_ROWS && in->in_features > 0 &&
+           in->in_features <= EDGETPU_FC_MAX_DIM && in->out_features > 0 &&
+           in->out_features <= EDGETPU_FC_MAX_DIM && in->shift <= 62 &&
+           (in->flags & ~EDGETPU_FC_RELU) == 0;
+}
+
+/* 0, or -1 after raising the error. */
+static int exec_fc(struct npv_edgetpu_model *m, const struct edgetpu_insn *in)
+{
+    size_t rows = in->rows, nin = in->in_features, nout = in->out_features;
+    int8_t *x = malloc(rows * nin);
+    int8_t *w = malloc(nout * nin);
+    int32_t *b = malloc(nout * sizeof(int32_t));
+    int8_t *y = malloc(rows * nout);
+    uint64_t err = 0, bad = 0;
+    uint64_t out_va = va_of(in->output_lo, in->output_hi);
+    int rc = -1;
+
+    if (x == NULL || w == NULL || b == NULL || y == NULL) {
+        err = EDGETPU_HIB_ERR_AXI_SLAVE_R; /* a model out of memory: fail loudly, never silently */
+        goto out;
+    }
+    err = dev_copy(m, va_of(in->input_lo, in->input_hi), x, rows * nin, false, DMA_DATA, &bad);
+    if (err == 0)
+        err = dev_copy(m, va_of(in->weights_lo, in->weights_hi), w, nout * nin, false, DMA_DATA,
+                       &bad);
+    if (err == 0)
+        err = dev_copy(m, va_of(in->bias_lo, in->bias_hi), b, nout * sizeof(int32_t), false,
+                       DMA_DATA, &bad);
+    if (err != 0)
+        goto out;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t o = 0; o < nout; o++) {
+            uint32_t acc = (uint32_t)b[o];
+            for (size_t i = 0; i < nin; i++)
+                acc += (uint32_t)((int32_t)x[r * nin + i] * (int32_t)w[o * nin + i]);
+            y[r * nout + o] = requantize((int32_t)acc, in);
+        }
+    if (m->fault_armed == EDGETPU_FAULT_AXI_ERROR) {
+        m->fault_armed = EDGETPU_FAULT_NONE;
+        err = EDGETPU_HIB_ERR_AXI_SLAVE_B;
+        bad = out_va;
+        goto out;
+    }
+    if (m->fault_armed == EDGETPU_FAULT_PAGE_FAULT) {
+        m->fault_armed = EDGETPU_FAULT_NONE;
+        out_va = EDGETPU_WILD_DEVICE_VA;
+    }
+    err = dev_copy(m, out_va, y, rows * nout, true, DMA_DATA, &bad);
+    rc = err == 0 ? 0 : -1;
+out:
+    if (err != 0)
+        edgetpu_raise_error(m, err, bad, true);
+    free(x);
+    free(w);
+    free(b);
+    free(y);
+    return rc;
+}
+
+static int exec_chunk(struct npv_edgetpu_model *m, const uint8_t *chunk, uint32_t size)
+{
+    for (uint32_t off = 0; off < size; off += EDGETPU_INSN_SIZE) {
+        struct edgetpu_insn in;
+        memcpy(&in, chunk + off, sizeof(in));
+        switch (in.opcode) {
+        case EDGETPU_OP_NOP:
+            break;
+        case EDGETPU_OP_FC:
+            if (!fc_valid(&in))
+                goto bad;
+            if (exec_fc(m, &in) < 0)
+                return -1;
+            break;
+        case EDGETPU_OP_SC_HOST_INT:
+            if ((uint32_t)in.output_zero_point > 3)
+                goto bad;
+            sc_host_interrupt(m, (uint32_t)in.output_zero_point);
+            break;
+        default:
+            goto bad;
+        }
+    }
+    return 0;
+bad:
+    m->sc_error |= EDGETPU_SC_ERROR_BAD_INSTRUCTION;
+    win_store(m, EDGETPU_SC_ERROR_SCALAR_CORE, m->sc_error);
+    edgetpu_raise_error(m, 0, 0, false);
+    return -1;
+}
+
+/* ---- the queue ---- */
+
+static void queue_control(struct npv_edgetpu_model *m, uint64_t ctrl)
+{
+    bool was = (m->iq_control_seen & EDGETPU_IQ_CONTROL_ENABLE) != 0;
+    bool now = (ctrl & EDGETPU_IQ_CONTROL_ENABLE) != 0;
+    m->iq_control_seen = ctrl;
+    if (now && !was) {
+        /* The ring registers are latched at enable, as the DMA engine starts with them. */
+        uint64_t size = win_load(m, EDGETPU_IQ_SIZE);
+        m->iq_base = win_load(m, EDGETPU_IQ_BASE);
+        m->iq_sb_base = win_load(m, EDGETPU_IQ_STATUS_BLOCK_BASE);
+        if (size < 2 || size > EDGETPU_PAGE_TABLE_ENTRIES || (size & (size - 1)) ||
+            (m->iq_base & 15) || (m->iq_sb_base & 15)) {
+            edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_BAD_CONFIGURATION, 0, false);
+            return;
+        }
+        m->iq_size = (uint32_t)size;
+        m->fetched = m->completed = 0;
+        win_store(m, EDGETPU_IQ_FETCHED_HEAD, 0);
+        win_store(m, EDGETPU_IQ_COMPLETED_HEAD, 0);
+        m->iq_enabled = true;
+        win_store(m, EDGETPU_IQ_STATUS, 1);
+    } else if (!now && was) {
+        m->iq_enabled = false;
+        m->hung = false;
+        win_store(m, EDGETPU_IQ_STATUS, 0);
+    }
+}
+
+static void sleep_us(uint64_t us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Work the descriptor at fetched. */
+static void queue_step(struct npv_edgetpu_model *m, uint32_t tail)
+{
+    uint32_t mask = m->iq_size - 1;
+    uint64_t bad = 0, err;
+    struct edgetpu_desc d;
+
+    if (m->fault_armed == EDGETPU_FAULT_HANG) {
+        m->fault_armed = EDGETPU_FAULT_NONE;
+        m->hung = true;
+        return;
+    }
+    err = dev_copy(m, m->iq_base + 16ull * m->fetched, &d, sizeof(d), false, DMA_QUEUE, &bad);
+    if (err != 0) {
+        edgetpu_raise_error(m, err, bad, true);
+        return;
+    }
+    m->fetched = (m->fetched + 1) & mask;
+    win_store(m, EDGETPU_IQ_FETCHED_HEAD, m->fetched);
+    if (d.size_in_bytes == 0) {
+        edgetpu_raise_error(m, EDGETPU_HIB_ERR_LENGTH_0_DMA, d.address, true);
+        return;
+    }
+    if (d.size_in_bytes % EDGETPU_INSN_SIZE || d.size_in_bytes > EDGETPU_CHUNK_MAX) {
+        edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_INVALID, d.address, true);
+        return;
+    }
+    uint8_t *chunk = malloc(d.size_in_bytes);
+    if (chunk == NULL) {
+        edgetpu_raise_error(m, EDGETPU_HIB_ERR_AXI_SLAVE_R, d.address, true);
+        return;
+    }
+    err = dev_copy(m, d.address, chunk, d.size_in_bytes, false, DMA_DATA, &bad);
+    if (err != 0)
+        edgetpu_raise_error(m, err, bad, true);
+    int rc = err == 0 ? exec_chunk(m, chunk, d.size_in_bytes) : -1;
+    free(chunk);
+    if (rc < 0)
+        return;
+    m->completed = m->fetched;
+    m->work_count++;
+    win_store(m, EDGETPU_IQ_COMPLETED_HEAD, m->completed);
+    if (m->late_sb && m->late_sb_us > 0) {
+        uint64_t gen = m->reset_gen;
+        pthread_mutex_unlock(&m->lock);
+        sleep_us(m->late_sb_us);
+        pthread_mutex_lock(&m->lock);
+        if (gen != m->reset_gen || !m->iq_enabled || m->gone)
+            return; /* reset while the write was on its way: it never lands */
+    }
+    uint32_t head = m->completed;
+    if (m->fault_armed == EDGETPU_FAULT_WILD_HEAD) {
+        m->fault_armed = EDGETPU_FAULT_NONE;
+        head = (tail + m->iq_size / 2) & mask;
+    }
+    write_status_block(m, head);
+    edgetpu_w0c_set(m, &m->iq_int_status, 1);
+    if (win_load(m, EDGETPU_IQ_INT_CONTROL) & 1)
+        edgetpu_raise_vector(m, EDGETPU_VEC_INSTR_QUEUE);
+}
+
+void edgetpu_queue_poll(struct npv_edgetpu_model *m)
+{
+    uint64_t ctrl = win_load(m, EDGETPU_IQ_CONTROL);
+    if (ctrl != m->iq_control_seen)
+        queue_control(m, ctrl);
+    if (!m->iq_enabled || m->fatal || m->hung)
+        return;
+    /* Instructions run only on a running scalar core and tiles, and not while DMA is paused. */
+    if (win_load(m, EDGETPU_SC_SCALAR_CORE_RUN_CONTROL) != EDGETPU_RUN_CONTROL_RUN ||
+        win_load(m, EDGETPU_TILE_OP_RUN_CONTROL) != EDGETPU_RUN_CONTROL_RUN ||
+        win_load(m, EDGETPU_UHIB_DMA_PAUSED) != 0)
+        return;
+    uint64_t tail = win_load(m, EDGETPU_IQ_TAIL);
+    if (tail >= m->iq_size) {
+        edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_INVALID, 0, false);
+        return;
+    }
+    for (unsigned i = 0; i < BATCH_MAX && m->fetched != tail; i++) {
+        queue_step(m, (uint32_t)tail);
+        if (m->fatal || m->hung || !m->iq_enabled)
+            return;
+    }
+}
