@@ -45,4 +45,11 @@ cc -std=gnu17 -Wall -Werror $extra -o "$tmp/testdev_minimal" "$example" \
     $(pkg-config --cflags --libs npuvfio-testdev)
 LD_LIBRARY_PATH=$libdir "$src/tests/devices/run_example.sh" "$prefix/bin/npuvfio" testdev \
     "$tmp/testdev_minimal"
+echo "== the installed Edge TPU driver: header and library through pkg-config"
+[ -f "$prefix/include/npuvfio/edgetpu.h" ] || { echo "FAIL: npuvfio/edgetpu.h not installed"; exit 1; }
+pkg-config --exists npuvfio-edgetpu || { echo "FAIL: pkg-config does not find npuvfio-edgetpu.pc"; exit 1; }
+# shellcheck disable=SC2046,SC2086
+cc -std=gnu17 -Wall -Werror $extra -o "$tmp/edgetpu_consumer" "$src/tests/packaging/edgetpu_consumer.c" \
+    $(pkg-config --cflags --libs npuvfio-edgetpu)
+LD_LIBRARY_PATH=$libdir "$tmp/edgetpu_consumer"
 echo "PASS: installed library consumed through pkg-config and find_package"

@@ -19,7 +19,10 @@ man3=$prefix/share/man/man3
 [ -d "$man3" ] || { echo "FAIL: no share/man/man3 installed"; exit 1; }
 
 mapfile -t libs < <(find "$prefix" -name 'libnpuvfio*.so' | sort)
-[ "${#libs[@]}" -ge 3 ] || { echo "FAIL: expected libnpuvfio, -server and -testdev installed, found: ${libs[*]}"; exit 1; }
+for want in libnpuvfio.so libnpuvfio-server.so libnpuvfio-testdev.so libnpuvfio-edgetpu.so; do
+    printf '%s\n' "${libs[@]}" | grep -q "/$want\$" ||
+        { echo "FAIL: $want not installed, found: ${libs[*]}"; exit 1; }
+done
 missing=0
 total=0
 for lib in "${libs[@]}"; do
@@ -52,6 +55,8 @@ check_man() { # check_man ARGS... -- WANT
 check_man 3 npv_ring_new "int npv_ring_new(struct npv_ctx"
 check_man npv_ring_submit "int npv_ring_submit(struct npv_ring"
 check_man npv_ring_next "npv_ring_submit, npv_ring_next, npv_ring_push"
+check_man 3 npv_edgetpu_open "int npv_edgetpu_open(struct npv_dev"
+check_man npv_edgetpu_run "npv_edgetpu_load, npv_edgetpu_unload"
 check_man npuvfio "npuvfio demo"
 check_man npuvfio-bench "--json FILE"
 echo "PASS: man pages cover the exported API and are found in the install prefix"
