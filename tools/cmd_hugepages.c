@@ -306,6 +306,7 @@ int cmd_hugepages(struct npv_cli *cli, int argc, char **argv)
                " pages; nothing changed (--dry-run)\n",
                sname, where, now.nr, want);
     }
+    fflush(stdout); /* the plan before a refusal, also when stdout is a pipe */
     ret = check_memory(cli, size, want, force, dry_run, sname);
     if (ret != CLI_OK || dry_run)
         return ret;
