@@ -14,6 +14,8 @@ struct npv_cli {
     struct npv_ctx *ctx;
     const char *cmd; /* the running subcommand, for messages */
     bool json;
+    /* Where /proc is read (mountinfo, meminfo, open files): --proc-root, for fake trees. */
+    const char *proc_root;
     /*
      * The library's last error message. Library errors are not printed as
      * they happen: the command prints one line per failure, built from it.
@@ -38,8 +40,8 @@ void cli_clear_error(struct npv_cli *cli);
 
 /*
  * Check a PCI address argument and that the function exists: canonical form
- * in canon. Prints the error and returns CLI_FAILED when it is malformed or
- * missing, CLI_OK otherwise.
+ * in canon. Prints the error and returns CLI_USAGE when it is malformed,
+ * CLI_FAILED when it is missing, CLI_OK otherwise.
  */
 int cli_pci_function(struct npv_cli *cli, const char *text, char *canon);
 

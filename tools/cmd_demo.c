@@ -235,8 +235,9 @@ int cmd_demo(struct npv_cli *cli, int argc, char **argv)
         if (why[0] != '\0')
             return cli_usage(cli, "%s cannot run%s: %s", device, pci ? " on hardware" : "", why);
         if (pci != NULL) {
-            if (cli_pci_function(cli, pci, canon) != CLI_OK)
-                return CLI_FAILED;
+            int st = cli_pci_function(cli, pci, canon);
+            if (st != CLI_OK)
+                return st;
             pci = canon;
         }
     }

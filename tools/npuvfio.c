@@ -43,6 +43,8 @@ static void usage(FILE *f)
             "      --json              print one JSON document instead of tables\n"
             "      --sysfs-root PATH   read sysfs under PATH instead of /sys\n"
             "                          (env NPUVFIO_SYSFS_ROOT)\n"
+            "      --proc-root PATH    read /proc under PATH (mounts, meminfo, open files)\n"
+            "                          (env NPUVFIO_PROC_ROOT)\n"
             "\n"
             "Exit status: 0 done, 1 the operation failed, 2 the command line was wrong.\n");
 }
@@ -88,8 +90,9 @@ int cli_pci_function(struct npv_cli *cli, const char *text, char *canon)
 {
     struct npv_pci_addr a;
     if (npv_pci_addr_parse(text, &a) < 0) {
+        /* The address is part of the command line: a typo there is a usage error (2). */
         cli_error(cli, "%s: malformed PCI address (expected DDDD:BB:DD.F)", text);
-        return CLI_FAILED;
+        return CLI_USAGE;
     }
     npv_pci_addr_format(&a, canon, NPV_PCI_ADDR_LEN);
     struct npv_pci_func f;
@@ -137,13 +140,14 @@ static void log_sink(void *user, enum npv_log_level level, const char *msg)
 int main(int argc, char **argv)
 {
     struct npv_cli cli = {0};
-    enum { OPT_LOG = 256, OPT_JSON, OPT_SYSFS };
+    enum { OPT_LOG = 256, OPT_JSON, OPT_SYSFS, OPT_PROC };
     static const struct option opts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {"log", required_argument, NULL, OPT_LOG},
         {"json", no_argument, NULL, OPT_JSON},
         {"sysfs-root", required_argument, NULL, OPT_SYSFS},
+        {"proc-root", required_argument, NULL, OPT_PROC},
         {NULL, 0, NULL, 0},
     };
     const char *log_name = NULL, *sysfs_root = NULL;
@@ -168,12 +172,19 @@ int main(int argc, char **argv)
         case OPT_SYSFS:
             sysfs_root = optarg;
             break;
+        case OPT_PROC:
+            cli.proc_root = optarg;
+            break;
         default:
             return CLI_USAGE;
         }
     }
     if (optind >= argc)
         return cli_usage(&cli, "no command given");
+    if (cli.proc_root == NULL) {
+        const char *env = getenv("NPUVFIO_PROC_ROOT");
+        cli.proc_root = env != NULL && *env != '\0' ? env : "/proc";
+    }
     int cmd_idx = optind;
     const char *name = argv[cmd_idx];
     const struct command *cmd = NULL;

@@ -27,11 +27,13 @@ int cli_resolve_device(struct npv_cli *cli, const char *text, char *canon, enum 
      */
     struct npv_pci_addr a;
     if (strchr(text, ':') == NULL && npv_pci_addr_parse(text, &a) < 0) {
+        /* A well-formed platform name may just be absent (1); anything else is a typo (2). */
+        bool name_ok = npv_platform_name_valid(text);
         cli_error(cli,
                   "%s: no such device: not a PCI address (DDDD:BB:DD.F) and not a platform "
                   "device in %s/bus/platform/devices",
                   text, npv_ctx_sysfs_root(cli->ctx));
-        return CLI_FAILED;
+        return name_ok ? CLI_FAILED : CLI_USAGE;
     }
     *kind = CLI_DEV_PCI;
     return cli_pci_function(cli, text, canon);

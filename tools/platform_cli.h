@@ -20,7 +20,8 @@ enum cli_dev_kind { CLI_DEV_PCI, CLI_DEV_PLATFORM };
 /*
  * A device argument: a platform device when bus/platform/devices/TEXT
  * exists, else a PCI address (canonical form in canon, NPV_PLATFORM_NAME_LEN
- * bytes). Prints the error and returns CLI_FAILED when it is neither.
+ * bytes). Prints the error and returns CLI_USAGE when TEXT is malformed as
+ * both, CLI_FAILED when no such device exists.
  */
 int cli_resolve_device(struct npv_cli *cli, const char *text, char *canon, enum cli_dev_kind *kind);
 

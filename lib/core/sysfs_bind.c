@@ -170,6 +170,16 @@ static void state_remove(const char *dir, const char *canon)
         unlink(path);
 }
 
+/* vfio's enable_unsafe_noiommu_mode: VFIO without isolation, for machines with no IOMMU. */
+static bool noiommu_mode(struct npv_ctx *ctx)
+{
+    char path[NPV_SYSFS_PATH_MAX], v[8] = "";
+    if (npv_sysfs_path(ctx, path, sizeof(path),
+                       "module/vfio/parameters/enable_unsafe_noiommu_mode") < 0)
+        return false;
+    return npv_sysfs_read_str(path, v, sizeof(v)) >= 0 && (v[0] == 'Y' || v[0] == '1');
+}
+
 /*
  * VFIO takes a device only while no other member of its IOMMU group is on a
  * host driver: refuse up front, naming them, rather than let the bind
@@ -178,6 +188,8 @@ static void state_remove(const char *dir, const char *canon)
 static int check_viable(struct npv_ctx *ctx, const struct npv_bind_bus *bus, const char *canon)
 {
     int group = npv_sysfs_dev_group(ctx, bus->bus, canon);
+    if (group < 0 && noiommu_mode(ctx))
+        return 0; /* vfio makes a no-IOMMU group at bind time; there is nothing to share */
     if (group < 0) {
         npv_err(ctx, "%s: no IOMMU group, so %s cannot take it (%s)", canon, bus->vfio_driver,
                 bus->no_group_hint);
@@ -227,13 +239,14 @@ int npv_sysfs_bind_vfio(struct npv_ctx *ctx, const struct npv_bind_bus *bus, con
     ret = npv_sysfs_path(ctx, path, sizeof(path), "bus/%s/drivers/%s", bus->bus, vfio);
     if (ret < 0)
         return ret;
+    /* The IOMMU first: without one, loading the vfio driver would not help. */
+    ret = check_viable(ctx, bus, canon);
+    if (ret < 0)
+        return ret;
     if (stat(path, &st) < 0) {
         npv_err(ctx, "%s: the %s driver is not loaded (modprobe %s)", canon, vfio, vfio);
         return -ENOENT;
     }
-    ret = check_viable(ctx, bus, canon);
-    if (ret < 0)
-        return ret;
 
     ret = state_save(dir, canon, prev);
     if (ret < 0) {

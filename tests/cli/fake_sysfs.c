@@ -101,8 +101,61 @@ void fake_sysfs_init(struct fake_sysfs *fs)
     mkdirs(p);
     pathf(fs, p, sizeof(p), "firmware/devicetree/base");
     mkdirs(p);
+    /* An IOMMU is registered, as on a machine booted with it on. */
+    pathf(fs, p, sizeof(p), "class/iommu/dmar0");
+    mkdirs(p);
+    snprintf(fs->proc, sizeof(fs->proc), "%s/proc", fs->root);
+    pathf(fs, p, sizeof(p), "proc/self");
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), "proc/self/mountinfo");
+    write_file(p, "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n");
+    pathf(fs, p, sizeof(p), "proc/swaps");
+    write_file(p, "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n");
+    fake_set_meminfo(fs, 8u << 20, 0);
     atomic_init(&fs->stop, false);
     atomic_init(&fs->vfio_platform_reset_required, false);
+}
+
+void fake_set_meminfo(struct fake_sysfs *fs, uint64_t available_kb, uint64_t hugetlb_kb)
+{
+    char p[PATH_MAX], text[256];
+    snprintf(text, sizeof(text),
+             "MemTotal:       %" PRIu64 " kB\nMemFree:        %" PRIu64
+             " kB\nMemAvailable:   %" PRIu64 " kB\nHugetlb:        %" PRIu64 " kB\n",
+             available_kb * 2, available_kb, available_kb, hugetlb_kb);
+    pathf(fs, p, sizeof(p), "proc/meminfo");
+    write_file(p, text);
+}
+
+void fake_remove_iommu(struct fake_sysfs *fs)
+{
+    char p[PATH_MAX];
+    pathf(fs, p, sizeof(p), "class/iommu/dmar0");
+    ck_assert(rmdir(p) == 0);
+}
+
+void fake_mount(struct fake_sysfs *fs, const char *majmin, const char *source,
+                const char *mountpoint)
+{
+    char p[PATH_MAX];
+    pathf(fs, p, sizeof(p), "proc/self/mountinfo");
+    FILE *f = fopen(p, "ae");
+    ck_assert(f != NULL);
+    fprintf(f, "40 22 %s / %s rw,relatime shared:5 - ext4 %s rw\n", majmin, mountpoint, source);
+    ck_assert(fclose(f) == 0);
+}
+
+void fake_open_file(struct fake_sysfs *fs, int pid, const char *comm, const char *path)
+{
+    char p[PATH_MAX];
+    pathf(fs, p, sizeof(p), "proc/%d/fd", pid);
+    mkdirs(p);
+    pathf(fs, p, sizeof(p), "proc/%d/fd/3", pid);
+    symlink_ok(path, p);
+    pathf(fs, p, sizeof(p), "proc/%d/comm", pid);
+    char line[64];
+    snprintf(line, sizeof(line), "%s\n", comm);
+    write_file(p, line);
 }
 
 static void add_bus_driver(struct fake_sysfs *fs, const char *bus, const char *name)
@@ -271,6 +324,110 @@ void fake_add_platform(struct fake_sysfs *fs, const char *name, const char *cons
         fake_add_platform_driver(fs, driver);
         link_driver(fs, "platform", name, driver);
     }
+}
+
+static const char *bus_of(struct fake_sysfs *fs, const char *addr);
+
+/* A child device of dev at rel/name with its subsystem link; its path into dir. */
+static void add_child(struct fake_sysfs *fs, const char *dev, const char *rel, const char *name,
+                      const char *subsystem, char *dir, size_t len)
+{
+    pathf(fs, dir, len, "%s/%s/%s%s%s", parent_of(bus_of(fs, dev)), dev, rel, rel[0] ? "/" : "",
+          name);
+    mkdirs(dir);
+    char p[PATH_MAX + 16], target[64];
+    snprintf(p, sizeof(p), "%s/subsystem", dir);
+    snprintf(target, sizeof(target), "../../../../../class/%s", subsystem);
+    symlink_ok(target, p);
+}
+
+void fake_add_net(struct fake_sysfs *fs, const char *dev, const char *ifname, bool up)
+{
+    char dir[PATH_MAX], p[PATH_MAX + 16];
+    add_child(fs, dev, "net", ifname, "net", dir, sizeof(dir));
+    snprintf(p, sizeof(p), "%s/flags", dir);
+    write_file(p, up ? "0x1003\n" : "0x1002\n");
+    snprintf(p, sizeof(p), "%s/operstate", dir);
+    write_file(p, up ? "up\n" : "down\n");
+}
+
+void fake_add_block(struct fake_sysfs *fs, const char *dev, const char *rel, const char *name,
+                    const char *majmin)
+{
+    char dir[PATH_MAX], p[PATH_MAX + 16], line[32];
+    add_child(fs, dev, rel, name, "block", dir, sizeof(dir));
+    snprintf(p, sizeof(p), "%s/dev", dir);
+    snprintf(line, sizeof(line), "%s\n", majmin);
+    write_file(p, line);
+    snprintf(p, sizeof(p), "%s/holders", dir);
+    mkdirs(p);
+}
+
+void fake_add_node(struct fake_sysfs *fs, const char *dev, const char *subsystem, const char *name)
+{
+    char dir[PATH_MAX], p[PATH_MAX + 16];
+    add_child(fs, dev, subsystem, name, subsystem, dir, sizeof(dir));
+    snprintf(p, sizeof(p), "%s/dev", dir);
+    write_file(p, strcmp(subsystem, "drm") == 0 ? "226:0\n" : "261:0\n");
+}
+
+struct snap {
+    char *buf;
+    size_t len, cap;
+};
+static struct snap *snap_now;
+
+static void snap_add(const char *text)
+{
+    size_t n = strlen(text);
+    if (snap_now->len + n + 1 > snap_now->cap) {
+        snap_now->cap = (snap_now->len + n + 1) * 2;
+        snap_now->buf = realloc(snap_now->buf, snap_now->cap);
+        ck_assert(snap_now->buf != NULL);
+    }
+    memcpy(snap_now->buf + snap_now->len, text, n + 1);
+    snap_now->len += n;
+}
+
+static int snap_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)ftw;
+    char line[PATH_MAX * 2 + 64];
+    if (flag == FTW_SL) {
+        char target[PATH_MAX];
+        ssize_t n = readlink(path, target, sizeof(target) - 1);
+        target[n < 0 ? 0 : n] = '\0';
+        snprintf(line, sizeof(line), "%s -> %s\n", path, target);
+        snap_add(line);
+    } else if (S_ISREG(st->st_mode)) {
+        snprintf(line, sizeof(line), "%s = ", path);
+        snap_add(line);
+        char content[4096] = "";
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ssize_t n = read(fd, content, sizeof(content) - 1);
+            content[n < 0 ? 0 : n] = '\0';
+            close(fd);
+        }
+        snap_add(content);
+        snap_add("\n");
+    } else {
+        snprintf(line, sizeof(line), "%s\n", path);
+        snap_add(line);
+    }
+    return 0;
+}
+
+char *fake_snapshot(struct fake_sysfs *fs)
+{
+    struct snap s = {0};
+    snap_now = &s;
+    snap_add("");
+    nftw(fs->root, snap_entry, 16, FTW_PHYS);
+    snap_add("-- state --\n");
+    nftw(fs->state_dir, snap_entry, 16, FTW_PHYS);
+    snap_now = NULL;
+    return s.buf;
 }
 
 int fake_read(struct fake_sysfs *fs, const char *rel, char *buf, size_t len)

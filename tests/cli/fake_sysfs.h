@@ -31,6 +31,7 @@ struct fake_pool {
 struct fake_sysfs {
     char root[PATH_MAX];
     char state_dir[PATH_MAX + 16];
+    char proc[PATH_MAX + 8]; /* a fake /proc for --proc-root: mountinfo, meminfo, swaps, PID/fd */
     struct {
         uint16_t vendor, device;
         char driver[64];
@@ -95,6 +96,34 @@ void fake_set_vfio_platform_reset_required(struct fake_sysfs *fs, bool required)
 void fake_add_pool(struct fake_sysfs *fs, int node, unsigned size_kb, uint64_t capacity, bool fifo);
 
 void fake_kernel_start(struct fake_sysfs *fs);
+
+/*
+ * Children a device's driver makes, with the subsystem link the kernel gives
+ * them, under the device dev (a platform name or PCI address) at rel ("" for
+ * directly below it, else e.g. "nvme/nvme0"):
+ */
+/* net/IFNAME with flags (IFF_UP when up) and operstate. */
+void fake_add_net(struct fake_sysfs *fs, const char *dev, const char *ifname, bool up);
+/* A block device or partition NAME with dev = majmin ("259:2"). */
+void fake_add_block(struct fake_sysfs *fs, const char *dev, const char *rel, const char *name,
+                    const char *majmin);
+/* A DRM (subsystem "drm") or accel node NAME with a dev file. */
+void fake_add_node(struct fake_sysfs *fs, const char *dev, const char *subsystem, const char *name);
+/* The machine has no IOMMU: class/iommu emptied (init gives it dmar0). */
+void fake_remove_iommu(struct fake_sysfs *fs);
+/* A line in proc/self/mountinfo: majmin mounted on mountpoint from source. */
+void fake_mount(struct fake_sysfs *fs, const char *majmin, const char *source,
+                const char *mountpoint);
+/* proc/PID with comm and fd/3 a link to path (/dev/dri/card0). */
+void fake_open_file(struct fake_sysfs *fs, int pid, const char *comm, const char *path);
+/* proc/meminfo with MemAvailable and Hugetlb (kB); init writes 8 GiB and 0. */
+void fake_set_meminfo(struct fake_sysfs *fs, uint64_t available_kb, uint64_t hugetlb_kb);
+/*
+ * Every path of the tree and the state directory with its link target or
+ * contents (FIFOs by name only), sorted: equal snapshots, nothing changed.
+ * Returns a malloc'd string.
+ */
+char *fake_snapshot(struct fake_sysfs *fs);
 
 /* The driver link's name, "" when unbound (a platform device of that name first, else PCI). */
 void fake_driver_of(struct fake_sysfs *fs, const char *addr, char *buf, size_t len);

@@ -294,7 +294,7 @@ START_TEST(malformed_address_is_one_line_error)
                  "npuvfio %s: 0000:zz:00.0: malformed PCI address (expected DDDD:BB:DD.F)\n",
                  cmds[i]);
         run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, cmds[i], "0000:zz:00.0"));
-        ck_assert_int_eq(r.status, 1);
+        ck_assert_int_eq(r.status, 2); /* a typo on the command line: usage error */
         ck_assert_str_eq(r.err, want);
     }
 }
@@ -404,7 +404,7 @@ START_TEST(unbind_of_function_on_host_driver_is_noop)
     run_cli(&r, NULL,
             ARGS("--sysfs-root", fs.root, "unbind", "--state-dir", fs.state_dir, "0000:04:00.0"));
     ck_assert_msg(r.status == 0, "%s", r.err);
-    ck_assert_str_eq(r.out, "0000:04:00.0: driver now igb\n");
+    ck_assert_str_eq(r.out, "0000:04:00.0: not on vfio-pci (driver igb): nothing changed\n");
     fake_driver_of(&fs, "0000:04:00.0", drv, sizeof(drv));
     ck_assert_str_eq(drv, "igb");
 }
@@ -483,7 +483,7 @@ END_TEST
 START_TEST(hugepages_reserves_and_reports)
 {
     fake_add_pool(&fs, -1, 2048, 8, true);
-    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "hugepages", "4"));
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "--proc-root", fs.proc, "hugepages", "4"));
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_str_eq(r.out, "hugepages 2M (all nodes): requested 4, reserved 4, free 4\n");
     ck_assert_str_eq(r.err, "");
@@ -493,7 +493,9 @@ END_TEST
 START_TEST(hugepages_short_reports_and_fails)
 {
     fake_add_pool(&fs, -1, 2048, 3, true);
-    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "hugepages", "4", "--size", "2M"));
+    run_cli(
+        &r, NULL,
+        ARGS("--sysfs-root", fs.root, "--proc-root", fs.proc, "hugepages", "4", "--size", "2M"));
     ck_assert_int_eq(r.status, 1);
     ck_assert_str_eq(r.out, "hugepages 2M (all nodes): requested 4, reserved 3, free 3\n");
     assert_one_line_error("npuvfio hugepages: short: the kernel reserved 3 of 4 2M pages");
@@ -503,9 +505,9 @@ END_TEST
 START_TEST(hugepages_node_1g_json)
 {
     fake_add_pool(&fs, 1, 1048576, 2, true);
-    run_cli(
-        &r, NULL,
-        ARGS("--sysfs-root", fs.root, "hugepages", "2", "--size", "1G", "--node", "1", "--json"));
+    run_cli(&r, NULL,
+            ARGS("--sysfs-root", fs.root, "--proc-root", fs.proc, "hugepages", "2", "--size", "1G",
+                 "--node", "1", "--json"));
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_msg(json_valid_document(r.out), "%s", r.out);
     ck_assert_str_eq(r.out, "{\"size\":\"1G\",\"page_size\":1073741824,\"node\":1,\"requested\":2,"
@@ -516,7 +518,7 @@ END_TEST
 START_TEST(hugepages_without_count_reports_pool)
 {
     fake_add_pool(&fs, -1, 2048, 16, false);
-    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "hugepages"));
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "--proc-root", fs.proc, "hugepages"));
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_str_eq(r.out, "hugepages 2M (all nodes): reserved 16, free 16\n");
 }
@@ -524,14 +526,18 @@ END_TEST
 
 START_TEST(hugepages_missing_pool_and_bad_args)
 {
-    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "hugepages", "4", "--size", "1G"));
+    run_cli(
+        &r, NULL,
+        ARGS("--sysfs-root", fs.root, "--proc-root", fs.proc, "hugepages", "4", "--size", "1G"));
     assert_one_line_error("npuvfio hugepages: no 1G hugepage pool");
-    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "hugepages", "4", "--size", "3M"));
+    run_cli(
+        &r, NULL,
+        ARGS("--sysfs-root", fs.root, "--proc-root", fs.proc, "hugepages", "4", "--size", "3M"));
     ck_assert_int_eq(r.status, 2);
     ck_assert_int_eq(count_lines(r.err), 1);
-    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "hugepages", "-4"));
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "--proc-root", fs.proc, "hugepages", "-4"));
     ck_assert_int_eq(r.status, 2);
-    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "hugepages", "many"));
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "--proc-root", fs.proc, "hugepages", "many"));
     ck_assert_int_eq(r.status, 2);
     ck_assert_int_eq(count_lines(r.err), 1);
 }
