@@ -8,7 +8,7 @@
 set -euo pipefail
 cli=$1 device=$2 example=$3
 shift 3
-sims=1 expect= sig= args=()
+sims=1 expect='' sig='' args=()
 while [ $# -gt 0 ]; do
     case $1 in
     --sims) sims=$2; shift 2 ;;
