@@ -36,15 +36,26 @@ cmake -S "$src/tests/packaging/consumer" -B "$tmp/cbuild" -DCMAKE_PREFIX_PATH="$
 cmake --build "$tmp/cbuild" >/dev/null
 LD_LIBRARY_PATH=$libdir "$tmp/cbuild/consumer"
 "$tmp/cbuild/consumer_static"
-echo "== the installed testdev example, from the installed header and driver library"
-example=$(find "$prefix" -name testdev_minimal.c | head -n1)
-[ -n "$example" ] || { echo "FAIL: examples/testdev_minimal.c not installed with the docs"; exit 1; }
+echo "== the installed testdev examples, from the installed header and driver library"
 pkg-config --exists npuvfio-testdev || { echo "FAIL: pkg-config does not find npuvfio-testdev.pc"; exit 1; }
-# shellcheck disable=SC2046,SC2086
-cc -std=gnu17 -Wall -Werror $extra -o "$tmp/testdev_minimal" "$example" \
-    $(pkg-config --cflags --libs npuvfio-testdev)
+# The Edge TPU example is built in-tree only: it runs the in-tree sample network
+# (our instruction format); the installed Edge TPU header and library are
+# consumed below.
+for name in testdev_minimal testdev_serve caller_memory two_domains; do
+    example=$(find "$prefix" -name "$name.c" | head -n1)
+    [ -n "$example" ] || { echo "FAIL: examples/$name.c not installed with the docs"; exit 1; }
+    # shellcheck disable=SC2046,SC2086
+    cc -std=gnu17 -Wall -Werror $extra -o "$tmp/$name" "$example" \
+        $(pkg-config --cflags --libs npuvfio-testdev) -pthread
+done
 LD_LIBRARY_PATH=$libdir "$src/tests/devices/run_example.sh" "$prefix/bin/npuvfio" testdev \
     "$tmp/testdev_minimal"
+LD_LIBRARY_PATH=$libdir "$src/tests/devices/run_example.sh" "$prefix/bin/npuvfio" testdev \
+    "$tmp/testdev_serve" --sims 2 --expect "summary: 200 completed, 0 failed" -- --jobs 200
+LD_LIBRARY_PATH=$libdir "$src/tests/devices/run_example.sh" "$prefix/bin/npuvfio" testdev \
+    "$tmp/caller_memory"
+LD_LIBRARY_PATH=$libdir "$src/tests/devices/run_example.sh" "$prefix/bin/npuvfio" testdev \
+    "$tmp/two_domains"
 echo "== the installed Edge TPU driver: header and library through pkg-config"
 [ -f "$prefix/include/npuvfio/edgetpu.h" ] || { echo "FAIL: npuvfio/edgetpu.h not installed"; exit 1; }
 pkg-config --exists npuvfio-edgetpu || { echo "FAIL: pkg-config does not find npuvfio-edgetpu.pc"; exit 1; }
