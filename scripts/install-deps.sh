@@ -96,6 +96,7 @@ BASE_PACKAGES=(
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
     busybox-static kmod cpio xz-utils zstd
     bison flex bc libelf-dev file python3
+    systemtap-sdt-dev
 )
 # arm64 builds of the libraries the ring and DMA unit tests link, for the
 # cross-built test run under qemu-aarch64-static (scripts/run-arm64-tests.sh).

@@ -9,6 +9,7 @@
 
 #include "ctx_internal.h"
 #include "dev_internal.h"
+#include "trace.h"
 
 #define DEFAULT_REQUEST_TIMEOUT_NS (5ull * 1000 * 1000 * 1000)
 
@@ -157,6 +158,7 @@ static int attach_locked(struct npv_dev *dev, struct npv_domain *dom)
     if (ret < 0)
         return ret;
     struct npv_domain *old = dev->domain;
+    NPV_TRACE3(domain_switch, dev, old, dom);
     dev->domain = npv_domain_get(dom);
     npv_domain_put(old);
     return 0;
@@ -383,6 +385,7 @@ int npv_dev_reset(struct npv_dev *dev)
         pthread_mutex_lock(&dev->lock);
         ret = dev->ops->reset(dev);
         pthread_mutex_unlock(&dev->lock);
+        NPV_TRACE2(reset, dev, ret);
         return ret;
     }
     pthread_mutex_lock(&dev->lock);
@@ -390,9 +393,11 @@ int npv_dev_reset(struct npv_dev *dev)
     void *arg = dev->reset_arg;
     pthread_mutex_unlock(&dev->lock);
     /* Called unlocked: a hook resets through register writes and may take control calls. */
-    if (hook != NULL)
-        return hook(dev, arg);
-    return -ENOTSUP;
+    if (hook == NULL)
+        return -ENOTSUP;
+    ret = hook(dev, arg);
+    NPV_TRACE2(reset, dev, ret);
+    return ret;
 }
 
 bool npv_dev_coherent(const struct npv_dev *dev)

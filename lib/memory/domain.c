@@ -21,6 +21,7 @@
 #include "ctx_internal.h"
 #include "domain_internal.h"
 #include "iova.h"
+#include "trace.h"
 
 struct journal_entry {
     struct npv_avl_node by_iova;
@@ -825,6 +826,7 @@ static int map_common(struct npv_domain *dom, struct npv_mapping *m, uint64_t al
     pthread_mutex_lock(&dom->lock);
     int ret = map_locked(dom, m, align, fixed, &rep);
     pthread_mutex_unlock(&dom->lock);
+    NPV_TRACE4(dma_map, dom, m->iova, m->len, ret);
     if (ret == -NPV_ENOTSHARED)
         npv_err(dom->ctx,
                 "%s: memory at %p (+0x%llx) has no file behind it (anonymous private memory) "
@@ -913,6 +915,7 @@ int npv_domain_unmap(struct npv_domain *dom, npv_iova_t iova)
     pthread_mutex_lock(&dom->lock);
     int ret = unmap_locked(dom, iova, &m, &rep);
     pthread_mutex_unlock(&dom->lock);
+    NPV_TRACE4(dma_unmap, dom, iova, m.len, ret);
     if (rep.undo_ops != NULL)
         log_unmap_failure(dom, &m, &rep, "");
     if (rep.released)

@@ -17,6 +17,7 @@
 #include "irq_internal.h"
 #include "ring_inflight.h"
 #include "ring_internal.h"
+#include "trace.h"
 
 #define RING_DEFAULT_SPIN_NS 20000u
 /*
@@ -290,6 +291,7 @@ static int ring_reset_device(struct npv_ring *r, int32_t cause, uint32_t failed)
     ring_clear_status(r);
     int rc = r->cfg.reset(r->cfg.reset_arg);
     ring_restart_indexes(r);
+    NPV_TRACE4(ring_reset, r, cause, failed, rc);
     if (rc < 0) {
         r->dead = true;
         npv_err(r->ctx, "ring: device reset failed (%s); ring is dead until npv_ring_reset",
@@ -324,6 +326,7 @@ static bool ring_expire(struct npv_ring *r, uint64_t now)
     if (failed == 0)
         return false;
     r->stats.timeouts++;
+    NPV_TRACE3(job_timeout, r, failed, unfinished);
     npv_warn(r->ctx,
              "ring: a job's deadline passed with %u jobs in flight (device head %u, doorbell %u)",
              unfinished, r->dev_head, r->rung - r->dev_base);
@@ -368,6 +371,7 @@ int npv_ring_next_timed(struct npv_ring *r, uint64_t cookie, uint64_t timeout_ns
         inflight_add_relative(r->jobs, cookie, timeout_ns == UINT64_MAX ? 0 : timeout_ns, &seq);
     if (rc < 0)
         return rc;
+    NPV_TRACE3(submit, cookie, r, seq);
     *desc = r->desc + (size_t)((seq - r->dev_base) & r->mask) * r->cfg.desc_size;
     return 0;
 }
@@ -400,6 +404,7 @@ int npv_ring_submit(struct npv_ring *r)
         npv_bar_write64_release(r->cfg.db_bar, r->cfg.db_off, val);
     else
         npv_bar_write32_release(r->cfg.db_bar, r->cfg.db_off, (uint32_t)val);
+    NPV_TRACE3(doorbell, r, val, n);
     r->rung = tail;
     r->stats.submitted += n;
     r->stats.doorbells++;

@@ -36,6 +36,8 @@
 
 #include <npuvfio/ring.h>
 
+#include "trace.h"
+
 struct npv_inflight_slot {
     uint64_t cookie;
     uint64_t deadline_ns;
@@ -160,6 +162,7 @@ static inline unsigned inflight_reap(struct npv_inflight *t, struct npv_cpl *cpl
         cpl[i].cookie = s->cookie;
         cpl[i].status = s->status;
         cpl[i].dev_error = s->dev_error;
+        NPV_TRACE3(completion, s->cookie, s->status, s->dev_error);
     }
     t->head += n;
     return n;
