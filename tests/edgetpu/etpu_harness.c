@@ -2,13 +2,10 @@
 #include "etpu_harness.h"
 
 #include <check.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,53 +23,10 @@ static void serve_edgetpu(const char *path, void *arg)
         fprintf(stderr, "edgetpu server: %s\n", npv_strerror(r));
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* The model in a child that dies with us; return once its socket exists (it is listening then). */
+/* The model in a child process that dies with the test; returns once it listens. */
 void etpu_server_start(struct vu_server *s)
 {
-    snprintf(s->dir, sizeof(s->dir), "/tmp/npv-etpu-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(s->dir));
-    snprintf(s->path, sizeof(s->path), "%s/dev.sock", s->dir);
-    pid_t parent = getpid();
-    s->pid = fork();
-    ck_assert_int_ge(s->pid, 0);
-    if (s->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(1);
-        serve_edgetpu(s->path, NULL);
-        _exit(0);
-    }
-    uint64_t deadline = mono_ns() + GENEROUS_NS;
-    for (;;) {
-        struct stat st;
-        int status;
-        ck_assert_msg(waitpid(s->pid, &status, WNOHANG) == 0, "model child died at start");
-        if (stat(s->path, &st) == 0 && S_ISSOCK(st.st_mode))
-            break;
-        ck_assert_msg(mono_ns() < deadline, "model socket never appeared");
-        usleep(5000);
-    }
-}
-
-void etpu_server_kill(struct vu_server *s)
-{
-    if (s->pid > 0) {
-        kill(s->pid, SIGKILL);
-        waitpid(s->pid, NULL, 0);
-        s->pid = 0;
-    }
-    if (s->path[0] != '\0')
-        unlink(s->path);
-    if (s->dir[0] != '\0')
-        rmdir(s->dir);
-    s->path[0] = s->dir[0] = '\0';
+    vu_server_start(s, serve_edgetpu, NULL);
 }
 
 void etpu_require_model(const char *why)
@@ -152,7 +106,7 @@ void etpu_close(struct etpu *t)
     npv_dev_close(t->dev);
     npv_domain_put(t->dom);
     npv_ctx_free(t->ctx);
-    etpu_server_kill(&t->srv);
+    vu_server_kill(&t->srv);
     memset(t, 0, sizeof(*t));
 }
 

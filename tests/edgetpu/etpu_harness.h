@@ -14,17 +14,12 @@
 
 #include <sys/types.h>
 
+#include "child_server.h"
 #include "sample.h"
 
 #define MS 1000000ull
 /* Deadlines no healthy run comes near on a loaded machine; a test never waits them out. */
 #define GENEROUS_NS (30000 * MS)
-
-struct vu_server {
-    pid_t pid;
-    char dir[64];
-    char path[108];
-};
 
 struct etpu {
     struct vu_server srv;
@@ -43,7 +38,6 @@ struct etpu {
 
 /* The model in a child process that dies with the test; returns once it listens. */
 void etpu_server_start(struct vu_server *s);
-void etpu_server_kill(struct vu_server *s);
 /* Open the driver on a device already started at path (the model) and run one request. */
 void etpu_open_at(struct etpu *t, const char *path, const struct npv_edgetpu_config *cfg);
 

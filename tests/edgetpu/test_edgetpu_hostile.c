@@ -114,7 +114,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    etpu_server_kill(&server);
+    vu_server_kill(&server);
 }
 
 START_TEST(bad_register_accesses_are_refused_and_the_model_keeps_serving)

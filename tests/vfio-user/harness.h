@@ -18,6 +18,8 @@
 #include <npuvfio/ring.h>
 #include <npuvfio/testdev.h>
 
+#include "child_server.h"
+
 #include "regs.h"
 #include "vfio_user_msg.h"
 
@@ -25,19 +27,6 @@
 /* Deadlines no healthy run comes near on a loaded machine; a test never waits them out. */
 #define GENEROUS_NS (30000 * MS)
 
-struct vu_server {
-    pid_t pid;
-    char dir[64];
-    char path[108];
-};
-
-/* Run in the child: serve on path until killed. */
-typedef void (*vu_server_fn)(const char *path, void *arg);
-
-/* Fork a child running fn; return once its socket exists. The child dies with us. */
-void vu_server_start(struct vu_server *s, vu_server_fn fn, void *arg);
-/* SIGKILL the child, reap it, remove the socket and its directory. Idempotent. */
-void vu_server_kill(struct vu_server *s);
 /* The testdev model, serving client after client. */
 void vu_serve_testdev(const char *path, void *arg);
 /* The same, refusing twin sockets: its DMA commands share the request socket. */
