@@ -307,15 +307,6 @@ int npv_edgetpu_wait(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_ns,
             tpu->cfg.completion == NPV_EDGETPU_IRQ ? NPV_RING_WAIT_IRQ : NPV_RING_WAIT_POLL;
         r = npv_ring_wait(tpu->ring, mode, min, timeout_ns, cpl, max);
     }
-    if (r == 0) {
-        /*
-         * The wait ran out before any request finished or reached its own
-         * deadline: the caller's patience is the limit, so the requests are
-         * failed and the chip reset here.
-         */
-        (void)npv_ring_reset(tpu->ring);
-        r = -ETIMEDOUT;
-    }
     /* The ring zeroes the status block before the reset: the fatal word comes with the job. */
     for (int i = 0; i < r; i++)
         if (cpl[i].status == -EIO && cpl[i].dev_error != 0)
@@ -335,6 +326,15 @@ int npv_edgetpu_run(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable
     /* The request's own deadline (the ring's job timeout) decides; the wait only bounds it. */
     uint64_t t = tpu->cfg.request_timeout_ns;
     r = npv_edgetpu_wait(tpu, 1, t > UINT64_MAX / 2 ? UINT64_MAX : 2 * t, &c, 1);
+    if (r == 0) {
+        /*
+         * Only a request without a deadline of its own gets here: run owns
+         * it and returns, so it fails it and resets the chip rather than
+         * leave it in flight.
+         */
+        (void)npv_ring_reset(tpu->ring);
+        r = -ETIMEDOUT;
+    }
     if (r < 0) {
         /* The failed request is returned by the next poll: take it off the table. */
         while (npv_ring_poll(tpu->ring, &c, 1) > 0)

@@ -160,11 +160,12 @@ NPV_API int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu
                                uint64_t cookie);
 /*
  * Collect at least min (1..max) finished requests, waiting up to timeout_ns
- * in the configured completion mode. Returns how many (fewer than min only
- * when the time ran out after some finished); a request that failed
- * has status -EIO (chip error: npv_edgetpu_last_error), -ETIMEDOUT, -ECANCELED
- * or -NPV_EDEVFAULT. When the wait's deadline passes the chip is reset and
- * -ETIMEDOUT returned (its failed requests come with the next calls).
+ * in the configured completion mode. Returns how many; fewer than min,
+ * possibly 0, when timeout_ns passed first: then nothing is failed or reset
+ * (wait again). A request that failed has status -EIO (chip error:
+ * npv_edgetpu_last_error), -ETIMEDOUT (its own deadline,
+ * cfg->request_timeout_ns, passed: the chip was reset), -ECANCELED or
+ * -NPV_EDEVFAULT.
  */
 NPV_API int npv_edgetpu_wait(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_ns,
                              struct npv_cpl *cpl, unsigned max);

@@ -122,6 +122,29 @@ START_TEST(hung_chip_times_out_is_reset_and_runs_exact_again)
 }
 END_TEST
 
+/*
+ * A wait that runs out on a hung chip harms nothing: it returns 0 with the
+ * request still in flight; the request's own deadline then fails it and the
+ * chip is reset.
+ */
+START_TEST(short_wait_on_a_hung_chip_resets_nothing_until_the_request_deadline)
+{
+    struct etpu t;
+    struct npv_edgetpu_config cfg = {.request_timeout_ns = SHORT_TIMEOUT_NS};
+    etpu_open(&t, &cfg);
+    etpu_fault(&t, EDGETPU_FAULT_HANG);
+    ck_assert_int_eq(npv_edgetpu_submit(t.tpu, t.exe, &t.in_va, &t.out_va, 7), 0);
+    struct npv_cpl c;
+    ck_assert_int_eq(npv_edgetpu_wait(t.tpu, 1, 1 * MS, &c, 1), 0);
+    ck_assert_int_eq(npv_edgetpu_wait(t.tpu, 1, 1 * MS, &c, 1), 0);
+    ck_assert_int_eq(npv_edgetpu_wait(t.tpu, 1, GENEROUS_NS, &c, 1), 1);
+    ck_assert_uint_eq(c.cookie, 7);
+    ck_assert_int_eq(c.status, -ETIMEDOUT);
+    expect_exact(&t, 1);
+    etpu_close(&t);
+}
+END_TEST
+
 START_TEST(wild_completed_head_is_a_device_fault)
 {
     struct etpu t;
@@ -181,6 +204,7 @@ static Suite *suite(void)
     tcase_add_test(tc, injected_page_fault_names_the_address_and_recovers);
     tcase_add_test(tc, axi_error_is_reported_with_its_address_and_recovers);
     tcase_add_test(tc, hung_chip_times_out_is_reset_and_runs_exact_again);
+    tcase_add_test(tc, short_wait_on_a_hung_chip_resets_nothing_until_the_request_deadline);
     tcase_add_test(tc, wild_completed_head_is_a_device_fault);
     tcase_add_test(tc, bad_instruction_is_a_scalar_core_error);
     tcase_add_test(tc, device_gone_is_a_clear_error_and_never_a_hang);
