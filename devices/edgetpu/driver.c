@@ -373,8 +373,8 @@ static int check_config(struct npv_edgetpu_config *c)
         c->poll_timeout_ns = DEFAULT_TIMEOUT;
     if (c->queue_entries < 4 || c->queue_entries > 256 ||
         (c->queue_entries & (c->queue_entries - 1)) || c->simple_entries < 256 ||
-        c->simple_entries >= EDGETPU_PAGE_TABLE_ENTRIES || c->max_instr_bytes % EDGETPU_INSN_SIZE ||
-        c->max_instr_bytes > EDGETPU_CHUNK_MAX ||
+        c->simple_entries >= EDGETPU_PAGE_TABLE_ENTRIES ||
+        c->max_instr_bytes % NPV_EDGETPU_INSN_SIZE || c->max_instr_bytes > NPV_EDGETPU_CHUNK_MAX ||
         (c->completion != NPV_EDGETPU_POLL && c->completion != NPV_EDGETPU_IRQ &&
          c->completion != NPV_EDGETPU_IRQ_SC_HOST))
         return -EINVAL;

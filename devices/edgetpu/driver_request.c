@@ -23,7 +23,7 @@ static size_t page_round(size_t n)
 static int check_desc(const struct npv_edgetpu *tpu, const struct npv_edgetpu_executable_desc *d)
 {
     if (d->instructions == NULL || d->instructions_size == 0 ||
-        d->instructions_size % EDGETPU_INSN_SIZE ||
+        d->instructions_size % NPV_EDGETPU_INSN_SIZE ||
         d->instructions_size > tpu->cfg.max_instr_bytes ||
         (d->nr_fields > 0 && d->fields == NULL) ||
         (d->parameters_size > 0 && d->parameters == NULL))

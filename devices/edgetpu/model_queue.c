@@ -193,27 +193,27 @@ static void sc_host_interrupt(struct npv_edgetpu_model *m, uint32_t n)
         edgetpu_raise_vector(m, EDGETPU_VEC_SC_HOST_0 + n);
 }
 
-static int8_t requantize(int32_t acc, const struct edgetpu_insn *in)
+static int8_t requantize(int32_t acc, const struct npv_edgetpu_insn *in)
 {
     int64_t v = (int64_t)acc * in->multiplier;
     if (in->shift > 0)
         v = (v + (1ll << (in->shift - 1))) >> in->shift;
     v += in->output_zero_point;
-    if ((in->flags & EDGETPU_FC_RELU) && v < in->output_zero_point)
+    if ((in->flags & NPV_EDGETPU_FC_RELU) && v < in->output_zero_point)
         v = in->output_zero_point;
     return (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
 }
 
-static bool fc_valid(const struct edgetpu_insn *in)
+static bool fc_valid(const struct npv_edgetpu_insn *in)
 {
-    return in->rows > 0 && in->rows <= EDGETPU_FC_MAX_ROWS && in->in_features > 0 &&
-           in->in_features <= EDGETPU_FC_MAX_DIM && in->out_features > 0 &&
-           in->out_features <= EDGETPU_FC_MAX_DIM && in->shift <= 62 &&
-           (in->flags & ~EDGETPU_FC_RELU) == 0;
+    return in->rows > 0 && in->rows <= NPV_EDGETPU_FC_MAX_ROWS && in->in_features > 0 &&
+           in->in_features <= NPV_EDGETPU_FC_MAX_DIM && in->out_features > 0 &&
+           in->out_features <= NPV_EDGETPU_FC_MAX_DIM && in->shift <= 62 &&
+           (in->flags & ~NPV_EDGETPU_FC_RELU) == 0;
 }
 
 /* 0, or -1 after raising the error. */
-static int exec_fc(struct npv_edgetpu_model *m, const struct edgetpu_insn *in)
+static int exec_fc(struct npv_edgetpu_model *m, const struct npv_edgetpu_insn *in)
 {
     size_t rows = in->rows, nin = in->in_features, nout = in->out_features;
     int8_t *x = malloc(rows * nin);
@@ -268,19 +268,19 @@ out:
 
 static int exec_chunk(struct npv_edgetpu_model *m, const uint8_t *chunk, uint32_t size)
 {
-    for (uint32_t off = 0; off < size; off += EDGETPU_INSN_SIZE) {
-        struct edgetpu_insn in;
+    for (uint32_t off = 0; off < size; off += NPV_EDGETPU_INSN_SIZE) {
+        struct npv_edgetpu_insn in;
         memcpy(&in, chunk + off, sizeof(in));
         switch (in.opcode) {
-        case EDGETPU_OP_NOP:
+        case NPV_EDGETPU_OP_NOP:
             break;
-        case EDGETPU_OP_FC:
+        case NPV_EDGETPU_OP_FC:
             if (!fc_valid(&in))
                 goto bad;
             if (exec_fc(m, &in) < 0)
                 return -1;
             break;
-        case EDGETPU_OP_SC_HOST_INT:
+        case NPV_EDGETPU_OP_SC_HOST_INT:
             if ((uint32_t)in.output_zero_point > 3)
                 goto bad;
             sc_host_interrupt(m, (uint32_t)in.output_zero_point);
@@ -356,7 +356,7 @@ static void queue_step(struct npv_edgetpu_model *m, uint32_t tail)
         edgetpu_raise_error(m, EDGETPU_HIB_ERR_LENGTH_0_DMA, d.address, true);
         return;
     }
-    if (d.size_in_bytes % EDGETPU_INSN_SIZE || d.size_in_bytes > EDGETPU_CHUNK_MAX) {
+    if (d.size_in_bytes % NPV_EDGETPU_INSN_SIZE || d.size_in_bytes > NPV_EDGETPU_CHUNK_MAX) {
         edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_INVALID, d.address, true);
         return;
     }

@@ -28,6 +28,7 @@
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <npuvfio/edgetpu_insn.h>
 
 #define EDGETPU_PCI_VENDOR 0x1ac1
 #define EDGETPU_PCI_DEVICE 0x089a
@@ -259,63 +260,7 @@ struct edgetpu_status_block {
 static_assert(sizeof(struct edgetpu_status_block) == 16, "HostQueueStatusBlock is 16 bytes");
 static_assert(offsetof(struct edgetpu_status_block, fatal_error) == 4, "status block layout");
 
-/*
- * ---- the instruction format OUR model executes ----
- *
- * The real DarwiNN instruction stream is undocumented. An instruction chunk
- * (what a descriptor names) is a sequence of 64-byte instructions, size a
- * multiple of 64. Addresses are device VAs written as two 32-bit halves, so
- * the driver patches them the way the real stack patches MOVI immediates
- * (a field offset in bits plus LOWER_32BIT / UPPER_32BIT).
- *
- * EDGETPU_OP_FC: int8 fully connected layer, also a 1x1 convolution over
- * NHWC pixels (rows = pixels):
- *   for r < rows, o < out_features:
- *     acc = bias[o] + sum_i input[r][i] * weights[o][i]          (int32, wraps)
- *     v   = (int64)acc * multiplier, then arithmetic shift right by shift
- *           with rounding half up (add 1 << (shift-1) first when shift > 0)
- *     v  += output_zero_point; ReLU: v = max(v, output_zero_point)
- *     output[r][o] = clamp(v, -128, 127)
- *   input int8 [rows][in_features], weights int8 [out][in], bias int32 [out]
- *   (little-endian), output int8 [rows][out_features]; each a contiguous
- *   range of device VA.
- * EDGETPU_OP_SC_HOST_INT: raise scalar-core host interrupt `arg` (0..3):
- *   its 16-bit counter in sc_host_int_count advances, its status bit is set,
- *   and its vector (from the packed INTVECCTL) fires when enabled.
- * Anything else: Error_ScalarCore BAD_INSTRUCTION, the queue's fatal error.
- */
-enum edgetpu_opcode {
-    EDGETPU_OP_NOP = 0,
-    EDGETPU_OP_FC = 1,
-    EDGETPU_OP_SC_HOST_INT = 2,
-};
-
-#define EDGETPU_FC_RELU (1u << 0)
-
-#define EDGETPU_INSN_SIZE   64u
-#define EDGETPU_FC_MAX_DIM  4096u
-#define EDGETPU_FC_MAX_ROWS 4096u
-#define EDGETPU_CHUNK_MAX   (64u * 1024u)
-
-struct edgetpu_insn {
-    uint32_t opcode;
-    uint32_t flags; /* EDGETPU_FC_* */
-    uint32_t input_lo, input_hi;
-    uint32_t weights_lo, weights_hi;
-    uint32_t bias_lo, bias_hi;
-    uint32_t output_lo, output_hi;
-    uint32_t rows;
-    uint32_t in_features;
-    uint32_t out_features;
-    int32_t multiplier;
-    uint32_t shift;            /* 0..62 */
-    int32_t output_zero_point; /* also the SC_HOST_INT interrupt number */
-};
-static_assert(sizeof(struct edgetpu_insn) == EDGETPU_INSN_SIZE, "instruction is 64 bytes");
-static_assert(offsetof(struct edgetpu_insn, input_lo) == 8, "instruction layout");
-static_assert(offsetof(struct edgetpu_insn, output_lo) == 32, "instruction layout");
-static_assert(offsetof(struct edgetpu_insn, rows) == 40, "instruction layout");
-static_assert(offsetof(struct edgetpu_insn, output_zero_point) == 60, "instruction layout");
+/* The instruction format our model executes is public: <npuvfio/edgetpu_insn.h>. */
 
 /* ---- the model's test port in BAR0 (not on hardware), trapped, 64-bit registers ---- */
 #define EDGETPU_MODEL_ID    0x0000u /* RO: EDGETPU_MODEL_ID_VALUE */

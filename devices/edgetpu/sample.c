@@ -25,7 +25,7 @@ static void add_field(struct edgetpu_sample *s, uint32_t insn, size_t field_off,
 {
     for (uint8_t half = 0; half < 2; half++) {
         struct npv_edgetpu_field *f = &s->fields[s->desc.nr_fields++];
-        f->bit_offset = (uint32_t)(insn * EDGETPU_INSN_SIZE + field_off + 4u * half) * 8u;
+        f->bit_offset = (uint32_t)(insn * NPV_EDGETPU_INSN_SIZE + field_off + 4u * half) * 8u;
         f->base = base;
         f->index = 0;
         f->half = half;
@@ -49,34 +49,35 @@ void edgetpu_sample_init(struct edgetpu_sample *s, uint32_t seed)
         int32_t b = (int32_t)(xorshift(&st) % 4001) - 2000;
         memcpy(s->params + EDGETPU_SAMPLE_B2_OFF + 4 * i, &b, 4);
     }
-    s->insn[0] = (struct edgetpu_insn){.opcode = EDGETPU_OP_FC,
-                                       .flags = EDGETPU_FC_RELU,
-                                       .rows = EDGETPU_SAMPLE_ROWS,
-                                       .in_features = EDGETPU_SAMPLE_IN,
-                                       .out_features = EDGETPU_SAMPLE_HIDDEN,
-                                       .multiplier = L1_MULT,
-                                       .shift = L1_SHIFT,
-                                       .output_zero_point = 0};
-    s->insn[1] = (struct edgetpu_insn){.opcode = EDGETPU_OP_FC,
-                                       .rows = EDGETPU_SAMPLE_ROWS,
-                                       .in_features = EDGETPU_SAMPLE_HIDDEN,
-                                       .out_features = EDGETPU_SAMPLE_OUT,
-                                       .multiplier = L2_MULT,
-                                       .shift = L2_SHIFT,
-                                       .output_zero_point = L2_ZP};
-    s->insn[2] = (struct edgetpu_insn){.opcode = EDGETPU_OP_SC_HOST_INT, .output_zero_point = 0};
-    add_field(s, 0, offsetof(struct edgetpu_insn, input_lo), NPV_EDGETPU_BASE_INPUT, 0);
-    add_field(s, 0, offsetof(struct edgetpu_insn, weights_lo), NPV_EDGETPU_BASE_PARAMETER,
+    s->insn[0] = (struct npv_edgetpu_insn){.opcode = NPV_EDGETPU_OP_FC,
+                                           .flags = NPV_EDGETPU_FC_RELU,
+                                           .rows = EDGETPU_SAMPLE_ROWS,
+                                           .in_features = EDGETPU_SAMPLE_IN,
+                                           .out_features = EDGETPU_SAMPLE_HIDDEN,
+                                           .multiplier = L1_MULT,
+                                           .shift = L1_SHIFT,
+                                           .output_zero_point = 0};
+    s->insn[1] = (struct npv_edgetpu_insn){.opcode = NPV_EDGETPU_OP_FC,
+                                           .rows = EDGETPU_SAMPLE_ROWS,
+                                           .in_features = EDGETPU_SAMPLE_HIDDEN,
+                                           .out_features = EDGETPU_SAMPLE_OUT,
+                                           .multiplier = L2_MULT,
+                                           .shift = L2_SHIFT,
+                                           .output_zero_point = L2_ZP};
+    s->insn[2] =
+        (struct npv_edgetpu_insn){.opcode = NPV_EDGETPU_OP_SC_HOST_INT, .output_zero_point = 0};
+    add_field(s, 0, offsetof(struct npv_edgetpu_insn, input_lo), NPV_EDGETPU_BASE_INPUT, 0);
+    add_field(s, 0, offsetof(struct npv_edgetpu_insn, weights_lo), NPV_EDGETPU_BASE_PARAMETER,
               EDGETPU_SAMPLE_W1_OFF);
-    add_field(s, 0, offsetof(struct edgetpu_insn, bias_lo), NPV_EDGETPU_BASE_PARAMETER,
+    add_field(s, 0, offsetof(struct npv_edgetpu_insn, bias_lo), NPV_EDGETPU_BASE_PARAMETER,
               EDGETPU_SAMPLE_B1_OFF);
-    add_field(s, 0, offsetof(struct edgetpu_insn, output_lo), NPV_EDGETPU_BASE_SCRATCH, 0);
-    add_field(s, 1, offsetof(struct edgetpu_insn, input_lo), NPV_EDGETPU_BASE_SCRATCH, 0);
-    add_field(s, 1, offsetof(struct edgetpu_insn, weights_lo), NPV_EDGETPU_BASE_PARAMETER,
+    add_field(s, 0, offsetof(struct npv_edgetpu_insn, output_lo), NPV_EDGETPU_BASE_SCRATCH, 0);
+    add_field(s, 1, offsetof(struct npv_edgetpu_insn, input_lo), NPV_EDGETPU_BASE_SCRATCH, 0);
+    add_field(s, 1, offsetof(struct npv_edgetpu_insn, weights_lo), NPV_EDGETPU_BASE_PARAMETER,
               EDGETPU_SAMPLE_W2_OFF);
-    add_field(s, 1, offsetof(struct edgetpu_insn, bias_lo), NPV_EDGETPU_BASE_PARAMETER,
+    add_field(s, 1, offsetof(struct npv_edgetpu_insn, bias_lo), NPV_EDGETPU_BASE_PARAMETER,
               EDGETPU_SAMPLE_B2_OFF);
-    add_field(s, 1, offsetof(struct edgetpu_insn, output_lo), NPV_EDGETPU_BASE_OUTPUT, 0);
+    add_field(s, 1, offsetof(struct npv_edgetpu_insn, output_lo), NPV_EDGETPU_BASE_OUTPUT, 0);
     s->desc.instructions = s->insn;
     s->desc.instructions_size = sizeof(s->insn);
     s->desc.fields = s->fields;

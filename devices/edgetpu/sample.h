@@ -28,7 +28,8 @@
 #define EDGETPU_SAMPLE_PARAMS_BYTES (EDGETPU_SAMPLE_B2_OFF + 4u * EDGETPU_SAMPLE_OUT)
 
 struct edgetpu_sample {
-    struct edgetpu_insn insn[3]; /* FC1 (input -> scratch), FC2 (scratch -> output), SC_HOST 0 */
+    struct npv_edgetpu_insn
+        insn[3]; /* FC1 (input -> scratch), FC2 (scratch -> output), SC_HOST 0 */
     struct npv_edgetpu_field fields[16];
     uint8_t params[EDGETPU_SAMPLE_PARAMS_BYTES];
     struct npv_edgetpu_executable_desc desc; /* points into this struct */

@@ -2,7 +2,7 @@
 /*
  * The Coral Edge TPU (Apex, PCIe 1ac1:089a) driver: bring-up and reset of the
  * chip, its device MMU, executables in our instruction format
- * (devices/edgetpu/regs.h), and inference requests on its instruction queue.
+ * (npuvfio/edgetpu_insn.h), and inference requests on its instruction queue.
  *
  * Built on npv_dev, npv_domain, npv_dma, npv_bar, npv_irq and npv_ring only:
  * the same driver runs on hardware bound to vfio-pci and on the model over

@@ -38,9 +38,6 @@ LD_LIBRARY_PATH=$libdir "$tmp/cbuild/consumer"
 "$tmp/cbuild/consumer_static"
 echo "== the installed testdev examples, from the installed header and driver library"
 pkg-config --exists npuvfio-testdev || { echo "FAIL: pkg-config does not find npuvfio-testdev.pc"; exit 1; }
-# The Edge TPU example is built in-tree only: it runs the in-tree sample network
-# (our instruction format); the installed Edge TPU header and library are
-# consumed below.
 for name in testdev_minimal testdev_serve caller_memory two_domains; do
     example=$(find "$prefix" -name "$name.c" | head -n1)
     [ -n "$example" ] || { echo "FAIL: examples/$name.c not installed with the docs"; exit 1; }
@@ -63,4 +60,13 @@ pkg-config --exists npuvfio-edgetpu || { echo "FAIL: pkg-config does not find np
 cc -std=gnu17 -Wall -Werror $extra -o "$tmp/edgetpu_consumer" "$src/tests/packaging/edgetpu_consumer.c" \
     $(pkg-config --cflags --libs npuvfio-edgetpu)
 LD_LIBRARY_PATH=$libdir "$tmp/edgetpu_consumer"
+echo "== the installed Edge TPU example, from the installed headers (instruction format included)"
+example=$(find "$prefix" -name edgetpu_sample.c | head -n1)
+[ -n "$example" ] || { echo "FAIL: examples/edgetpu_sample.c not installed with the docs"; exit 1; }
+[ -f "$prefix/include/npuvfio/edgetpu_insn.h" ] || { echo "FAIL: npuvfio/edgetpu_insn.h not installed"; exit 1; }
+# shellcheck disable=SC2046,SC2086
+cc -std=gnu17 -Wall -Wextra -Werror $extra -o "$tmp/edgetpu_sample" "$example" \
+    $(pkg-config --cflags --libs npuvfio-edgetpu)
+LD_LIBRARY_PATH=$libdir "$src/tests/devices/run_example.sh" "$prefix/bin/npuvfio" edgetpu \
+    "$tmp/edgetpu_sample" --expect "matches the CPU reference bit for bit"
 echo "PASS: installed library consumed through pkg-config and find_package"
