@@ -194,6 +194,23 @@ int npv_sysfs_path(const struct npv_ctx *ctx, char *buf, size_t len, const char 
     return 0;
 }
 
+static uint64_t live_value(const struct npv_ctx *ctx, enum npv_live which)
+{
+    int64_t v = atomic_load_explicit(&ctx->live[which], memory_order_relaxed);
+    return v < 0 ? 0 : (uint64_t)v;
+}
+
+void npv_ctx_resources(const struct npv_ctx *ctx, struct npv_ctx_resources *out)
+{
+    *out = (struct npv_ctx_resources){
+        .devices = live_value(ctx, NPV_LIVE_DEVICES),
+        .domains = live_value(ctx, NPV_LIVE_DOMAINS),
+        .dma_buffers = live_value(ctx, NPV_LIVE_DMA_BUFFERS),
+        .dma_bytes = live_value(ctx, NPV_LIVE_DMA_BYTES),
+        .iova_allocations = live_value(ctx, NPV_LIVE_IOVAS),
+    };
+}
+
 int npv_build_has_iommufd(void)
 {
     return NPV_HAVE_IOMMUFD;

@@ -50,7 +50,24 @@ struct npv_ctx {
     _Atomic uint64_t fail_calls[NPV_FAIL_CLASS_COUNT];
     _Atomic int fail_armed_class;
     _Atomic uint64_t fail_armed_nth;
+    /* What the context's objects hold right now (npv_ctx_resources), by enum npv_live. */
+    _Atomic int64_t live[5];
 };
+
+/* The counters of npv_ctx_resources: every acquisition adds, its release subtracts. */
+enum npv_live {
+    NPV_LIVE_DEVICES,
+    NPV_LIVE_DOMAINS,
+    NPV_LIVE_DMA_BUFFERS,
+    NPV_LIVE_DMA_BYTES,
+    NPV_LIVE_IOVAS,
+};
+
+static inline void npv_live_add(struct npv_ctx *ctx, enum npv_live which, int64_t delta)
+{
+    if (ctx != NULL)
+        atomic_fetch_add_explicit(&ctx->live[which], delta, memory_order_relaxed);
+}
 
 void npv__log(struct npv_ctx *ctx, enum npv_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

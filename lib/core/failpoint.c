@@ -13,13 +13,6 @@ static const char *const class_names[NPV_FAIL_CLASS_COUNT] = {
     [NPV_FAIL_SOCKET] = "socket",
 };
 
-/* The errno a real call of the class most plausibly fails with when it runs out. */
-static const int class_errno[NPV_FAIL_CLASS_COUNT] = {
-    [NPV_FAIL_ALLOC] = ENOMEM,      [NPV_FAIL_MMAP] = ENOMEM,    [NPV_FAIL_MEMFD] = EMFILE,
-    [NPV_FAIL_IOCTL] = EIO,         [NPV_FAIL_EVENTFD] = EMFILE, [NPV_FAIL_URING] = ENOMEM,
-    [NPV_FAIL_SOCKET] = ECONNRESET,
-};
-
 static bool class_valid(enum npv_fail_class cls)
 {
     return (unsigned)cls < NPV_FAIL_CLASS_COUNT;
@@ -31,6 +24,13 @@ const char *npv_failpoint_class_name(enum npv_fail_class cls)
 }
 
 #if NPV_HAVE_FAILPOINTS
+
+/* The errno a real call of the class most plausibly fails with when it runs out. */
+static const int class_errno[NPV_FAIL_CLASS_COUNT] = {
+    [NPV_FAIL_ALLOC] = ENOMEM,      [NPV_FAIL_MMAP] = ENOMEM,    [NPV_FAIL_MEMFD] = EMFILE,
+    [NPV_FAIL_IOCTL] = EIO,         [NPV_FAIL_EVENTFD] = EMFILE, [NPV_FAIL_URING] = ENOMEM,
+    [NPV_FAIL_SOCKET] = ECONNRESET,
+};
 
 static void reset_counts(struct npv_ctx *ctx)
 {

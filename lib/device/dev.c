@@ -50,6 +50,7 @@ struct npv_dev *npv_dev_alloc(struct npv_ctx *ctx, const struct npv_dev_ops *ops
         return NULL;
     }
     dev->ctx = ctx;
+    npv_live_add(ctx, NPV_LIVE_DEVICES, 1);
     dev->ops = ops;
     dev->transport = transport;
     strcpy(dev->name, name);
@@ -66,6 +67,7 @@ void npv_dev_free_shell(struct npv_dev *dev)
     if (dev == NULL)
         return;
     pthread_mutex_destroy(&dev->lock);
+    npv_live_add(dev->ctx, NPV_LIVE_DEVICES, -1);
     free(dev);
 }
 

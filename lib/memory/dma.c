@@ -222,6 +222,8 @@ int npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *o
         free(dma);
         return ret;
     }
+    npv_live_add(ctx, NPV_LIVE_DMA_BUFFERS, 1);
+    npv_live_add(ctx, NPV_LIVE_DMA_BYTES, (int64_t)dma->size);
     *out = dma;
     return 0;
 }
@@ -371,6 +373,8 @@ int npv_dma_wrap(struct npv_ctx *ctx, void *vaddr, size_t len, int fd, uint64_t 
     dma->fd_offset = own_fd >= 0 ? fd_offset : 0;
     dma->page_size = wrapped_page_size(dma->fd, vaddr, len, dma->fd_offset);
     dma->numa_node = npv_numa_single_node(ctx);
+    npv_live_add(ctx, NPV_LIVE_DMA_BUFFERS, 1);
+    npv_live_add(ctx, NPV_LIVE_DMA_BYTES, (int64_t)dma->size);
     *out = dma;
     return 0;
 }
@@ -394,6 +398,8 @@ void npv_dma_free(struct npv_dma *dma)
         munmap(dma->vaddr, dma->size);
     if (dma->fd >= 0)
         close(dma->fd);
+    npv_live_add(dma->ctx, NPV_LIVE_DMA_BUFFERS, -1);
+    npv_live_add(dma->ctx, NPV_LIVE_DMA_BYTES, -(int64_t)dma->size);
     free(dma);
 }
 

@@ -244,6 +244,7 @@ int npv_domain_new(struct npv_ctx *ctx, const struct npv_domain_opts *opts, stru
     ret = keep_page_zero_out(dom);
     if (ret < 0)
         goto err_lock;
+    npv_live_add(ctx, NPV_LIVE_DOMAINS, 1);
     *out = dom;
     return 0;
 err_lock:
@@ -316,6 +317,7 @@ static void domain_free(struct npv_domain *dom)
     npv_iova_space_fini(&dom->iova);
     free(dom->reserved);
     pthread_mutex_destroy(&dom->lock);
+    npv_live_add(dom->ctx, NPV_LIVE_DOMAINS, -1);
     free(dom);
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctx_internal.h"
 #include "failpoint_internal.h"
 #include "iova.h"
 
@@ -223,6 +224,7 @@ static void drop_holes(struct npv_iova_space *sp)
 void npv_iova_space_fini(struct npv_iova_space *sp)
 {
     drop_holes(sp);
+    npv_live_add(sp->ctx, NPV_LIVE_IOVAS, -(int64_t)sp->used.count);
     struct npv_avl_node *n;
     while ((n = sp->used.root) != NULL) {
         npv_avl_remove(&sp->used, n);
@@ -425,8 +427,10 @@ int npv_iova_alloc(struct npv_iova_space *sp, uint64_t size, uint64_t align, npv
         if (start > h->last || h->last - start < size - 1)
             continue;
         int ret = carve(sp, h, start, start + (size - 1));
-        if (ret == 0)
+        if (ret == 0) {
             *iova = start;
+            npv_live_add(sp->ctx, NPV_LIVE_IOVAS, 1);
+        }
         return ret;
     }
     return -ENOSPC;
@@ -443,7 +447,10 @@ int npv_iova_alloc_at(struct npv_iova_space *sp, npv_iova_t iova, uint64_t size)
     struct seg *h = seg_of_start(npv_avl_find_le(&sp->free_by_start, &iova, start_key));
     if (h == NULL || h->last < last)
         return -ERANGE;
-    return carve(sp, h, iova, last);
+    int ret = carve(sp, h, iova, last);
+    if (ret == 0)
+        npv_live_add(sp->ctx, NPV_LIVE_IOVAS, 1);
+    return ret;
 }
 
 int npv_iova_free(struct npv_iova_space *sp, npv_iova_t iova)
@@ -452,6 +459,7 @@ int npv_iova_free(struct npv_iova_space *sp, npv_iova_t iova)
     if (s == NULL || s->start != iova)
         return -ENOENT;
     npv_avl_remove(&sp->used, &s->by_start);
+    npv_live_add(sp->ctx, NPV_LIVE_IOVAS, -1);
     /*
      * Usable ranges are never adjacent, so a hole touching this one is in the
      * same range and the two merge.

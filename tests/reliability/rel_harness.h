@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the reliability suites share: the devices of the table (devices/
+ * registry.c) that have a model and a driver, each model in a child process,
+ * one open -> map -> submit -> wait -> close pass of the device's sample
+ * workload, and the process's resource counts (fds, mappings, the library's
+ * live objects) to compare before and after.
+ */
+#ifndef NPV_TEST_REL_HARNESS_H
+#define NPV_TEST_REL_HARNESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <npuvfio/ctx.h>
+
+#include "child_server.h"
+#include "registry.h"
+
+/* A device the reliability suites can run today: model, driver and sample workload. */
+bool rel_device_runs(const struct npv_device_entry *e);
+
+/* Serve e's model in a child process (forever, one client after another). */
+void rel_model_start(struct vu_server *s, const struct npv_device_entry *e);
+
+struct rel_counts {
+    long fds;      /* entries of /proc/<pid>/fd */
+    long mappings; /* lines of /proc/<pid>/maps */
+    long rss_kib;  /* VmRSS of /proc/<pid>/status */
+    struct npv_ctx_resources lib;
+};
+
+/* Counts of process pid (0: this process); lib from ctx (NULL: zeros). */
+void rel_counts_read(pid_t pid, struct npv_ctx *ctx, struct rel_counts *c);
+
+/*
+ * What one pass did. err: the first error the path returned (0: it ran to
+ * the end). exact: every result equal to the CPU reference (meaningful when
+ * err is 0). After an error in the workload, retried tells what a second run
+ * on the same open driver did: 0 usable and exact, < 0 the driver answered
+ * with an error (cleanly dead).
+ */
+struct rel_pass {
+    int err;
+    const char *step; /* where err came from: "domain", "open", "driver", "run" */
+    bool exact;
+    int retried;
+};
+
+/*
+ * One pass on the device at path: domain, open, driver, sample (iterations
+ * jobs), and on a failed run a retry, then close everything. before_retry
+ * (may be NULL) runs between the failed run and the retry.
+ */
+void rel_pass_run(struct npv_ctx *ctx, const struct npv_device_entry *e, const char *path,
+                  unsigned iterations, void (*before_retry)(void *), void *arg,
+                  struct rel_pass *out);
+
+#endif
