@@ -28,6 +28,11 @@ void rel_model_start(struct vu_server *s, const struct npv_device_entry *e)
     vu_server_start(s, serve, (void *)e);
 }
 
+void rel_model_restart(struct vu_server *s, const struct npv_device_entry *e)
+{
+    vu_server_restart(s, serve, (void *)e);
+}
+
 static long count_dir(const char *path)
 {
     DIR *d = opendir(path);

@@ -22,6 +22,8 @@ bool rel_device_runs(const struct npv_device_entry *e);
 
 /* Serve e's model in a child process (forever, one client after another). */
 void rel_model_start(struct vu_server *s, const struct npv_device_entry *e);
+/* A new model on the socket of one that was SIGKILLed (vu_server_crash). */
+void rel_model_restart(struct vu_server *s, const struct npv_device_entry *e);
 
 struct rel_counts {
     long fds;      /* entries of /proc/<pid>/fd */
