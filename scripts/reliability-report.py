@@ -45,9 +45,6 @@ NOT_COVERED = [
     "but the walk runs over vfio-user only (kernel VFIO needs the VM tests' guest).",
     "Release paths are not failed on purpose: IOMMU_DESTROY and DETACH ioctls call the "
     "kernel directly (a failed release cannot be undone by its caller).",
-    "Peer death checks that the run in flight ends with an error and the device stays an "
-    "error; it does not yet check each in-flight job's own completion status (the sample "
-    "workloads report the first error).",
 ]
 
 
@@ -93,6 +90,7 @@ def main():
         "reliability_failpoint": {},
         "reliability_failure_walk": {},
         "reliability_peer_death": {},
+        "reliability_peer_death_jobs": {},
         "reliability_load": {"NPUVFIO_LOAD_JOBS": str(a.load_jobs), "CK_DEFAULT_TIMEOUT": "0"},
         "reliability_soak": {"NPUVFIO_SOAK_SECONDS": str(a.soak_seconds), "CK_DEFAULT_TIMEOUT": "0"},
         "testdev_driver": {},
@@ -178,12 +176,18 @@ def main():
     for line in results["reliability_peer_death"][1].splitlines():
         if line.startswith("peer "):
             w(f"- `{line[5:]}`")
+    for line in results["reliability_peer_death_jobs"][1].splitlines():
+        if line.startswith("peer-jobs "):
+            w(f"- jobs in flight: `{line[10:]}`")
     w("")
     w("*model-killed*: the model SIGKILLed mid-run; the run ended with the error shown, the "
       "next run on the dead device with *then*, and a new model on the same socket ran exact. "
       "*client-killed*: a client SIGKILLed mid-DMA; *model-fds* is the model's fd count while "
       "the client was connected / before it, and the model was back to its fds and mappings "
-      "(from its /proc) and served the next client exact.")
+      "(from its /proc) and served the next client exact. *jobs in flight*: the device hung "
+      "first so that none could finish, then its model killed; every job came back once, "
+      "with an error, within a bounded number of job deadlines "
+      "(`reliability_peer_death_jobs`, each device's own submit and wait).")
     w("")
 
     w("## Load")
