@@ -19,6 +19,19 @@
 
 /* A device the reliability suites can run today: model, driver and sample workload. */
 bool rel_device_runs(const struct npv_device_entry *e);
+/*
+ * Table entry i when it runs today; else NULL, after printing
+ * "<tag> device=NAME <what> not-covered" for scripts/reliability-report.py.
+ */
+const struct npv_device_entry *rel_device_or_note(size_t i, const char *tag, const char *what);
+/* The number of entries in the device table. */
+size_t rel_device_count(void);
+
+/*
+ * A context whose log goes nowhere: the suites inject failures that the
+ * library logs by design, and judge by results. NPV_REL_LOG=1 keeps stderr.
+ */
+struct npv_ctx *rel_ctx_new(void);
 
 /* Serve e's model in a child process (forever, one client after another). */
 void rel_model_start(struct vu_server *s, const struct npv_device_entry *e);

@@ -43,13 +43,6 @@ static void note_and_disarm(void *arg)
     npv_failpoint_disarm(w->ctx);
 }
 
-static void quiet(void *user, enum npv_log_level level, const char *msg)
-{
-    (void)user;
-    (void)level;
-    (void)msg;
-}
-
 static void assert_counts_back(const char *dev, const char *cls, uint64_t k,
                                const struct rel_counts *base, const struct rel_counts *now)
 {
@@ -70,12 +63,8 @@ static void assert_counts_back(const char *dev, const char *cls, uint64_t k,
 static void walk_device(const struct npv_device_entry *e)
 {
     struct vu_server srv;
-    struct npv_ctx *ctx;
     rel_model_start(&srv, e);
-    ck_assert_int_eq(npv_ctx_new(&ctx), 0);
-    /* Injected failures are logged by design; the verdicts are the test's. */
-    if (getenv("NPV_WALK_TRACE") == NULL)
-        npv_ctx_set_log_sink(ctx, quiet, NULL);
+    struct npv_ctx *ctx = rel_ctx_new();
 
     /* Two clean passes first: threads' stacks, malloc arenas and lazy probes settle. */
     struct rel_pass p;
@@ -143,13 +132,9 @@ static void walk_device(const struct npv_device_entry *e)
 
 START_TEST(walk_every_failure_point_of_each_device)
 {
-    const struct npv_device_entry *e = npv_device_at((size_t)_i);
-    if (!rel_device_runs(e)) {
-        printf("walk device=%s not-covered (no model, driver and sample on vfio-user yet)\n",
-               e->name);
-        return;
-    }
-    walk_device(e);
+    const struct npv_device_entry *e = rel_device_or_note((size_t)_i, "walk", "");
+    if (e != NULL)
+        walk_device(e);
 }
 END_TEST
 
@@ -158,9 +143,7 @@ int main(void)
 #if !NPV_HAVE_FAILPOINTS
     return npv_test_skip("reliability_failure_walk", "built without NPUVFIO_FAILPOINTS");
 #endif
-    size_t n = 0;
-    while (npv_device_at(n) != NULL)
-        n++;
+    size_t n = rel_device_count();
     Suite *s = suite_create("failure_walk");
     TCase *tc = tcase_create("walk");
     tcase_set_timeout(tc, 0);

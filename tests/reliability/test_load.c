@@ -38,13 +38,6 @@ struct worker {
     struct npv_sample_result res;
 };
 
-static void quiet(void *user, enum npv_log_level level, const char *msg)
-{
-    (void)user;
-    (void)level;
-    (void)msg;
-}
-
 /* One iteration's jobs: what the workload completes per iteration on this device. */
 static uint64_t jobs_per_iteration(struct npv_ctx *ctx, const struct npv_device_entry *e,
                                    const char *path)
@@ -106,9 +99,7 @@ START_TEST(four_threads_lose_and_duplicate_no_completion_and_stay_exact)
     uint64_t total = env != NULL ? strtoull(env, NULL, 0) : DEFAULT_JOBS;
     ck_assert_uint_gt(total, 0);
 
-    struct npv_ctx *ctx;
-    ck_assert_int_eq(npv_ctx_new(&ctx), 0);
-    npv_ctx_set_log_sink(ctx, quiet, NULL);
+    struct npv_ctx *ctx = rel_ctx_new();
     struct worker w[THREADS];
     memset(w, 0, sizeof(w));
     for (int t = 0; t < THREADS; t++) {

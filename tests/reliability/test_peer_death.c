@@ -53,20 +53,11 @@ static void *run_long(void *arg)
     return NULL;
 }
 
-static void quiet(void *user, enum npv_log_level level, const char *msg)
-{
-    (void)user;
-    (void)level;
-    (void)msg;
-}
-
 static void model_killed(const struct npv_device_entry *e)
 {
     struct vu_server srv;
-    struct npv_ctx *ctx;
     rel_model_start(&srv, e);
-    ck_assert_int_eq(npv_ctx_new(&ctx), 0);
-    npv_ctx_set_log_sink(ctx, quiet, NULL);
+    struct npv_ctx *ctx = rel_ctx_new();
     struct rel_pass p;
     rel_pass_run(ctx, e, srv.path, 2, NULL, NULL, &p);
     ck_assert_msg(p.err == 0 && p.exact, "%s: first pass", e->name);
@@ -114,10 +105,7 @@ static void model_killed(const struct npv_device_entry *e)
 /* The client child: run until killed. */
 static void client_main(const struct npv_device_entry *e, const char *path)
 {
-    struct npv_ctx *ctx;
-    if (npv_ctx_new(&ctx) < 0)
-        _exit(2);
-    npv_ctx_set_log_sink(ctx, quiet, NULL);
+    struct npv_ctx *ctx = rel_ctx_new();
     struct rel_pass p;
     rel_pass_run(ctx, e, path, LONG_RUN, NULL, NULL, &p);
     _exit(3); /* never: the parent kills it first */
@@ -143,10 +131,8 @@ static void expect_model_back(pid_t model, const struct rel_counts *base, const 
 static void client_killed(const struct npv_device_entry *e)
 {
     struct vu_server srv;
-    struct npv_ctx *ctx;
     rel_model_start(&srv, e);
-    ck_assert_int_eq(npv_ctx_new(&ctx), 0);
-    npv_ctx_set_log_sink(ctx, quiet, NULL);
+    struct npv_ctx *ctx = rel_ctx_new();
     struct rel_pass p;
     /* Two clients first: the model's threads and arenas settle. */
     for (int i = 0; i < 2; i++) {
@@ -193,31 +179,23 @@ static void client_killed(const struct npv_device_entry *e)
 
 START_TEST(model_killed_with_jobs_in_flight_fails_them_and_a_new_model_runs_exact)
 {
-    const struct npv_device_entry *e = npv_device_at((size_t)_i);
-    if (!rel_device_runs(e)) {
-        printf("peer device=%s case=model-killed not-covered\n", e->name);
-        return;
-    }
-    model_killed(e);
+    const struct npv_device_entry *e = rel_device_or_note((size_t)_i, "peer", "case=model-killed");
+    if (e != NULL)
+        model_killed(e);
 }
 END_TEST
 
 START_TEST(client_killed_mid_dma_leaves_the_model_clean_and_serving)
 {
-    const struct npv_device_entry *e = npv_device_at((size_t)_i);
-    if (!rel_device_runs(e)) {
-        printf("peer device=%s case=client-killed not-covered\n", e->name);
-        return;
-    }
-    client_killed(e);
+    const struct npv_device_entry *e = rel_device_or_note((size_t)_i, "peer", "case=client-killed");
+    if (e != NULL)
+        client_killed(e);
 }
 END_TEST
 
 int main(void)
 {
-    size_t n = 0;
-    while (npv_device_at(n) != NULL)
-        n++;
+    size_t n = rel_device_count();
     Suite *s = suite_create("peer_death");
     TCase *tc = tcase_create("peer");
     tcase_set_timeout(tc, 300);

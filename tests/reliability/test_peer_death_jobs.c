@@ -47,25 +47,16 @@ static void count(struct tally *t, const struct npv_cpl *c, const char *dev)
     t->failed++;
 }
 
-static void quiet(void *user, enum npv_log_level level, const char *msg)
-{
-    (void)user;
-    (void)level;
-    (void)msg;
-}
-
 START_TEST(testdev_jobs_in_flight_when_the_model_dies_all_fail_once)
 {
     const struct npv_device_entry *e = npv_device_find("testdev");
     ck_assert_ptr_nonnull(e);
     struct vu_server srv;
-    struct npv_ctx *ctx;
     struct npv_domain *dom;
     struct npv_dev *dev;
     struct npv_testdev *td;
     rel_model_start(&srv, e);
-    ck_assert_int_eq(npv_ctx_new(&ctx), 0);
-    npv_ctx_set_log_sink(ctx, quiet, NULL);
+    struct npv_ctx *ctx = rel_ctx_new();
     ck_assert_int_eq(npv_domain_new(ctx, NULL, &dom), 0);
     ck_assert_int_eq(npv_dev_open_vfio_user(ctx, srv.path, dom, NULL, &dev), 0);
     struct npv_testdev_config cfg = {.job_timeout_ns = JOB_TIMEOUT_NS};
@@ -104,7 +95,6 @@ START_TEST(edgetpu_requests_in_flight_when_the_model_dies_all_fail_once)
                                      .poll_timeout_ns = JOB_TIMEOUT_NS};
     etpu_require_model("the chip's model is killed");
     etpu_open(&t, &cfg);
-    npv_ctx_set_log_sink(t.ctx, quiet, NULL);
     etpu_fault(&t, EDGETPU_FAULT_HANG);
     for (uint64_t i = 1; i <= JOBS; i++)
         ck_assert_int_eq(npv_edgetpu_submit(t.tpu, t.exe, &t.in_va, &t.out_va, i), 0);

@@ -47,13 +47,6 @@ static uint64_t next_rand(uint64_t *s)
     return *s * 2685821657736338717ull;
 }
 
-static void quiet(void *user, enum npv_log_level level, const char *msg)
-{
-    (void)user;
-    (void)level;
-    (void)msg;
-}
-
 START_TEST(soak_keeps_results_exact_and_resources_flat)
 {
     const char *env = getenv("NPUVFIO_SOAK_SECONDS");
@@ -71,9 +64,7 @@ START_TEST(soak_keeps_results_exact_and_resources_flat)
         if (rel_device_runs(npv_device_at(i)))
             devs[n++] = npv_device_at(i);
     ck_assert_uint_gt(n, 0);
-    struct npv_ctx *ctx;
-    ck_assert_int_eq(npv_ctx_new(&ctx), 0);
-    npv_ctx_set_log_sink(ctx, quiet, NULL);
+    struct npv_ctx *ctx = rel_ctx_new();
     struct rel_pass p;
     for (size_t d = 0; d < n; d++) {
         rel_model_start(&srv[d], devs[d]);
