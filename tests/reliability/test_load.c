@@ -119,8 +119,8 @@ START_TEST(four_threads_lose_and_duplicate_no_completion_and_stay_exact)
 
     uint64_t jobs = 0, completed = 0, mismatches = 0;
     for (int t = 0; t < THREADS; t++) {
-        ck_assert_msg(w[t].ret == 0, "thread %d (%s): %s at %s", t, w[t].e->name,
-                      strerror(-w[t].ret), w[t].step);
+        ck_assert_msg(w[t].ret == 0, "thread %d (%s): %s at %s after %llu jobs", t, w[t].e->name,
+                      strerror(-w[t].ret), w[t].step, (unsigned long long)w[t].res.jobs);
         uint64_t want = w[t].iterations * w[t].jobs_per_iteration;
         ck_assert_msg(w[t].res.iterations == w[t].iterations && w[t].res.jobs == want,
                       "thread %d (%s): %llu of %llu jobs completed", t, w[t].e->name,
