@@ -51,7 +51,7 @@ for h in liburing.h liburing hwloc.h hwloc; do ln -s "/usr/include/$h" "$x/inc/$
 # compiler-feature macros (no type sizes), so the amd64 copy serves.
 mkdir -p "$x/inc-arch/hwloc"
 ln -s /usr/include/x86_64-linux-gnu/hwloc/autogen "$x/inc-arch/hwloc/autogen"
-printf '#define NPV_HAVE_IOMMUFD 0\n#define NPV_HAVE_IOMMUFD_FAULT 0\n#define NPV_HAVE_USDT 0\n#define NPV_VERSION "cross"\n' \
+printf '#define NPV_HAVE_IOMMUFD 0\n#define NPV_HAVE_IOMMUFD_FAULT 0\n#define NPV_HAVE_USDT 0\n#define NPV_HAVE_FAILPOINTS 1\n#define NPV_VERSION "cross"\n' \
     > "$x/inc/npv_config.h"
 lib_includes=()
 for d in lib/*/; do lib_includes+=("-I$d"); done

@@ -167,9 +167,21 @@ static int gcb_quit_reset(struct npv_edgetpu *tpu)
 /* gasket apex_reset, then the init flags its probe polls. */
 static int gcb_reset(struct npv_edgetpu *tpu)
 {
-    uint32_t s3;
+    uint32_t s2 = 0, s3 = 0;
     int r = scu_read(tpu, EDGETPU_SCU_CTRL_3, &s3);
-    if (r == 0 && !(s3 & EDGETPU_SCU3_CUR_RST_GCB))
+    if (r == 0)
+        r = scu_read(tpu, EDGETPU_SCU_CTRL_2, &s2);
+    /*
+     * A previous owner stopped half-way through gcb_enter_reset (killed, or
+     * its close failed after forcing the reset): the read-only mirror in
+     * SCU_CTRL_3 settles only after some reads, and while the GCB is held the
+     * HIB answers no DMA-pause handshake. The forced reset or clock gate in
+     * SCU_CTRL_2 says at once that the GCB is already held.
+     */
+    uint32_t rst = (s2 & EDGETPU_SCU2_RG_RST_GCB_MASK) >> EDGETPU_SCU2_RG_RST_GCB_SHIFT;
+    bool held = (s3 & EDGETPU_SCU3_CUR_RST_GCB) || rst == EDGETPU_RST_GCB_FORCE_RESET ||
+                (s2 & EDGETPU_SCU2_RG_GATED_GCB_MASK) != 0;
+    if (r == 0 && !held)
         r = gcb_enter_reset(tpu);
     if (r == 0)
         r = gcb_quit_reset(tpu);

@@ -129,6 +129,9 @@ static void scu_apply(struct npv_edgetpu_model *m)
                       EDGETPU_SCU3_RG_FORCE_RAM_SD_SHIFT;
     if ((rst == EDGETPU_RST_GCB_FORCE_RESET || ram_sd != 0) && !m->gcb_in_reset)
         gcb_enter_reset(m);
+    else if (rst == EDGETPU_RST_GCB_FORCE_NOT_RESET && ram_sd == 0 && m->gcb_in_reset &&
+             m->fault_armed == EDGETPU_FAULT_FAIL_RESET)
+        m->fault_armed = EDGETPU_FAULT_NONE; /* this exit fails; the next release works */
     else if (rst == EDGETPU_RST_GCB_FORCE_NOT_RESET && ram_sd == 0 && m->gcb_in_reset)
         gcb_exit_reset(m);
     uint32_t target = (m->gcb_in_reset ? EDGETPU_SCU3_CUR_RST_GCB : 0) |
@@ -381,7 +384,7 @@ static int port_access(struct npv_edgetpu_model *m, uint64_t off, void *buf, siz
                 set_gone(m);
             else if (v == EDGETPU_FAULT_LATE_STATUS)
                 m->late_sb = true;
-            else if (v <= EDGETPU_FAULT_PAGE_FAULT)
+            else if (v <= EDGETPU_FAULT_PAGE_FAULT || v == EDGETPU_FAULT_FAIL_RESET)
                 m->fault_armed = (uint32_t)v;
             else
                 return -EINVAL;

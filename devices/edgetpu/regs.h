@@ -288,6 +288,7 @@ enum edgetpu_fault {
     EDGETPU_FAULT_AXI_ERROR = 4,   /* the next output write gets an AXI slave B error */
     EDGETPU_FAULT_PAGE_FAULT = 5,  /* the next output goes to an unmapped device VA */
     EDGETPU_FAULT_DEVICE_GONE = 6, /* every read returns all-ones, nothing runs, for good */
+    EDGETPU_FAULT_FAIL_RESET = 7,  /* the next GCB reset exit does not happen: it stays held */
 };
 
 /* Where EDGETPU_FAULT_PAGE_FAULT sends the output: an extended VA nobody maps. */

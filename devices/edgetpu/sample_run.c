@@ -110,11 +110,16 @@ static int require_model(struct npv_edgetpu *tpu)
     struct npv_bar *bar0;
     uint64_t id = 0;
     int r = npv_bar_map(npv_edgetpu_dev(tpu), 0, &bar0);
-    if (r < 0)
+    /* No readable BAR0 is a chip; a transport or memory error is that error, not "a chip". */
+    if (r == -EINVAL)
         return -ENOTSUP;
+    if (r < 0)
+        return r;
     r = npv_bar_read(bar0, EDGETPU_MODEL_ID, 8, &id);
     npv_bar_unmap(bar0);
-    return r == 0 && id == EDGETPU_MODEL_ID_VALUE ? 0 : -ENOTSUP;
+    if (r < 0)
+        return r;
+    return id == EDGETPU_MODEL_ID_VALUE ? 0 : -ENOTSUP;
 }
 
 int edgetpu_sample_run(struct npv_edgetpu *tpu, const struct npv_sample_opts *opts,

@@ -83,6 +83,20 @@ NPV_API int npv_ctx_set_sysfs_root(struct npv_ctx *ctx, const char *root);
  */
 NPV_API const char *npv_ctx_sysfs_root(const struct npv_ctx *ctx);
 
+/*
+ * What the context's objects hold right now: for leak checks (a test, a
+ * long-running server's health page). Counted whatever the build options.
+ */
+struct npv_ctx_resources {
+    uint64_t devices;          /* opened, not yet closed */
+    uint64_t domains;          /* not yet destroyed */
+    uint64_t dma_buffers;      /* npv_dma objects (allocated or wrapped) not yet freed */
+    uint64_t dma_bytes;        /* their sizes */
+    uint64_t iova_allocations; /* IOVA ranges held in all domains (mappings, reservations) */
+};
+/* Copy the counters. Any thread; each field is read atomically, the set is not a snapshot. */
+NPV_API void npv_ctx_resources(const struct npv_ctx *ctx, struct npv_ctx_resources *out);
+
 /* Whether this build has iommufd support (uapi headers had it at configure time). */
 NPV_API int npv_build_has_iommufd(void);
 /* The library version, "MAJOR.MINOR.PATCH". */

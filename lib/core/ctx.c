@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ctx_internal.h"
+#include "failpoint_internal.h"
 #include "npv_config.h"
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug"};
@@ -70,6 +71,7 @@ int npv_ctx_new(struct npv_ctx **out)
     atomic_init(&ctx->log_level, NPV_LOG_WARN);
     atomic_init(&ctx->iommu_backend, NPV_IOMMU_AUTO);
     atomic_init(&ctx->sysfs_root, NULL);
+    atomic_init(&ctx->fail_armed_class, -1);
     int ret = npv_ctx_set_sysfs_root(ctx, "/sys");
     if (ret == 0)
         ret = apply_environment(ctx);
@@ -147,7 +149,7 @@ static const char *keep_root_locked(struct npv_ctx *ctx, const char *root, size_
     for (struct npv_sysfs_root *r = ctx->roots; r != NULL; r = r->next)
         if (strcmp(r->path, root) == 0)
             return r->path;
-    struct npv_sysfs_root *r = malloc(sizeof(*r) + len + 1);
+    struct npv_sysfs_root *r = npv_fp_malloc(ctx, sizeof(*r) + len + 1);
     if (r == NULL)
         return NULL;
     memcpy(r->path, root, len + 1);
@@ -190,6 +192,23 @@ int npv_sysfs_path(const struct npv_ctx *ctx, char *buf, size_t len, const char 
     if (m < 0 || (size_t)m >= len - (size_t)n)
         return -ENAMETOOLONG;
     return 0;
+}
+
+static uint64_t live_value(const struct npv_ctx *ctx, enum npv_live which)
+{
+    int64_t v = atomic_load_explicit(&ctx->live[which], memory_order_relaxed);
+    return v < 0 ? 0 : (uint64_t)v;
+}
+
+void npv_ctx_resources(const struct npv_ctx *ctx, struct npv_ctx_resources *out)
+{
+    *out = (struct npv_ctx_resources){
+        .devices = live_value(ctx, NPV_LIVE_DEVICES),
+        .domains = live_value(ctx, NPV_LIVE_DOMAINS),
+        .dma_buffers = live_value(ctx, NPV_LIVE_DMA_BUFFERS),
+        .dma_bytes = live_value(ctx, NPV_LIVE_DMA_BYTES),
+        .iova_allocations = live_value(ctx, NPV_LIVE_IOVAS),
+    };
 }
 
 int npv_build_has_iommufd(void)

@@ -6,7 +6,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <npuvfio/ctx.h>
+#include <npuvfio/failpoint.h>
 
 /* A sysfs root once set: kept until npv_ctx_free, so a pointer handed out never dangles. */
 struct npv_sysfs_root {
@@ -40,7 +42,32 @@ struct npv_ctx {
     pthread_mutex_t iommufd_lock;
     int iommufd; /* -1 while closed */
     unsigned iommufd_users;
+    /*
+     * Failure injection (failpoint.c): calls counted per class since the last
+     * arm, and the one armed call. armed_class is -1 when nothing is armed; a
+     * firing call swaps it to -1 so the failure happens once.
+     */
+    _Atomic uint64_t fail_calls[NPV_FAIL_CLASS_COUNT];
+    _Atomic int fail_armed_class;
+    _Atomic uint64_t fail_armed_nth;
+    /* What the context's objects hold right now (npv_ctx_resources), by enum npv_live. */
+    _Atomic int64_t live[5];
 };
+
+/* The counters of npv_ctx_resources: every acquisition adds, its release subtracts. */
+enum npv_live {
+    NPV_LIVE_DEVICES,
+    NPV_LIVE_DOMAINS,
+    NPV_LIVE_DMA_BUFFERS,
+    NPV_LIVE_DMA_BYTES,
+    NPV_LIVE_IOVAS,
+};
+
+static inline void npv_live_add(struct npv_ctx *ctx, enum npv_live which, int64_t delta)
+{
+    if (ctx != NULL)
+        atomic_fetch_add_explicit(&ctx->live[which], delta, memory_order_relaxed);
+}
 
 void npv__log(struct npv_ctx *ctx, enum npv_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

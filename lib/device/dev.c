@@ -9,6 +9,7 @@
 
 #include "ctx_internal.h"
 #include "dev_internal.h"
+#include "failpoint_internal.h"
 #include "trace.h"
 
 #define DEFAULT_REQUEST_TIMEOUT_NS (5ull * 1000 * 1000 * 1000)
@@ -39,7 +40,7 @@ struct npv_dev *npv_dev_alloc(struct npv_ctx *ctx, const struct npv_dev_ops *ops
         errno = ENAMETOOLONG;
         return NULL;
     }
-    struct npv_dev *dev = calloc(1, sizeof(*dev));
+    struct npv_dev *dev = npv_fp_calloc(ctx, 1, sizeof(*dev));
     if (dev == NULL)
         return NULL;
     int ret = pthread_mutex_init(&dev->lock, NULL);
@@ -49,6 +50,7 @@ struct npv_dev *npv_dev_alloc(struct npv_ctx *ctx, const struct npv_dev_ops *ops
         return NULL;
     }
     dev->ctx = ctx;
+    npv_live_add(ctx, NPV_LIVE_DEVICES, 1);
     dev->ops = ops;
     dev->transport = transport;
     strcpy(dev->name, name);
@@ -65,6 +67,7 @@ void npv_dev_free_shell(struct npv_dev *dev)
     if (dev == NULL)
         return;
     pthread_mutex_destroy(&dev->lock);
+    npv_live_add(dev->ctx, NPV_LIVE_DEVICES, -1);
     free(dev);
 }
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctx_internal.h"
+#include "failpoint_internal.h"
 #include "iova.h"
 
 /* An allocation (in used) or a hole (in free_by_start and free_by_size). */
@@ -202,6 +204,7 @@ void npv_iova_space_init(struct npv_iova_space *sp)
 {
     sp->ranges = NULL;
     sp->nr_ranges = 0;
+    sp->ctx = NULL;
     npv_avl_init(&sp->used, start_cmp);
     npv_avl_init(&sp->free_by_start, start_cmp);
     npv_avl_init(&sp->free_by_size, size_cmp);
@@ -221,6 +224,7 @@ static void drop_holes(struct npv_iova_space *sp)
 void npv_iova_space_fini(struct npv_iova_space *sp)
 {
     drop_holes(sp);
+    npv_live_add(sp->ctx, NPV_LIVE_IOVAS, -(int64_t)sp->used.count);
     struct npv_avl_node *n;
     while ((n = sp->used.root) != NULL) {
         npv_avl_remove(&sp->used, n);
@@ -337,13 +341,13 @@ int npv_iova_space_set_ranges(struct npv_iova_space *sp, const struct npv_iova_r
     }
     nh = build_holes(sp, nr, nn, NULL);
     if (nh > 0) {
-        holes = calloc(nh, sizeof(*holes));
+        holes = npv_fp_calloc(sp->ctx, nh, sizeof(*holes));
         if (holes == NULL) {
             ret = -ENOMEM;
             goto err;
         }
         for (made = 0; made < nh; made++) {
-            holes[made] = malloc(sizeof(struct seg));
+            holes[made] = npv_fp_malloc(sp->ctx, sizeof(struct seg));
             if (holes[made] == NULL) {
                 ret = -ENOMEM;
                 goto err;
@@ -372,8 +376,8 @@ static int carve(struct npv_iova_space *sp, struct seg *h, npv_iova_t start, npv
 {
     bool left = start > h->start;
     bool right = last < h->last;
-    struct seg *u = malloc(sizeof(*u));
-    struct seg *extra = left && right ? malloc(sizeof(*extra)) : NULL;
+    struct seg *u = npv_fp_malloc(sp->ctx, sizeof(*u));
+    struct seg *extra = left && right ? npv_fp_malloc(sp->ctx, sizeof(*extra)) : NULL;
     if (u == NULL || (left && right && extra == NULL)) {
         free(u);
         free(extra);
@@ -423,8 +427,10 @@ int npv_iova_alloc(struct npv_iova_space *sp, uint64_t size, uint64_t align, npv
         if (start > h->last || h->last - start < size - 1)
             continue;
         int ret = carve(sp, h, start, start + (size - 1));
-        if (ret == 0)
+        if (ret == 0) {
             *iova = start;
+            npv_live_add(sp->ctx, NPV_LIVE_IOVAS, 1);
+        }
         return ret;
     }
     return -ENOSPC;
@@ -441,7 +447,10 @@ int npv_iova_alloc_at(struct npv_iova_space *sp, npv_iova_t iova, uint64_t size)
     struct seg *h = seg_of_start(npv_avl_find_le(&sp->free_by_start, &iova, start_key));
     if (h == NULL || h->last < last)
         return -ERANGE;
-    return carve(sp, h, iova, last);
+    int ret = carve(sp, h, iova, last);
+    if (ret == 0)
+        npv_live_add(sp->ctx, NPV_LIVE_IOVAS, 1);
+    return ret;
 }
 
 int npv_iova_free(struct npv_iova_space *sp, npv_iova_t iova)
@@ -450,6 +459,7 @@ int npv_iova_free(struct npv_iova_space *sp, npv_iova_t iova)
     if (s == NULL || s->start != iova)
         return -ENOENT;
     npv_avl_remove(&sp->used, &s->by_start);
+    npv_live_add(sp->ctx, NPV_LIVE_IOVAS, -1);
     /*
      * Usable ranges are never adjacent, so a hole touching this one is in the
      * same range and the two merge.

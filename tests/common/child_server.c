@@ -29,12 +29,9 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void vu_server_start(struct vu_server *s, vu_server_fn fn, void *arg)
+/* Fork the child serving on s->path and wait until it listens. */
+static void serve_at(struct vu_server *s, vu_server_fn fn, void *arg)
 {
-    memset(s, 0, sizeof(*s));
-    snprintf(s->dir, sizeof(s->dir), "/tmp/npv-vu-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(s->dir));
-    snprintf(s->path, sizeof(s->path), "%s/dev.sock", s->dir);
     pid_t parent = getpid();
     s->pid = fork();
     ck_assert_int_ge(s->pid, 0);
@@ -56,6 +53,31 @@ void vu_server_start(struct vu_server *s, vu_server_fn fn, void *arg)
         ck_assert_msg(mono_ns() < deadline, "server socket never appeared");
         nap_ms(5);
     }
+}
+
+void vu_server_start(struct vu_server *s, vu_server_fn fn, void *arg)
+{
+    memset(s, 0, sizeof(*s));
+    snprintf(s->dir, sizeof(s->dir), "/tmp/npv-vu-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(s->dir));
+    snprintf(s->path, sizeof(s->path), "%s/dev.sock", s->dir);
+    serve_at(s, fn, arg);
+}
+
+void vu_server_crash(struct vu_server *s)
+{
+    ck_assert_int_gt(s->pid, 0);
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+}
+
+void vu_server_restart(struct vu_server *s, vu_server_fn fn, void *arg)
+{
+    ck_assert_int_eq(s->pid, 0);
+    /* A killed server leaves its socket file behind, as any crashed process would. */
+    unlink(s->path);
+    serve_at(s, fn, arg);
 }
 
 void vu_server_kill(struct vu_server *s)

@@ -23,6 +23,10 @@ typedef void (*vu_server_fn)(const char *path, void *arg);
  * or a socket that never appears within a generous deadline, fails the test.
  */
 void vu_server_start(struct vu_server *s, vu_server_fn fn, void *arg);
+/* SIGKILL the child and reap it, leaving its socket file as a crash would. */
+void vu_server_crash(struct vu_server *s);
+/* Serve again on the same socket path after vu_server_crash. */
+void vu_server_restart(struct vu_server *s, vu_server_fn fn, void *arg);
 /* SIGKILL the child, reap it, remove the socket and its directory. Idempotent. */
 void vu_server_kill(struct vu_server *s);
 

@@ -194,6 +194,30 @@ START_TEST(device_gone_is_a_clear_error_and_never_a_hang)
 }
 END_TEST
 
+/*
+ * A reset that does not bring the chip back (the GCB stays held) is an error
+ * within the poll deadline; the chip is refused until a reset succeeds.
+ */
+START_TEST(failed_reset_is_an_error_and_a_later_reset_brings_the_chip_back)
+{
+    struct etpu t;
+    struct npv_edgetpu_config cfg = {.request_timeout_ns = SHORT_TIMEOUT_NS,
+                                     .poll_timeout_ns = SHORT_TIMEOUT_NS};
+    etpu_open(&t, &cfg);
+    expect_exact(&t, 0);
+    etpu_fault(&t, EDGETPU_FAULT_FAIL_RESET);
+    int r = npv_edgetpu_reset(t.tpu);
+    ck_assert_msg(r < 0, "a reset the chip never finished returned %d", r);
+    bool exact = true;
+    ck_assert_int_lt(etpu_run_check(&t, 1, &exact), 0);
+    ck_assert(!exact);
+    ck_assert_int_eq(npv_edgetpu_reset(t.tpu), 0);
+    expect_exact(&t, 1);
+    expect_exact(&t, 2);
+    etpu_close(&t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("edgetpu_faults");
@@ -208,6 +232,7 @@ static Suite *suite(void)
     tcase_add_test(tc, wild_completed_head_is_a_device_fault);
     tcase_add_test(tc, bad_instruction_is_a_scalar_core_error);
     tcase_add_test(tc, device_gone_is_a_clear_error_and_never_a_hang);
+    tcase_add_test(tc, failed_reset_is_an_error_and_a_later_reset_brings_the_chip_back);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The failure walk (issue 13): for every device of the table with a model
+ * and a driver, for every failure class, fail call k = 1, 2, ... of the
+ * class during open -> map -> submit -> wait -> close until the path runs
+ * through without reaching call k. After each injected failure: the path
+ * returned an error (or absorbed the failure and still ran exact), a failed
+ * driver is usable or cleanly dead, and fds, mappings and the library's
+ * live objects are back to where they started.
+ *
+ * Prints one line per device and class for scripts/reliability-report.py:
+ *   walk device=NAME class=CLASS points=N errors=E absorbed=A usable=U dead=D
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <npuvfio/ctx.h>
+#include <npuvfio/failpoint.h>
+
+#include "npv_config.h"
+#include "npv_test.h"
+#include "rel_harness.h"
+
+/* Far beyond any path's calls of one class: a walk that gets here never ends. */
+#define MAX_POINTS 4000u
+#define ITERATIONS 2u
+
+struct walk_state {
+    struct npv_ctx *ctx;
+    enum npv_fail_class cls;
+    uint64_t k;
+    bool fired;
+};
+
+/* Before the retry of a failed run: the failure is spent, so the retry runs clean. */
+static void note_and_disarm(void *arg)
+{
+    struct walk_state *w = arg;
+    w->fired = npv_failpoint_calls(w->ctx, w->cls) >= w->k;
+    npv_failpoint_disarm(w->ctx);
+}
+
+static void assert_counts_back(const char *dev, const char *cls, uint64_t k,
+                               const struct rel_counts *base, const struct rel_counts *now)
+{
+    ck_assert_msg(now->fds == base->fds, "%s %s k=%llu: %ld fds, started with %ld", dev, cls,
+                  (unsigned long long)k, now->fds, base->fds);
+    ck_assert_msg(!REL_COMPARE_MEMORY || now->mappings == base->mappings,
+                  "%s %s k=%llu: %ld mappings, started with %ld", dev, cls, (unsigned long long)k,
+                  now->mappings, base->mappings);
+    ck_assert_msg(now->lib.devices == 0 && now->lib.domains == 0 && now->lib.dma_buffers == 0 &&
+                      now->lib.dma_bytes == 0 && now->lib.iova_allocations == 0,
+                  "%s %s k=%llu: left devices %llu domains %llu dma %llu (%llu bytes) iovas %llu",
+                  dev, cls, (unsigned long long)k, (unsigned long long)now->lib.devices,
+                  (unsigned long long)now->lib.domains, (unsigned long long)now->lib.dma_buffers,
+                  (unsigned long long)now->lib.dma_bytes,
+                  (unsigned long long)now->lib.iova_allocations);
+}
+
+static void walk_device(const struct npv_device_entry *e)
+{
+    struct vu_server srv;
+    rel_model_start(&srv, e);
+    struct npv_ctx *ctx = rel_ctx_new();
+
+    /* Two clean passes first: threads' stacks, malloc arenas and lazy probes settle. */
+    struct rel_pass p;
+    for (int i = 0; i < 2; i++) {
+        rel_pass_run(ctx, e, srv.path, ITERATIONS, NULL, NULL, &p);
+        ck_assert_msg(p.err == 0 && p.exact, "%s: clean pass: %s at %s", e->name, strerror(-p.err),
+                      p.step ? p.step : "-");
+    }
+    struct rel_counts base, now;
+    rel_counts_read(0, ctx, &base);
+
+    for (int c = 0; c < NPV_FAIL_CLASS_COUNT; c++) {
+        enum npv_fail_class cls = (enum npv_fail_class)c;
+        const char *cname = npv_failpoint_class_name(cls);
+        unsigned errors = 0, absorbed = 0, usable = 0, dead = 0;
+        uint64_t k = 1;
+        /* NPV_WALK_FROM=N: start every class at call N (to reproduce one point). */
+        const char *from = getenv("NPV_WALK_FROM");
+        if (from != NULL)
+            k = strtoull(from, NULL, 0);
+        for (; k <= MAX_POINTS; k++) {
+            struct walk_state w = {.ctx = ctx, .cls = cls, .k = k};
+            ck_assert_int_eq(npv_failpoint_arm(ctx, cls, k), 0);
+            rel_pass_run(ctx, e, srv.path, ITERATIONS, note_and_disarm, &w, &p);
+            if (p.step == NULL || strcmp(p.step, "run") != 0)
+                w.fired = npv_failpoint_calls(ctx, cls) >= k;
+            npv_failpoint_disarm(ctx);
+            if (getenv("NPV_WALK_TRACE") != NULL)
+                fprintf(stderr, "%s %s k=%llu fired=%d err=%s at %s retried=%d\n", e->name, cname,
+                        (unsigned long long)k, w.fired, strerror(-p.err), p.step ? p.step : "-",
+                        p.retried);
+            rel_counts_read(0, ctx, &now);
+            assert_counts_back(e->name, cname, k, &base, &now);
+            if (!w.fired) {
+                /* Nothing injected: the path must have run, exact, and the walk is done. */
+                ck_assert_msg(p.err == 0, "%s %s k=%llu: %s at %s with nothing injected", e->name,
+                              cname, (unsigned long long)k, strerror(-p.err), p.step);
+                ck_assert_msg(p.exact, "%s %s k=%llu: wrong results", e->name, cname,
+                              (unsigned long long)k);
+                break;
+            }
+            if (p.err == 0) {
+                /* A failure the library may absorb (a BAR area left trapped, a release). */
+                ck_assert_msg(p.exact, "%s %s k=%llu: the failure was swallowed into wrong results",
+                              e->name, cname, (unsigned long long)k);
+                absorbed++;
+                continue;
+            }
+            errors++;
+            if (strcmp(p.step, "run") == 0) {
+                if (p.retried == 0)
+                    usable++;
+                else
+                    dead++;
+            }
+        }
+        ck_assert_msg(k <= MAX_POINTS, "%s %s: the path never completed", e->name, cname);
+        printf("walk device=%s class=%s points=%llu errors=%u absorbed=%u usable=%u dead=%u\n",
+               e->name, cname, (unsigned long long)(k - 1), errors, absorbed, usable, dead);
+        fflush(stdout);
+    }
+    npv_ctx_free(ctx);
+    vu_server_kill(&srv);
+}
+
+START_TEST(walk_every_failure_point_of_each_device)
+{
+    const struct npv_device_entry *e = rel_device_or_note((size_t)_i, "walk", "");
+    if (e != NULL)
+        walk_device(e);
+}
+END_TEST
+
+int main(void)
+{
+#if !NPV_HAVE_FAILPOINTS
+    return npv_test_skip("reliability_failure_walk", "built without NPUVFIO_FAILPOINTS");
+#endif
+    size_t n = rel_device_count();
+    Suite *s = suite_create("failure_walk");
+    TCase *tc = tcase_create("walk");
+    tcase_set_timeout(tc, 0);
+    tcase_add_loop_test(tc, walk_every_failure_point_of_each_device, 0, (int)n);
+    suite_add_tcase(s, tc);
+    return npv_test_run(s);
+}
