@@ -4,7 +4,8 @@
  * in BAR0 page 0, a doorbell page shared with the client and polled by a
  * thread, descriptors and data read from the client's DMA memory, a status
  * block written back with completed_head stored last (release), MSI-X vector 0
- * per descriptor with NPV_TESTDEV_DESC_IRQ.
+ * raised as each descriptor with NPV_TESTDEV_DESC_IRQ completes (the status
+ * block written first, so it covers that descriptor).
  *
  * The client's ring contents and register values are untrusted: every IOVA
  * goes through the server's mapping table (an unmapped one is a device fault,
@@ -410,6 +411,24 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
             e->err_iova = bad;
             engine_fault(td, err == NPV_TESTDEV_ERR_DMA, bad);
             break; /* the engine stops at the first failed descriptor */
+        }
+        /*
+         * An interrupt is raised when the descriptor that asked for it
+         * completes, as a DMA engine's completion interrupt fires, not when
+         * the whole doorbell batch is done: a driver that asks at the end of
+         * each of its reap batches is woken while the device works the next
+         * one, so the wake-up overlaps the work instead of stalling it.
+         */
+        if (irq && tail != e->head && e->irq_enable) {
+            if (write_status(td, e->completed) < 0) {
+                engine_fault(td, true, e->status_base);
+                break;
+            }
+            section_leave(td);
+            npv_vus_irq_raise(td->srv, 2 /* MSI-X */, 0);
+            section_enter(td);
+            irq = false;
+            in_section = 0;
         }
         /*
          * A client DMA_UNMAP waits for the section: let it in after every
