@@ -8,10 +8,12 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <npuvfio/irq.h>
 #include <npuvfio/ring.h>
@@ -262,6 +264,35 @@ START_TEST(irq_waits_complete_through_the_models_msix_vector)
 }
 END_TEST
 
+/*
+ * The interrupt fires as the descriptor that asked for it completes, not once
+ * the whole doorbell batch is worked: a driver that asks at the end of each
+ * of its reap batches is then woken while the device works the next one.
+ * Three descriptors behind one doorbell, the first two asking: two
+ * interrupts (one per asking descriptor), where raising at the end of the
+ * batch would make one.
+ */
+START_TEST(model_interrupts_as_each_flagged_descriptor_completes)
+{
+    int fd = npv_irq_fd(npv_testdev_irq(t.drv), 0);
+    ck_assert_int_ge(fd, 0);
+    struct npv_testdev_desc asks = {.opcode = NPV_TESTDEV_OP_NOP, .flags = NPV_TESTDEV_DESC_IRQ};
+    struct npv_testdev_desc quiet = {.opcode = NPV_TESTDEV_OP_NOP};
+    push(&asks, 0);
+    push(&asks, 1);
+    push(&quiet, 2);
+    npv_ring_submit(ring);
+    struct npv_cpl c[3];
+    ck_assert_int_eq(npv_ring_wait(ring, NPV_RING_WAIT_POLL, 3, GENEROUS_NS, c, 3), 3);
+    /* The device raised its interrupts before it wrote the head that covers them. */
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, 1000), 1);
+    uint64_t count = 0;
+    ck_assert_int_eq(read(fd, &count, sizeof(count)), (ssize_t)sizeof(count));
+    ck_assert_uint_eq(count, 2);
+}
+END_TEST
+
 /* ---- unmap while the model's poller runs ---- */
 
 #define BIG (16u << 20) /* the model's largest descriptor */
@@ -413,6 +444,7 @@ static Suite *suite(void)
     tc = tcase_create("irq");
     tcase_add_checked_fixture(tc, setup_irq, teardown);
     tcase_add_test(tc, irq_waits_complete_through_the_models_msix_vector);
+    tcase_add_test(tc, model_interrupts_as_each_flagged_descriptor_completes);
     suite_add_tcase(s, tc);
     tc = tcase_create("unmap");
     tcase_add_checked_fixture(tc, setup, teardown);
