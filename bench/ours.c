@@ -76,6 +76,13 @@ void ours_close(struct ours *t)
     free(t);
 }
 
+static void ring_teardown(struct ours *t)
+{
+    npv_testdev_close(t->td);
+    t->td = NULL;
+    t->ring = NULL;
+}
+
 /* The driver's ring in memory of the page size under test; MSI-X for the irq and hybrid rows. */
 static int ring_setup(struct ours *t, enum npv_dma_page page, size_t *page_size)
 {
@@ -85,15 +92,14 @@ static int ring_setup(struct ours *t, enum npv_dma_page page, size_t *page_size)
     if (rc < 0)
         return rc;
     t->ring = npv_testdev_ring(t->td);
+    /* A wait that finds its completions while it spins costs the model no interrupt. */
+    rc = npv_testdev_irq_on_sleep_only(t->td, true);
+    if (rc < 0) {
+        ring_teardown(t);
+        return rc;
+    }
     *page_size = npv_dma_page_size(npv_testdev_ring_memory(t->td));
     return 0;
-}
-
-static void ring_teardown(struct ours *t)
-{
-    npv_testdev_close(t->td);
-    t->td = NULL;
-    t->ring = NULL;
 }
 
 static inline int push_nop(struct ours *t, uint64_t cookie, bool irq)

@@ -293,6 +293,60 @@ START_TEST(model_interrupts_as_each_flagged_descriptor_completes)
 }
 END_TEST
 
+/* The eventfd's count, without waiting for one (0: no interrupt since it was last read). */
+static uint64_t irq_count_now(void)
+{
+    struct pollfd pfd = {.fd = npv_irq_fd(npv_testdev_irq(t.drv), 0), .events = POLLIN};
+    uint64_t count = 0;
+    if (poll(&pfd, 1, 0) == 1)
+        ck_assert_int_eq(read(pfd.fd, &count, sizeof(count)), (ssize_t)sizeof(count));
+    return count;
+}
+
+/*
+ * Event suppression: while nobody sleeps the model raises no interrupt, even
+ * for descriptors that ask for one, so a polling caller costs the device
+ * nothing; and an interrupt wait still wakes, since the engine sets the word
+ * before it sleeps.
+ */
+START_TEST(irq_on_sleep_only_raises_nothing_for_polled_jobs_and_still_wakes_waits)
+{
+    ck_assert_int_eq(npv_testdev_irq_on_sleep_only(t.drv, true), 0);
+    irq_count_now();
+    struct npv_testdev_desc asks = {.opcode = NPV_TESTDEV_OP_NOP, .flags = NPV_TESTDEV_DESC_IRQ};
+    for (uint64_t i = 0; i < 100; i++) {
+        push(&asks, i);
+        npv_ring_submit(ring);
+        ck_assert_uint_eq(wait_one(NPV_RING_WAIT_POLL).cookie, i);
+    }
+    ck_assert_uint_eq(irq_count_now(), 0);
+    struct npv_ring_stats before, after;
+    npv_ring_stats(ring, &before);
+    for (uint64_t i = 100; i < 300; i++) {
+        push(&asks, i);
+        npv_ring_submit(ring);
+        struct npv_cpl c = wait_one(i % 2 ? NPV_RING_WAIT_HYBRID : NPV_RING_WAIT_IRQ);
+        ck_assert_uint_eq(c.cookie, i);
+        ck_assert_int_eq(c.status, 0);
+    }
+    npv_ring_stats(ring, &after);
+    ck_assert_uint_eq(after.timeouts, 0);
+    ck_assert_uint_gt(after.irq_sleeps, before.irq_sleeps);
+    /* It survives a reset (the driver programs the word again), and turns off. */
+    ck_assert_int_eq(npv_testdev_reset(t.drv), 0);
+    push(&asks, 300);
+    npv_ring_submit(ring);
+    ck_assert_uint_eq(wait_one(NPV_RING_WAIT_IRQ).cookie, 300);
+    ck_assert_int_eq(npv_testdev_irq_on_sleep_only(t.drv, false), 0);
+    irq_count_now();
+    push(&asks, 301);
+    npv_ring_submit(ring);
+    ck_assert_uint_eq(wait_one(NPV_RING_WAIT_POLL).cookie, 301);
+    struct pollfd pfd = {.fd = npv_irq_fd(npv_testdev_irq(t.drv), 0), .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, 1000), 1);
+}
+END_TEST
+
 /* ---- unmap while the model's poller runs ---- */
 
 #define BIG (16u << 20) /* the model's largest descriptor */
@@ -445,6 +499,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup_irq, teardown);
     tcase_add_test(tc, irq_waits_complete_through_the_models_msix_vector);
     tcase_add_test(tc, model_interrupts_as_each_flagged_descriptor_completes);
+    tcase_add_test(tc, irq_on_sleep_only_raises_nothing_for_polled_jobs_and_still_wakes_waits);
     suite_add_tcase(s, tc);
     tc = tcase_create("unmap");
     tcase_add_checked_fixture(tc, setup, teardown);
