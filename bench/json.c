@@ -217,25 +217,51 @@ static char *read_all(const char *path)
     return buf;
 }
 
+static const char *skip_space(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+/* After `"key"` and optional white space: the colon and the white space after it, or NULL. */
+static const char *after_colon(const char *p)
+{
+    p = skip_space(p);
+    return *p == ':' ? skip_space(p + 1) : NULL;
+}
+
 /*
  * The value of the target named name in the "targets" array of an earlier
- * file, which this program wrote: {"name": "N", "value": V, ...}. NAN when
- * absent or null.
+ * --json file: the object holding "name": "N" and "value": V, in either
+ * order, with any white space (a file a person or a script rewrote still
+ * reads). NAN when absent or null.
  */
 static double earlier_value(const char *json, const char *name)
 {
-    const char *targets = strstr(json, "\"targets\"");
-    if (targets == NULL)
+    const char *p = strstr(json, "\"targets\"");
+    size_t len = strlen(name);
+    while (p != NULL && (p = strstr(p, "\"name\"")) != NULL) {
+        const char *v = after_colon(p + 6);
+        p += 6;
+        if (v == NULL || *v != '"' || strncmp(v + 1, name, len) != 0 || v[1 + len] != '"')
+            continue;
+        /* The enclosing object: from its '{' to its '}' (no nesting inside a target). */
+        const char *open = v, *close = strchr(v, '}');
+        while (open > json && *open != '{')
+            open--;
+        for (const char *k = open;
+             close != NULL && (k = strstr(k, "\"value\"")) != NULL && k < close; k += 7) {
+            const char *num = after_colon(k + 7);
+            if (num == NULL)
+                continue;
+            char *end;
+            double d = strtod(num, &end);
+            return end == num ? NAN : d;
+        }
         return NAN;
-    char key[96];
-    snprintf(key, sizeof(key), "\"name\": \"%s\", \"value\": ", name);
-    const char *at = strstr(targets, key);
-    if (at == NULL)
-        return NAN;
-    at += strlen(key);
-    char *end;
-    double v = strtod(at, &end);
-    return end == at ? NAN : v;
+    }
+    return NAN;
 }
 
 /* How much worse today is than before, as a fraction (0.4: 40% worse); 0 when not worse. */

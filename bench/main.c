@@ -289,16 +289,23 @@ static int run_peers(const struct bench_opts *o, const struct bench_cpus *c, str
 
 /* ---- figures from the repetitions ---- */
 
-/* The median of per-repetition ratios a/b when both have every repetition, else of the medians. */
+/*
+ * The median of per-repetition ratios a/b when both have every repetition,
+ * else of the medians. A repetition whose peer measured nothing (starved of
+ * CPU) is left out rather than counted as an infinite ratio.
+ */
 static double ratio_median(const struct series *a, const struct series *b)
 {
     if (a->n == 0 || b->n == 0)
         return NAN;
-    if (a->n != b->n)
-        return series_median(a) / series_median(b);
+    if (a->n != b->n) {
+        double mb = series_median(b);
+        return mb > 0 ? series_median(a) / mb : NAN;
+    }
     struct series r = {0};
     for (unsigned i = 0; i < a->n; i++)
-        series_add(&r, a->v[i] / b->v[i]);
+        if (b->v[i] > 0 && isfinite(a->v[i]))
+            series_add(&r, a->v[i] / b->v[i]);
     return series_median(&r);
 }
 
