@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # npuvfio-bench's JSON and --compare, on a short run: the JSON parses, holds
-# every repetition and the five targets; --compare against a baseline with
+# every repetition, the five targets and a row per device; --compare against a baseline with
 # inflated ratios warns loudly about each and still exits 0; an unreadable
 # baseline fails before anything is measured.
 #   bench_json_and_compare.sh BENCH
@@ -8,9 +8,11 @@ set -euo pipefail
 bench=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-short=(--quick --reps 2 --mode poll,hybrid --qd 2,32 --no-devices)
+base=(--quick --reps 2 --mode poll,hybrid --qd 2,32)
+short=("${base[@]}" --no-devices)
 
-"$bench" "${short[@]}" --json "$tmp/run.json" >"$tmp/run.out" 2>&1 ||
+# The first run keeps the device rows: every device of the table is a row.
+"$bench" "${base[@]}" --json "$tmp/run.json" >"$tmp/run.out" 2>&1 ||
     { cat "$tmp/run.out"; echo "FAIL: the short run failed"; exit 1; }
 python3 - "$tmp/run.json" <<'PY'
 import json, sys
@@ -26,6 +28,10 @@ for mode in ("poll", "hybrid"):
         assert len(mem["modes"][mode]["rate_per_s"][qd]["reps"]) == 2, (mode, qd)
         assert len(mem["modes"][mode]["per_job"][qd]["wakeups"]["reps"]) == 2, (mode, qd)
 assert "irq" not in mem["modes"]
+devs = {x["name"]: x for x in d["devices"]}
+assert "testdev" in devs and "skipped" not in devs["testdev"], devs
+for x in devs.values():
+    assert "skipped" in x or (len(x["per_s"]["reps"]) == 2 and x["mismatches"] == 0), x
 sw = d["peers"]["same_work_rte_ring_per_s"]
 assert sw is None or all(sw[q] is None or len(sw[q]["reps"]) == 2 for q in ("2", "32")), sw
 PY
