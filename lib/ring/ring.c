@@ -34,6 +34,7 @@ struct npv_ring {
     struct npv_inflight *jobs;
     uint8_t *desc;
     uint32_t mask;
+    uint32_t prefetch_slots;
     /* Jobs that may be claimed and not yet reaped (entries, or entries - 1). */
     uint32_t capacity;
     bool slot_head;
@@ -257,6 +258,7 @@ int npv_ring_new(struct npv_ctx *ctx, const struct npv_ring_config *cfg, struct 
         cfg->job_timeout_ns != 0 ? cfg->job_timeout_ns : NPV_RING_DEFAULT_JOB_TIMEOUT_NS;
     r->desc = cfg->desc_vaddr;
     r->mask = cfg->entries - 1;
+    r->prefetch_slots = cfg->desc_size >= 128 ? 1 : 128 / cfg->desc_size;
     r->slot_head = cfg->head_format == NPV_RING_HEAD_SLOT;
     /* A slot-valued index cannot tell entries descriptors from none: keep one free. */
     r->capacity =
@@ -374,7 +376,10 @@ int npv_ring_next_timed(struct npv_ring *r, uint64_t cookie, uint64_t timeout_ns
     if (rc < 0)
         return rc;
     NPV_TRACE3(submit, cookie, r, seq);
-    *desc = r->desc + (size_t)((seq - r->dev_base) & r->mask) * r->cfg.desc_size;
+    uint32_t slot = (seq - r->dev_base) & r->mask;
+    *desc = r->desc + (size_t)slot * r->cfg.desc_size;
+    __builtin_prefetch(r->desc + (size_t)((slot + r->prefetch_slots) & r->mask) * r->cfg.desc_size,
+                       1);
     return 0;
 }
 
