@@ -21,6 +21,21 @@ static void json_num(FILE *f, double v)
         fprintf(f, "%.6g", v);
 }
 
+/* A JSON string: quotes, backslashes and control characters escaped. */
+static void json_str(FILE *f, const char *v)
+{
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)v; *c != '\0'; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(f, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(f, "\\u%04x", *c);
+        else
+            fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
 /* {"median": m, "min": a, "max": b, "reps": [...]} */
 static void json_series(FILE *f, const struct series *s)
 {
@@ -95,11 +110,14 @@ int bench_write_json(const char *path, const struct bench_run *run)
     FILE *f = fopen(path, "we");
     if (f == NULL)
         return -errno;
-    fprintf(f, "{\n  \"command\": \"%s\",\n", run->cmdline);
+    fprintf(f, "{\n  \"command\": ");
+    json_str(f, run->cmdline);
+    fprintf(f, ",\n  \"machine\": {\"cpu\": ");
+    json_str(f, run->c->model);
     fprintf(f,
-            "  \"machine\": {\"cpu\": \"%s\", \"pus\": %u, \"submitter_cpu\": %d, "
-            "\"device_cpu\": %d, \"kernel\": \"%s\", \"npuvfio\": \"%s\"},\n",
-            run->c->model, run->c->npus, run->c->sub, run->c->dev, run->kernel, npv_version());
+            ", \"pus\": %u, \"submitter_cpu\": %d, \"device_cpu\": %d, \"kernel\": \"%s\", "
+            "\"npuvfio\": \"%s\"},\n",
+            run->c->npus, run->c->sub, run->c->dev, run->kernel, npv_version());
     fprintf(f,
             "  \"run\": {\"point_ns\": %llu, \"warmup_ns\": %llu, \"quick\": %s, \"reps\": %u, "
             "\"elapsed_s\": %.1f, \"statistic\": \"median of the repetitions; min and max "
@@ -153,8 +171,9 @@ int bench_write_json(const char *path, const struct bench_run *run)
             fprintf(f, ", \"skipped\": \"%s\"}", d->skipped);
             continue;
         }
-        fprintf(f, ", \"what\": \"%s\", \"mismatches\": %llu, \"p50_ns\": ", d->what,
-                (unsigned long long)d->mismatches);
+        fprintf(f, ", \"what\": ");
+        json_str(f, d->what);
+        fprintf(f, ", \"mismatches\": %llu, \"p50_ns\": ", (unsigned long long)d->mismatches);
         json_series(f, &d->p50_ns);
         fprintf(f, ", \"p99_ns\": ");
         json_series(f, &d->p99_ns);
