@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * npuvfio-bench: the ring engine against the generic test device's model
- * over vfio-user, and the peers that bound what it could reach, measured in
- * the same run on the same two cores.
+ * over vfio-user, the peers that bound what it could reach and the queue a
+ * user would build instead, measured in the same run on the same two cores,
+ * each figure the median of several repetitions that alternate ours and
+ * the peers.
  */
 #ifndef NPV_BENCH_H
 #define NPV_BENCH_H
@@ -11,18 +13,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define BENCH_MODES    3
+#define BENCH_MEMS     2
+#define BENCH_MAX_QD   9 /* 1, 2, 4, ... 256 */
+#define BENCH_MAX_REPS 31
+#define BENCH_MAX_DEVS 8
+
 struct bench_opts {
     bool quick;
     uint64_t point_ns;  /* how long one measured point runs */
     uint64_t warmup_ns; /* run before each point, not counted */
     const char *json_path;
-    unsigned qd_max;
-    unsigned points; /* measured points in the whole run; progress lines only when nonzero */
+    const char *compare_path;
+    unsigned reps;             /* repetitions of everything, ours and peers alternating */
+    bool mode_on[BENCH_MODES]; /* --mode */
+    unsigned nqd;              /* --qd */
+    unsigned qd[BENCH_MAX_QD]; /* ascending powers of two, 1..256 */
+    unsigned desc_size;        /* the same-work peer's request size (--desc-size) */
+    int cpu_sub, cpu_dev;      /* --cpus; -1: the first two PUs hwloc lists */
+    bool devices;              /* device rows (--no-devices turns them off) */
+    unsigned points;           /* measured points in the whole run; progress only when nonzero */
 };
 
 /*
  * "  [k/points] what" on stdout, one line per measured point, when
- * o->points is set (stdout is a terminal): the full run takes a minute or two.
+ * o->points is set (stdout is a terminal).
  */
 void bench_progress(const struct bench_opts *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -32,6 +47,21 @@ struct lat {
     uint64_t n;
     double min, p50, p99, p999, max;
 };
+
+/* One figure's repetitions, in the order they were measured. */
+struct series {
+    unsigned n;
+    double v[BENCH_MAX_REPS];
+};
+static inline void series_add(struct series *s, double v)
+{
+    if (s->n < BENCH_MAX_REPS)
+        s->v[s->n++] = v;
+}
+/* NAN when empty. */
+double series_median(const struct series *s);
+double series_min(const struct series *s);
+double series_max(const struct series *s);
 
 /* A growable sample buffer with a cap: beyond the cap samples are dropped, not stored. */
 struct samples {
@@ -56,55 +86,86 @@ struct bench_cpus {
     unsigned npus;   /* PUs the machine has */
     char model[128]; /* CPU model name */
 };
-int bench_cpus_init(struct bench_cpus *c);
+/* want_sub / want_dev: OS indexes from --cpus, or -1 for the first two PUs. */
+int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev);
 void bench_cpus_fini(void);
 /* Pin the calling thread (or, with whole_process, the process) to an OS CPU index. */
 int bench_pin(int os_index, bool whole_process);
 
-/* ---- peers ---- */
-struct peer_results {
-    struct lat cacheline_rtt;
-    struct lat eventfd_rtt;
-    double uring_nop_rate_1;  /* ops/s, one submit+reap at a time */
-    double uring_nop_rate_32; /* ops/s, batches of 32 */
-    bool have_rte_ring;
-    double rte_ring_rate_32;      /* elements/s, SPSC, 16-byte elements, bursts of 32 */
-    const char *rte_ring_missing; /* why not, when !have_rte_ring */
+/* A device model serving on a private socket in a child pinned to the device core. */
+struct bench_model {
+    int pid;
+    char dir[64];
+    char path[128];
 };
+struct npv_device_entry;
+int bench_model_start(const struct npv_device_entry *e, const struct bench_cpus *c,
+                      struct bench_model *m);
+/* Harmless when nothing was started. */
+void bench_model_stop(struct bench_model *m);
+
+/* ---- peers ---- */
 int peer_cacheline(const struct bench_opts *o, const struct bench_cpus *c, struct lat *out);
 int peer_eventfd(const struct bench_opts *o, const struct bench_cpus *c, struct lat *out);
 int peer_uring_nop(const struct bench_opts *o, const struct bench_cpus *c, unsigned batch,
                    double *rate);
-/* -ENOTSUP when built without DPDK. */
+/* The bound: rte_ring SPSC, 16-byte elements one way in bursts of 32. -ENOTSUP without DPDK. */
 int peer_rte_ring(const struct bench_opts *o, const struct bench_cpus *c, double *rate);
+/*
+ * The same work as ours, built from two rte_rings: o->desc_size-byte requests
+ * to a worker on the device core, which dequeues everything there is (as our
+ * model's poller works everything up to the doorbell) and sends a 16-byte
+ * completion back per request; the submitter keeps qd in flight, reaping and
+ * refilling in batches of bench_batch(qd). -ENOTSUP without DPDK.
+ */
+int peer_same_work(const struct bench_opts *o, const struct bench_cpus *c, unsigned qd,
+                   double *rate);
+/* Reap-and-refill batch at queue depth qd: half the depth, at most 32 (the peers' burst). */
+static inline unsigned bench_batch(unsigned qd)
+{
+    unsigned b = qd / 2;
+    return b > 32 ? 32 : (b > 0 ? b : 1);
+}
+
+struct peer_results {
+    struct series cacheline_p50;
+    struct lat cacheline_rtt; /* of the last repetition, for the percentile columns */
+    struct series eventfd_p50;
+    struct lat eventfd_rtt;
+    struct series uring_nop_1;  /* ops/s, one submit+reap at a time */
+    struct series uring_nop_32; /* ops/s, batches of 32 */
+    bool have_rte_ring;
+    const char *rte_ring_missing;          /* why not, when !have_rte_ring */
+    struct series rte_ring_16;             /* elements/s, SPSC, 16-byte, bursts of 32, one way */
+    struct series same_work[BENCH_MAX_QD]; /* jobs/s per --qd entry */
+};
 
 /* ---- ours ---- */
-#define BENCH_MODES  3
-#define BENCH_MEMS   2
-#define BENCH_MAX_QD 9 /* 1, 2, 4, ... 256 */
+
+/* What one rate point cost besides time, per job. */
+struct per_job {
+    struct series wakeups; /* sleeps on the interrupt's eventfd (each ends in a wake-up) */
+    struct series cpu_ns;  /* CPU time of the submitting thread (CLOCK_THREAD_CPUTIME_ID) */
+};
 
 struct ours_mem {
     bool ran;
     const char *skipped; /* why not, when !ran */
     size_t page_size;    /* what the allocator gave */
-    struct lat rtt[BENCH_MODES];
+    struct series rtt_p50[BENCH_MODES];
+    struct lat rtt[BENCH_MODES]; /* of the last repetition, for the percentile columns */
+    struct per_job rtt_cost[BENCH_MODES];
     /*
-     * What a QD1 round trip costs besides time, per job over the measured
-     * part: sleeps on the interrupt's eventfd (each ends in a wake-up) and
-     * CPU time of the submitting thread (CLOCK_THREAD_CPUTIME_ID).
+     * The cache-line peer measured just before the QD1 round trips, on the
+     * same cores: the latency between two vCPUs moves when the host places
+     * them elsewhere, so the QD1 ratio takes the peer from the same moment.
      */
-    double wakeups_per_job[BENCH_MODES];
-    double cpu_ns_per_job[BENCH_MODES];
-    /*
-     * The cache-line peer measured just before rtt[poll], on the same cores:
-     * the latency between two vCPUs moves when the host places them
-     * elsewhere, so the QD1 ratio takes the peer from the same moment.
-     */
-    struct lat cacheline_adjacent;
-    double rate[BENCH_MODES][BENCH_MAX_QD];
-    unsigned nqd;
-    unsigned qd[BENCH_MAX_QD];
+    struct series cacheline_adjacent_p50;
+    struct series rate[BENCH_MODES][BENCH_MAX_QD];
+    struct per_job rate_cost[BENCH_MODES][BENCH_MAX_QD];
 };
+
+struct ours;
 struct ours_results {
     struct ours_mem mem[BENCH_MEMS]; /* [0] 2 MiB hugepage, [1] 4 KiB */
     /* Syscalls counted over round trips on a filtered thread (see syscount.c). */
@@ -113,7 +174,28 @@ struct ours_results {
     uint64_t sys_irq, rt_irq;
     int last_nr_poll; /* a system call number seen in the poll loop, or -1 */
 };
-int ours_run(const struct bench_opts *o, const struct bench_cpus *c, struct ours_results *r);
+/* Start the testdev model and open it over vfio-user. */
+int ours_open(const struct bench_opts *o, const struct bench_cpus *c, struct ours **out);
+void ours_close(struct ours *t);
+/* One repetition of every ours point for ring memory m (0: 2 MiB, 1: 4 KiB). */
+int ours_rep(struct ours *t, int m, struct ours_results *r);
+
+/* ---- device rows: each registered device's sample on its model ---- */
+struct dev_row {
+    const char *name;
+    const char *skipped; /* why not, when set */
+    char what[128];
+    struct series p50_ns, p99_ns, per_s;
+    uint64_t mismatches; /* over every repetition */
+};
+struct dev_results {
+    unsigned n;
+    struct dev_row row[BENCH_MAX_DEVS];
+};
+/* Fill r->row[] from the device table. */
+void devices_init(struct dev_results *r);
+/* One repetition: each runnable device's model started, its sample run, the model stopped. */
+int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct dev_results *r);
 
 /*
  * Run fn(arg) on a new thread whose system calls are each counted (and then
@@ -125,5 +207,38 @@ int ours_run(const struct bench_opts *o, const struct bench_cpus *c, struct ours
 int syscount_run(void (*fn)(void *arg, const uint64_t *counter, const int *last_nr), void *arg);
 
 extern const char *const bench_mode_names[BENCH_MODES];
+extern const char *const bench_mem_names[BENCH_MEMS];
+
+/* ---- targets, JSON, comparison ---- */
+enum target_dir { TARGET_AT_MOST, TARGET_AT_LEAST, TARGET_ZERO };
+struct target {
+    const char *name;
+    const char *what;
+    double value; /* NAN when it could not be measured */
+    double goal;
+    enum target_dir dir;
+    bool met;
+};
+#define BENCH_TARGETS 5
+
+struct bench_run {
+    const struct bench_opts *o;
+    const struct bench_cpus *c;
+    const char *cmdline;
+    const char *kernel;
+    const struct peer_results *p;
+    const struct ours_results *r;
+    const struct dev_results *d;
+    const struct target *t;
+    double elapsed_s;
+};
+int bench_write_json(const char *path, const struct bench_run *run);
+/*
+ * Print today's target ratios against those in an earlier --json FILE; a
+ * ratio that got worse by more than a third is reported loudly on stdout and
+ * stderr. Returns how many did (0 or more), or a negative errno when FILE
+ * cannot be read.
+ */
+int bench_compare(const char *path, const struct target *t, int nt);
 
 #endif

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * npuvfio-bench: ring round trips and throughput against the generic test
- * device's model, with the peers that bound them measured in the same run on
- * the same two cores, printed as one table (ours, peer, ratio) and, with
- * --json, as a file for CI.
+ * device's model, with the peers that bound them and the same work built from
+ * two rte_rings, measured in the same run on the same two cores. Every figure
+ * is the median of --reps repetitions that alternate ours and the peers,
+ * printed with its spread as one table (ours, peer, ratio) and, with --json,
+ * written with every repetition for CI.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,19 +20,13 @@
 
 #include "bench.h"
 
-struct target {
-    const char *name;
-    const char *what;
-    double value; /* NAN when it could not be measured */
-    const char *goal;
-    bool met;
-};
-
-static const char *const mem_names[BENCH_MEMS] = {"2 MiB", "4 KiB"};
+#define OURS_DESC_BYTES 32.0 /* sizeof(struct npv_testdev_desc), device ABI */
+#define RTE_ELEM_BYTES  16.0 /* the bound's element */
 
 /*
  * Fail before minutes of measuring rather than after: --json FILE must be
- * writable now. A file created by the check is removed again.
+ * writable and --compare FILE readable now. A file created by the check is
+ * removed again.
  */
 static int check_writable(const char *path)
 {
@@ -47,220 +43,171 @@ static int check_writable(const char *path)
     return 0;
 }
 
-/* How many points the run measures and roughly how long that takes; progress on a terminal. */
-static void print_plan(struct bench_opts *o)
+static unsigned modes_on(const struct bench_opts *o)
 {
-    unsigned nqd = 0;
-    for (unsigned qd = 1; qd <= o->qd_max && nqd < BENCH_MAX_QD; qd *= 2)
-        nqd++;
+    unsigned n = 0;
+    for (int m = 0; m < BENCH_MODES; m++)
+        n += o->mode_on[m];
+    return n;
+}
+
+/* How many points the run measures and roughly how long that takes; progress on a terminal. */
+static void print_plan(struct bench_opts *o, const struct dev_results *d)
+{
+    unsigned devs = 0;
+    for (unsigned i = 0; i < d->n; i++)
+        devs += d->row[i].skipped == NULL;
     /* Per ring memory: the adjacent cache line, then per mode QD1 round trips and each QD. */
-    unsigned points = BENCH_MEMS * (1 + BENCH_MODES * (1 + nqd)) + 5;
-    double secs = (double)points * (double)(o->point_ns + o->warmup_ns) / 1e9;
+    unsigned ours = BENCH_MEMS * (1 + modes_on(o) * (1 + o->nqd));
+    unsigned peers = 5 + o->nqd;
+    unsigned per_rep = ours + peers;
+    unsigned points = o->reps * (per_rep + devs);
+    double secs = (double)(o->reps * per_rep) * (double)(o->point_ns + o->warmup_ns) / 1e9;
     bool tty = isatty(STDOUT_FILENO);
-    printf("plan:    %u points, about %.0f s%s\n\n", points, secs,
-           tty ? "; a line per point follows" : "");
+    printf("plan:    %u repetitions of %u points (ours and the peers alternating) and %u device "
+           "samples, about %.0f s%s\n\n",
+           o->reps, per_rep, devs, secs * 1.15, tty ? "; a line per point follows" : "");
     if (tty)
         o->points = points;
 }
 
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: npuvfio-bench [--quick] [--point-ms N] [--qd-max N] [--json FILE]\n"
-               "\n"
-               "Measure the ring engine against the testdev model over vfio-user (QD1 round\n"
-               "trips, throughput at queue depths 1..256, in poll, irq and hybrid modes, with\n"
-               "2 MiB hugepage and 4 KiB ring memory) and, in the same run on the same cores,\n"
-               "a cache line bounced between the cores, eventfd ping-pong, io_uring NOPs and\n"
-               "DPDK's rte_ring. Warm-up is excluded from every figure.\n"
-               "\n"
-               "  --quick        short points (whole run well under 30 s)\n"
-               "  --point-ms N   measured time per point (default 500, quick 60)\n"
-               "  --qd-max N     largest queue depth (default 256)\n"
-               "  --json FILE    also write every figure and the targets as JSON\n");
-}
-
-static void print_lat(const char *name, const struct lat *l)
-{
-    printf("  %-28s %8.0f %8.0f %8.0f %8.0f %9.0f %9llu\n", name, l->min, l->p50, l->p99, l->p999,
-           l->max, (unsigned long long)l->n);
-}
-
-/* Descriptor bytes per job: what each side moves through the caches. */
-#define OURS_DESC_BYTES 32.0 /* sizeof(struct npv_testdev_desc), device ABI */
-#define RTE_ELEM_BYTES  16.0
-
-static double best_poll_rate_from(const struct ours_mem *m, unsigned min_qd);
-
-/*
- * What the throughput ratios compare, so a reader does not take them for
- * like with like: the descriptor sizes differ, and only ours is a round trip.
- */
-static void print_notes(const struct peer_results *p, const struct ours_mem *bm)
-{
-    double ours = bm != NULL ? best_poll_rate_from(bm, 32) : NAN;
-    printf("\nNotes on the throughput comparison:\n");
-    printf(
-        "  - ours: every job is a %.0f-byte testdev descriptor (%.0f per 64-byte line) written by\n"
-        "    the submitter and read by the model on the other core, plus a completion: status\n"
-        "    block written once per batch, cookie and status reaped per job. The submitter\n"
-        "    reaps and refills in batches of QD/2 (at most 32, the peers' burst), one doorbell\n"
-        "    per batch. rte_ring moves %.0f-byte elements (%.0f per line) one way, with no\n"
-        "    completion.\n",
-        OURS_DESC_BYTES, 64.0 / OURS_DESC_BYTES, RTE_ELEM_BYTES, 64.0 / RTE_ELEM_BYTES);
-    if (p->have_rte_ring && isfinite(ours))
-        printf("  - descriptor cache lines crossing cores: ours %.2f M lines/s, rte_ring %.2f M "
-               "lines/s (ratio %.2f; per job %.2f)\n",
-               ours * OURS_DESC_BYTES / 64.0 / 1e6,
-               p->rte_ring_rate_32 * RTE_ELEM_BYTES / 64.0 / 1e6,
-               ours * OURS_DESC_BYTES / (p->rte_ring_rate_32 * RTE_ELEM_BYTES),
-               ours / p->rte_ring_rate_32);
-    printf(
-        "  - io_uring NOPs run on the submitting core alone; ours and rte_ring use both cores.\n");
-    printf(
-        "  - the QD1 target takes the cache line measured just before ours (the \"slot\" rows):\n"
-        "    the latency between two vCPUs changes when the host moves them.\n");
-}
-
-static const struct ours_mem *best_mem(const struct ours_results *r)
-{
-    for (int m = 0; m < BENCH_MEMS; m++)
-        if (r->mem[m].ran)
-            return &r->mem[m];
-    return NULL;
-}
-
-static double best_poll_rate_from(const struct ours_mem *m, unsigned min_qd)
-{
-    double best = NAN;
-    for (unsigned q = 0; q < m->nqd; q++)
-        if (m->qd[q] >= min_qd && (isnan(best) || m->rate[0][q] > best))
-            best = m->rate[0][q];
-    return best;
-}
-
-static void json_lat(FILE *f, const struct lat *l)
-{
     fprintf(f,
-            "{\"n\": %llu, \"min\": %.1f, \"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f, "
-            "\"max\": %.1f}",
-            (unsigned long long)l->n, l->min, l->p50, l->p99, l->p999, l->max);
+            "Usage: npuvfio-bench [--quick] [--mode LIST] [--qd LIST] [--desc-size N]\n"
+            "                     [--duration MS] [--reps N] [--cpus SUB,DEV] [--no-devices]\n"
+            "                     [--json FILE] [--compare FILE]\n"
+            "\n"
+            "Measure the ring engine against the testdev model over vfio-user (QD1 round\n"
+            "trips and throughput per queue depth, in poll, irq and hybrid modes, with\n"
+            "2 MiB hugepage and 4 KiB ring memory), each registered device's sample on its\n"
+            "model, and, in the same run on the same cores: the same work built from two\n"
+            "DPDK rte_rings (requests one way, completions back), the rte_ring bound\n"
+            "(16-byte elements one way), a cache line bounced between the cores, eventfd\n"
+            "ping-pong and io_uring NOPs. Every figure is the median of --reps repetitions\n"
+            "that alternate ours and the peers, shown with its spread; warm-up is excluded.\n"
+            "\n"
+            "  --quick          short points and small device samples (whole run under 30 s)\n"
+            "  --mode LIST      wait modes, from poll,irq,hybrid (default all three)\n"
+            "  --qd LIST        queue depths, powers of two in 1..256 (default 1,2,4,...,256)\n"
+            "  --desc-size N    request bytes of the same-work peer, 16..256, a multiple of 4\n"
+            "                   (default 32, ours' descriptor; ours' is fixed by the device)\n"
+            "  --duration MS    measured time per point (default 200, quick 20)\n"
+            "  --reps N         repetitions, 1..%d (default 5; the medians want at least 5)\n"
+            "  --cpus SUB,DEV   OS CPU indexes of the submitter and of the device side\n"
+            "                   (default the first two the machine lists)\n"
+            "  --no-devices     leave out the device rows\n"
+            "  --json FILE      also write every repetition, the medians and the targets\n"
+            "  --compare FILE   print today's target ratios against an earlier --json FILE,\n"
+            "                   warning loudly when one got worse by more than a third\n",
+            BENCH_MAX_REPS);
 }
 
-static void json_num(FILE *f, double v)
+static int parse_modes(struct bench_opts *o, const char *arg)
 {
-    if (!isfinite(v))
-        fprintf(f, "null");
-    else
-        fprintf(f, "%.6g", v);
-}
-
-static int write_json(const char *path, const char *cmdline, const struct bench_cpus *c,
-                      const struct bench_opts *o, const struct utsname *u,
-                      const struct peer_results *p, const struct ours_results *r,
-                      const struct target *t, int nt)
-{
-    FILE *f = fopen(path, "we");
-    if (f == NULL)
-        return -errno;
-    fprintf(f, "{\n  \"command\": \"%s\",\n", cmdline);
-    fprintf(f,
-            "  \"machine\": {\"cpu\": \"%s\", \"pus\": %u, \"submitter_cpu\": %d, "
-            "\"device_cpu\": %d, \"kernel\": \"%s\", \"npuvfio\": \"%s\"},\n",
-            c->model, c->npus, c->sub, c->dev, u->release, npv_version());
-    fprintf(f,
-            "  \"run\": {\"point_ns\": %llu, \"warmup_ns\": %llu, \"quick\": %s, "
-            "\"ours_descriptor_bytes\": %.0f, \"rte_ring_element_bytes\": %.0f},\n",
-            (unsigned long long)o->point_ns, (unsigned long long)o->warmup_ns,
-            o->quick ? "true" : "false", OURS_DESC_BYTES, RTE_ELEM_BYTES);
-    fprintf(f, "  \"ours\": {\n");
-    for (int m = 0; m < BENCH_MEMS; m++) {
-        const struct ours_mem *mm = &r->mem[m];
-        fprintf(f, "    \"%s\": {\"ran\": %s", m == 0 ? "hugepage_2m" : "page_4k",
-                mm->ran ? "true" : "false");
-        if (!mm->ran) {
-            fprintf(f, ", \"skipped\": \"%s\"}%s\n", mm->skipped ? mm->skipped : "",
-                    m + 1 < BENCH_MEMS ? "," : "");
-            continue;
-        }
-        fprintf(f, ", \"page_size\": %zu,\n      \"cacheline_adjacent_rtt_ns\": ", mm->page_size);
-        json_lat(f, &mm->cacheline_adjacent);
-        fprintf(f, ",\n      \"qd1_rtt_ns\": {");
-        for (int mode = 0; mode < BENCH_MODES; mode++) {
-            fprintf(f, "%s\"%s\": ", mode ? ", " : "", bench_mode_names[mode]);
-            json_lat(f, &mm->rtt[mode]);
-        }
-        fprintf(f, "},\n      \"qd1_per_job\": {");
-        for (int mode = 0; mode < BENCH_MODES; mode++)
-            fprintf(f, "%s\"%s\": {\"wakeups\": %.4f, \"cpu_ns\": %.1f}", mode ? ", " : "",
-                    bench_mode_names[mode], mm->wakeups_per_job[mode], mm->cpu_ns_per_job[mode]);
-        fprintf(f, "},\n      \"rate_per_s\": {");
-        for (int mode = 0; mode < BENCH_MODES; mode++) {
-            fprintf(f, "%s\"%s\": {", mode ? ", " : "", bench_mode_names[mode]);
-            for (unsigned q = 0; q < mm->nqd; q++)
-                fprintf(f, "%s\"%u\": %.0f", q ? ", " : "", mm->qd[q], mm->rate[mode][q]);
-            fprintf(f, "}");
-        }
-        fprintf(f, "}}%s\n", m + 1 < BENCH_MEMS ? "," : "");
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%s", arg);
+    memset(o->mode_on, 0, sizeof(o->mode_on));
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int m = 0;
+        while (m < BENCH_MODES && strcmp(tok, bench_mode_names[m]) != 0)
+            m++;
+        if (m == BENCH_MODES)
+            return -EINVAL;
+        o->mode_on[m] = true;
     }
-    fprintf(f,
-            "  },\n  \"syscalls\": {\"poll_round_trips\": %llu, \"poll_syscalls\": %llu, "
-            "\"irq_round_trips\": %llu, \"irq_syscalls\": %llu, \"method\": \"seccomp "
-            "user notification, every call counted then continued\"},\n",
-            (unsigned long long)r->rt_poll, (unsigned long long)r->sys_poll,
-            (unsigned long long)r->rt_irq, (unsigned long long)r->sys_irq);
-    fprintf(f, "  \"peers\": {\"cacheline_rtt_ns\": ");
-    json_lat(f, &p->cacheline_rtt);
-    fprintf(f, ", \"eventfd_rtt_ns\": ");
-    json_lat(f, &p->eventfd_rtt);
-    fprintf(f, ", \"io_uring_nop_per_s\": {\"batch1\": %.0f, \"batch32\": %.0f}",
-            p->uring_nop_rate_1, p->uring_nop_rate_32);
-    fprintf(f, ", \"rte_ring_spsc16_burst32_per_s\": ");
-    json_num(f, p->have_rte_ring ? p->rte_ring_rate_32 : NAN);
-    fprintf(f, "},\n  \"targets\": [\n");
-    for (int i = 0; i < nt; i++) {
-        fprintf(f, "    {\"name\": \"%s\", \"value\": ", t[i].name);
-        json_num(f, t[i].value);
-        fprintf(f, ", \"goal\": \"%s\", \"met\": %s}%s\n", t[i].goal, t[i].met ? "true" : "false",
-                i + 1 < nt ? "," : "");
-    }
-    fprintf(f, "  ]\n}\n");
-    int rc = ferror(f) ? -EIO : 0;
-    if (fclose(f) != 0 && rc == 0)
-        rc = -errno;
-    return rc;
+    return modes_on(o) ? 0 : -EINVAL;
 }
 
-int main(int argc, char **argv)
+static int parse_qds(struct bench_opts *o, const char *arg)
+{
+    bool on[BENCH_MAX_QD] = {false};
+    char buf[128];
+    snprintf(buf, sizeof(buf), "%s", arg);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        unsigned long v = strtoul(tok, &end, 10);
+        if (*end != '\0' || v < 1 || v > 256 || (v & (v - 1)) != 0)
+            return -EINVAL;
+        on[__builtin_ctzl(v)] = true;
+    }
+    o->nqd = 0;
+    for (unsigned i = 0; i < BENCH_MAX_QD; i++)
+        if (on[i])
+            o->qd[o->nqd++] = 1u << i;
+    return o->nqd ? 0 : -EINVAL;
+}
+
+static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
     static const struct option lopts[] = {
-        {"quick", no_argument, NULL, 'q'},        {"point-ms", required_argument, NULL, 'p'},
-        {"qd-max", required_argument, NULL, 'd'}, {"json", required_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"quick", no_argument, NULL, 'q'},          {"mode", required_argument, NULL, 'm'},
+        {"qd", required_argument, NULL, 'Q'},       {"desc-size", required_argument, NULL, 's'},
+        {"duration", required_argument, NULL, 'p'}, {"reps", required_argument, NULL, 'r'},
+        {"cpus", required_argument, NULL, 'c'},     {"no-devices", no_argument, NULL, 'D'},
+        {"json", required_argument, NULL, 'j'},     {"compare", required_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
-    struct bench_opts o = {.qd_max = 256};
     long point_ms = -1;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+        char *end;
         switch (ch) {
         case 'q':
-            o.quick = true;
+            o->quick = true;
             break;
+        case 'm':
+            if (parse_modes(o, optarg) < 0) {
+                fprintf(stderr, "npuvfio-bench: --mode wants a list of poll, irq, hybrid\n");
+                return 2;
+            }
+            break;
+        case 'Q':
+            if (parse_qds(o, optarg) < 0) {
+                fprintf(stderr, "npuvfio-bench: --qd wants a list of powers of two in 1..256\n");
+                return 2;
+            }
+            break;
+        case 's': {
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end != '\0' || v < 16 || v > 256 || v % 4 != 0) {
+                fprintf(stderr, "npuvfio-bench: --desc-size wants 16..256, a multiple of 4\n");
+                return 2;
+            }
+            o->desc_size = (unsigned)v;
+            break;
+        }
         case 'p':
-            point_ms = strtol(optarg, NULL, 10);
-            if (point_ms <= 0 || point_ms > 60000) {
-                fprintf(stderr, "npuvfio-bench: --point-ms wants 1..60000\n");
+            point_ms = strtol(optarg, &end, 10);
+            if (*end != '\0' || point_ms <= 0 || point_ms > 60000) {
+                fprintf(stderr, "npuvfio-bench: --duration wants 1..60000 (ms)\n");
                 return 2;
             }
             break;
-        case 'd':
-            o.qd_max = (unsigned)strtoul(optarg, NULL, 10);
-            if (o.qd_max < 1 || o.qd_max > 256) {
-                fprintf(stderr, "npuvfio-bench: --qd-max wants 1..256\n");
+        case 'r': {
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end != '\0' || v < 1 || v > BENCH_MAX_REPS) {
+                fprintf(stderr, "npuvfio-bench: --reps wants 1..%d\n", BENCH_MAX_REPS);
                 return 2;
             }
+            o->reps = (unsigned)v;
+            break;
+        }
+        case 'c':
+            if (sscanf(optarg, "%d,%d", &o->cpu_sub, &o->cpu_dev) != 2 || o->cpu_sub < 0 ||
+                o->cpu_dev < 0 || o->cpu_sub == o->cpu_dev) {
+                fprintf(stderr, "npuvfio-bench: --cpus wants two different CPU indexes: SUB,DEV\n");
+                return 2;
+            }
+            break;
+        case 'D':
+            o->devices = false;
             break;
         case 'j':
-            o.json_path = optarg;
+            o->json_path = optarg;
+            break;
+        case 'C':
+            o->compare_path = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -275,9 +222,380 @@ int main(int argc, char **argv)
         return 2;
     }
     if (point_ms < 0)
-        point_ms = o.quick ? 60 : 500;
-    o.point_ns = (uint64_t)point_ms * 1000000u;
-    o.warmup_ns = o.quick ? 20000000u : 100000000u;
+        point_ms = o->quick ? 20 : 200;
+    o->point_ns = (uint64_t)point_ms * 1000000u;
+    o->warmup_ns = o->quick ? 10000000u : 50000000u;
+    return -1;
+}
+
+/* ---- one repetition of the peers ---- */
+
+static int run_peers(const struct bench_opts *o, const struct bench_cpus *c, struct peer_results *p)
+{
+    struct lat l;
+    double rate;
+    int rc;
+    if ((rc = peer_cacheline(o, c, &l)) < 0) {
+        fprintf(stderr, "npuvfio-bench: cache-line peer: %s\n", npv_strerror(rc));
+        return rc;
+    }
+    p->cacheline_rtt = l;
+    series_add(&p->cacheline_p50, l.p50);
+    bench_progress(o, "peer cache line bounce: p50 %.0f ns", l.p50);
+    if ((rc = peer_eventfd(o, c, &l)) < 0) {
+        fprintf(stderr, "npuvfio-bench: eventfd peer: %s\n", npv_strerror(rc));
+        return rc;
+    }
+    p->eventfd_rtt = l;
+    series_add(&p->eventfd_p50, l.p50);
+    bench_progress(o, "peer eventfd ping-pong: p50 %.0f ns", l.p50);
+    for (unsigned batch = 1; batch <= 32; batch *= 32) {
+        if ((rc = peer_uring_nop(o, c, batch, &rate)) < 0) {
+            fprintf(stderr, "npuvfio-bench: io_uring peer: %s\n", npv_strerror(rc));
+            return rc;
+        }
+        series_add(batch == 1 ? &p->uring_nop_1 : &p->uring_nop_32, rate);
+        bench_progress(o, "peer io_uring NOP, batches of %u: %.2f M/s", batch, rate / 1e6);
+    }
+    rc = peer_rte_ring(o, c, &rate);
+    if (rc == -ENOTSUP) {
+        p->have_rte_ring = false;
+        p->rte_ring_missing = "this npuvfio-bench was built without libdpdk";
+        return 0;
+    }
+    if (rc == 0 && rate <= 0)
+        fprintf(stderr, "npuvfio-bench: the rte_ring bound moved nothing in one repetition "
+                        "(starved of CPU?); that repetition counts as 0\n");
+    if (rc < 0) {
+        p->have_rte_ring = false;
+        p->rte_ring_missing = "rte_ring run failed";
+        fprintf(stderr, "npuvfio-bench: rte_ring peer: %s\n", npv_strerror(rc));
+        return rc;
+    }
+    p->have_rte_ring = true;
+    series_add(&p->rte_ring_16, rate);
+    bench_progress(o, "peer rte_ring bound (16 B one way): %.2f M/s", rate / 1e6);
+    for (unsigned q = 0; q < o->nqd; q++) {
+        if ((rc = peer_same_work(o, c, o->qd[q], &rate)) < 0) {
+            fprintf(stderr, "npuvfio-bench: same-work peer at QD %u: %s\n", o->qd[q],
+                    npv_strerror(rc));
+            return rc;
+        }
+        series_add(&p->same_work[q], rate);
+        bench_progress(o, "peer same work (2 rte_rings) QD%u: %.2f M/s", o->qd[q], rate / 1e6);
+    }
+    return 0;
+}
+
+/* ---- figures from the repetitions ---- */
+
+/*
+ * The median of per-repetition ratios a/b when both have every repetition,
+ * else of the medians. A repetition whose peer measured nothing (starved of
+ * CPU) is left out rather than counted as an infinite ratio.
+ */
+static double ratio_median(const struct series *a, const struct series *b)
+{
+    if (a->n == 0 || b->n == 0)
+        return NAN;
+    if (a->n != b->n) {
+        double mb = series_median(b);
+        return mb > 0 ? series_median(a) / mb : NAN;
+    }
+    struct series r = {0};
+    for (unsigned i = 0; i < a->n; i++)
+        if (b->v[i] > 0 && isfinite(a->v[i]))
+            series_add(&r, a->v[i] / b->v[i]);
+    return series_median(&r);
+}
+
+static int qd_index(const struct bench_opts *o, unsigned qd)
+{
+    for (unsigned q = 0; q < o->nqd; q++)
+        if (o->qd[q] == qd)
+            return (int)q;
+    return -1;
+}
+
+static const struct ours_mem *best_mem(const struct ours_results *r)
+{
+    for (int m = 0; m < BENCH_MEMS; m++)
+        if (r->mem[m].ran)
+            return &r->mem[m];
+    return NULL;
+}
+
+/* Per repetition, the best polled rate at QD >= 32. */
+static struct series best_poll_from_32(const struct bench_opts *o, const struct ours_mem *m)
+{
+    struct series s = {0};
+    for (unsigned rep = 0; rep < o->reps; rep++) {
+        double best = NAN;
+        for (unsigned q = 0; q < o->nqd; q++)
+            if (o->qd[q] >= 32 && rep < m->rate[0][q].n &&
+                (isnan(best) || m->rate[0][q].v[rep] > best))
+                best = m->rate[0][q].v[rep];
+        if (!isnan(best))
+            series_add(&s, best);
+    }
+    return s;
+}
+
+static void compute_targets(const struct bench_opts *o, const struct peer_results *p,
+                            const struct ours_results *r, struct target *t)
+{
+    const struct ours_mem *bm = best_mem(r);
+    int q32 = qd_index(o, 32);
+    struct series none = {0};
+    const struct series *poll32 = bm && q32 >= 0 && o->mode_on[0] ? &bm->rate[0][q32] : &none;
+    const struct series *hyb32 = bm && q32 >= 0 && o->mode_on[2] ? &bm->rate[2][q32] : &none;
+    struct series best = bm && o->mode_on[0] ? best_poll_from_32(o, bm) : none;
+
+    t[0] = (struct target){
+        "qd1_rtt_vs_cacheline",
+        "QD1 polled round trip p50 / cache line p50 (measured next to it)",
+        bm && o->mode_on[0] ? ratio_median(&bm->rtt_p50[0], &bm->cacheline_adjacent_p50) : NAN,
+        1.5,
+        TARGET_AT_MOST,
+        false};
+    t[1] = (struct target){"qd32_rate_vs_same_work_rte_ring",
+                           "polled rate at QD32 / the same work through two rte_rings at QD32",
+                           p->have_rte_ring && q32 >= 0 ? ratio_median(poll32, &p->same_work[q32])
+                                                        : NAN,
+                           1.0,
+                           TARGET_AT_LEAST,
+                           false};
+    t[2] = (struct target){"rate_vs_io_uring_nop",
+                           "best polled rate at QD>=32 / io_uring NOP in batches of 32",
+                           ratio_median(&best, &p->uring_nop_32),
+                           5.0,
+                           TARGET_AT_LEAST,
+                           false};
+    t[3] = (struct target){"hybrid_vs_poll_qd32",
+                           "hybrid rate at QD32 / polled rate at QD32",
+                           ratio_median(hyb32, poll32),
+                           0.9,
+                           TARGET_AT_LEAST,
+                           false};
+    double spr = r->syscount_rc == 0 && r->rt_poll ? (double)r->sys_poll / (double)r->rt_poll : NAN;
+    t[4] = (struct target){"syscalls_per_round_trip",
+                           "system calls per polled QD1 round trip",
+                           spr,
+                           0,
+                           TARGET_ZERO,
+                           false};
+    for (int i = 0; i < BENCH_TARGETS; i++) {
+        double v = t[i].value;
+        t[i].met = isfinite(v) && (t[i].dir == TARGET_AT_MOST    ? v <= t[i].goal
+                                   : t[i].dir == TARGET_AT_LEAST ? v >= t[i].goal
+                                                                 : v == 0);
+    }
+}
+
+/* ---- the table ---- */
+
+static double spread_pct(const struct series *s)
+{
+    double m = series_median(s);
+    return s->n && m > 0 ? (series_max(s) - series_min(s)) / m * 100 : NAN;
+}
+
+static void print_rate_row(const char *name, const struct bench_opts *o, const struct series *s,
+                           double scale)
+{
+    printf("  %-30s", name);
+    for (unsigned q = 0; q < o->nqd; q++)
+        printf(" %8.2f", series_median(&s[q]) / scale);
+    printf("\n  %-30s", "    spread (max-min)/median %");
+    for (unsigned q = 0; q < o->nqd; q++)
+        printf(" %7.0f%%", spread_pct(&s[q]));
+    printf("\n");
+}
+
+static void print_qd_header(const char *title, const struct bench_opts *o)
+{
+    printf("\n%-32s", title);
+    for (unsigned q = 0; q < o->nqd; q++)
+        printf("    QD%-3u", o->qd[q]);
+    printf("\n");
+}
+
+static void print_lat_table(const struct bench_opts *o, const struct peer_results *p,
+                            const struct ours_results *r)
+{
+    printf("QD1 round trip, ns          p50 median  [min    -  max]   p99   p99.9  (last rep)\n");
+    for (int m = 0; m < BENCH_MEMS; m++) {
+        const struct ours_mem *mm = &r->mem[m];
+        if (!mm->ran) {
+            printf("  ours, %s ring memory: SKIPPED (%s)\n", bench_mem_names[m],
+                   mm->skipped ? mm->skipped : "not run");
+            continue;
+        }
+        for (int mode = 0; mode < BENCH_MODES; mode++) {
+            if (!o->mode_on[mode])
+                continue;
+            const struct series *s = &mm->rtt_p50[mode];
+            char name[64];
+            snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], bench_mem_names[m]);
+            printf("  %-26s %9.0f  [%6.0f - %6.0f] %6.0f %7.0f\n", name, series_median(s),
+                   series_min(s), series_max(s), mm->rtt[mode].p99, mm->rtt[mode].p999);
+        }
+        char name[64];
+        snprintf(name, sizeof(name), "peer: cache line, %s slot", bench_mem_names[m]);
+        const struct series *s = &mm->cacheline_adjacent_p50;
+        printf("  %-26s %9.0f  [%6.0f - %6.0f]\n", name, series_median(s), series_min(s),
+               series_max(s));
+    }
+    printf("  %-26s %9.0f  [%6.0f - %6.0f] %6.0f %7.0f\n", "peer: cache line bounce",
+           series_median(&p->cacheline_p50), series_min(&p->cacheline_p50),
+           series_max(&p->cacheline_p50), p->cacheline_rtt.p99, p->cacheline_rtt.p999);
+    printf("  %-26s %9.0f  [%6.0f - %6.0f] %6.0f %7.0f\n", "peer: eventfd ping-pong",
+           series_median(&p->eventfd_p50), series_min(&p->eventfd_p50), series_max(&p->eventfd_p50),
+           p->eventfd_rtt.p99, p->eventfd_rtt.p999);
+}
+
+static void print_rate_tables(const struct bench_opts *o, const struct peer_results *p,
+                              const struct ours_results *r)
+{
+    print_qd_header("Throughput, M jobs/s (median)", o);
+    for (int m = 0; m < BENCH_MEMS; m++) {
+        if (!r->mem[m].ran)
+            continue;
+        for (int mode = 0; mode < BENCH_MODES; mode++) {
+            if (!o->mode_on[mode])
+                continue;
+            char name[64];
+            snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], bench_mem_names[m]);
+            print_rate_row(name, o, r->mem[m].rate[mode], 1e6);
+        }
+    }
+    if (p->have_rte_ring) {
+        char name[64];
+        snprintf(name, sizeof(name), "peer: same work, %u B req", o->desc_size);
+        print_rate_row(name, o, p->same_work, 1e6);
+        printf("  peer bound: rte_ring SPSC, 16 B one way, bursts of 32: %.2f M/s [%.2f - %.2f]\n",
+               series_median(&p->rte_ring_16) / 1e6, series_min(&p->rte_ring_16) / 1e6,
+               series_max(&p->rte_ring_16) / 1e6);
+    } else {
+        printf("  peers: rte_ring same work and bound NOT MEASURED (%s)\n", p->rte_ring_missing);
+    }
+    printf("  peer: io_uring NOP submit+reap: %.2f M/s one at a time, %.2f M/s in batches of 32 "
+           "[%.2f - %.2f]\n",
+           series_median(&p->uring_nop_1) / 1e6, series_median(&p->uring_nop_32) / 1e6,
+           series_min(&p->uring_nop_32) / 1e6, series_max(&p->uring_nop_32) / 1e6);
+
+    print_qd_header("Cost per job: wake-ups | CPU ns", o);
+    printf("  %-30s (submitting thread; QD1 round trips: first figure after the name)\n", "");
+    for (int m = 0; m < BENCH_MEMS; m++) {
+        const struct ours_mem *mm = &r->mem[m];
+        if (!mm->ran)
+            continue;
+        for (int mode = 0; mode < BENCH_MODES; mode++) {
+            if (!o->mode_on[mode])
+                continue;
+            char name[64];
+            snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], bench_mem_names[m]);
+            printf("  %-30s", name);
+            for (unsigned q = 0; q < o->nqd; q++)
+                printf(" %8.3f", series_median(&mm->rate_cost[mode][q].wakeups));
+            printf("\n  %-30s", "");
+            for (unsigned q = 0; q < o->nqd; q++)
+                printf(" %8.0f", series_median(&mm->rate_cost[mode][q].cpu_ns));
+            printf("\n  %-30s QD1 round trips: %.3f wake-ups, %.0f CPU ns per job\n", "",
+                   series_median(&mm->rtt_cost[mode].wakeups),
+                   series_median(&mm->rtt_cost[mode].cpu_ns));
+        }
+    }
+}
+
+static void print_notes(const struct bench_opts *o, const struct peer_results *p,
+                        const struct ours_results *r)
+{
+    const struct ours_mem *bm = best_mem(r);
+    int q32 = qd_index(o, 32);
+    printf("\nNotes on the throughput comparison:\n");
+    printf("  - ours: a %.0f-byte testdev descriptor per job written by the submitter and read by\n"
+           "    the model on the other core; the model writes the status block once per doorbell\n"
+           "    batch; cookie and status reaped per job. The submitter reaps exactly QD/2 jobs\n"
+           "    (at most 32) and refills as many behind one doorbell; in irq and hybrid modes\n"
+           "    the last descriptor of each such batch asks for an interrupt.\n",
+           OURS_DESC_BYTES);
+    printf("  - same work: %u-byte requests through one rte_ring, 16-byte completions back\n"
+           "    through another; the worker takes every request there is, the submitter reaps\n"
+           "    and refills in the same batches as ours.\n",
+           o->desc_size);
+    if (o->desc_size != (unsigned)OURS_DESC_BYTES)
+        printf("    (--desc-size %u: NOT the same work as ours, whose descriptor is %.0f bytes)\n",
+               o->desc_size, OURS_DESC_BYTES);
+    if (p->have_rte_ring && bm != NULL && q32 >= 0 && o->mode_on[0]) {
+        double ours = series_median(&bm->rate[0][q32]);
+        double sw = series_median(&p->same_work[q32]);
+        double bound = series_median(&p->rte_ring_16);
+        printf(
+            "  - request cache lines crossing cores at QD32: ours %.2f M/s, same work %.2f M/s,\n"
+            "    bound (16 B one way) %.2f M/s: ours at %.2f of the bound's lines/s\n",
+            ours * OURS_DESC_BYTES / 64 / 1e6, sw * o->desc_size / 64.0 / 1e6,
+            bound * RTE_ELEM_BYTES / 64 / 1e6, ours * OURS_DESC_BYTES / (bound * RTE_ELEM_BYTES));
+    }
+    printf(
+        "  - io_uring NOPs run on the submitting core alone; ours and rte_ring use both cores.\n");
+    printf(
+        "  - the QD1 target takes the cache line measured just before ours (the \"slot\" rows),\n"
+        "    per repetition: the latency between two vCPUs changes when the host moves them.\n");
+}
+
+static void print_devices(const struct dev_results *d)
+{
+    if (d->n == 0)
+        return;
+    printf("\nDevice samples on their models   p50 ns  [min - max]       p99 ns   inferences/s\n");
+    for (unsigned i = 0; i < d->n; i++) {
+        const struct dev_row *row = &d->row[i];
+        if (row->skipped != NULL) {
+            printf("  %-12s SKIPPED (%s)\n", row->name, row->skipped);
+            continue;
+        }
+        printf("  %-12s %19.0f  [%.0f - %.0f] %10.0f %12.0f%s\n", row->name,
+               series_median(&row->p50_ns), series_min(&row->p50_ns), series_max(&row->p50_ns),
+               series_median(&row->p99_ns), series_median(&row->per_s),
+               row->mismatches ? "  RESULTS WRONG" : "");
+        printf("  %-12s   (%s)\n", "", row->what);
+    }
+}
+
+static void print_targets(const struct target *t, const struct ours_results *r)
+{
+    printf("\nTargets (medians of per-repetition ratios)     value   goal    met\n");
+    for (int i = 0; i < BENCH_TARGETS; i++)
+        printf("  %-42s %8.3f  %s%-4g  %s\n", t[i].name, t[i].value,
+               t[i].dir == TARGET_AT_MOST    ? "<="
+               : t[i].dir == TARGET_AT_LEAST ? ">="
+                                             : "==",
+               t[i].goal, t[i].met ? "yes" : "NO");
+    if (r->syscount_rc == 0)
+        printf("  system calls: %llu in %llu polled round trips; irq mode %.2f per round trip\n",
+               (unsigned long long)r->sys_poll, (unsigned long long)r->rt_poll,
+               r->rt_irq ? (double)r->sys_irq / (double)r->rt_irq : 0.0);
+    else
+        printf("  system calls per polled round trip NOT MEASURED (%s)\n",
+               npv_strerror(r->syscount_rc));
+    if (r->syscount_rc == 0 && r->sys_poll != 0 && r->last_nr_poll >= 0)
+        printf("    (a call seen in the poll loop: system call number %d)\n", r->last_nr_poll);
+    printf("  (counted by a seccomp user-notification supervisor on the submitting thread: every "
+           "call counted, then continued)\n");
+}
+
+int main(int argc, char **argv)
+{
+    struct bench_opts o = {
+        .reps = 5, .desc_size = 32, .cpu_sub = -1, .cpu_dev = -1, .devices = true};
+    for (int m = 0; m < BENCH_MODES; m++)
+        o.mode_on[m] = true;
+    for (unsigned q = 0; q < BENCH_MAX_QD; q++)
+        o.qd[o.nqd++] = 1u << q;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
 
     char cmdline[512] = "";
     for (int i = 0; i < argc; i++) {
@@ -287,15 +605,25 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (o.json_path != NULL && check_writable(o.json_path) < 0)
         return 1;
+    if (o.compare_path != NULL && access(o.compare_path, R_OK) != 0) {
+        fprintf(stderr, "npuvfio-bench: --compare %s: %s (nothing measured)\n", o.compare_path,
+                strerror(errno));
+        return 1;
+    }
     struct utsname u;
     uname(&u);
     struct bench_cpus c;
-    int rc = bench_cpus_init(&c);
+    rc = bench_cpus_init(&c, o.cpu_sub, o.cpu_dev);
     if (rc < 0) {
-        fprintf(stderr, "npuvfio-bench: cannot read the CPU topology (hwloc): %s\n",
-                npv_strerror(rc));
-        return 1;
+        fprintf(stderr, "npuvfio-bench: %s\n",
+                rc == -EINVAL ? "--cpus names a CPU this machine does not have"
+                              : "cannot read the CPU topology (hwloc)");
+        return rc == -EINVAL ? 2 : 1;
     }
+    struct dev_results d;
+    devices_init(&d);
+    if (!o.devices)
+        d.n = 0;
     printf("npuvfio-bench %s: ring engine vs the testdev model over vfio-user, peers in the same "
            "run\n",
            npv_version());
@@ -303,172 +631,71 @@ int main(int argc, char **argv)
     printf("machine: %s, %u CPUs, Linux %s; submitter on CPU %d, device side on CPU %d "
            "(hwloc-pinned)\n",
            c.model, c.npus, u.release, c.sub, c.dev);
-    printf("run:     %.0f ms per point after %.0f ms warm-up (excluded); latency = per-operation "
-           "CLOCK_MONOTONIC\n",
-           (double)o.point_ns / 1e6, (double)o.warmup_ns / 1e6);
-    print_plan(&o);
-    int status = 0;
-    struct ours_results r;
-    struct peer_results p;
-    memset(&r, 0, sizeof(r));
-    memset(&p, 0, sizeof(p));
+    printf("run:     %.0f ms per point after %.0f ms warm-up (excluded); figures are medians of %u "
+           "repetitions%s\n",
+           (double)o.point_ns / 1e6, (double)o.warmup_ns / 1e6, o.reps,
+           o.reps < 5 ? " (FEWER THAN 5: spread not trustworthy)" : "");
+    print_plan(&o, &d);
 
+    uint64_t t0 = bench_now();
+    int status = 0;
+    static struct ours_results r;
+    static struct peer_results p;
+    r.syscount_rc = -ENODATA;
+    struct ours *ours = NULL;
     /* Ours first: the model child is forked before any peer thread exists. */
-    rc = ours_run(&o, &c, &r);
+    rc = ours_open(&o, &c, &ours);
+    for (unsigned rep = 0; rc == 0 && rep < o.reps; rep++) {
+        /* Alternate which goes first, so a drift in the machine favours neither. */
+        for (int half = 0; half < 2 && rc == 0; half++) {
+            if ((half == 0) == (rep % 2 == 0)) {
+                for (int m = 0; m < BENCH_MEMS && rc == 0; m++)
+                    rc = ours_rep(ours, m, &r);
+            } else {
+                rc = run_peers(&o, &c, &p);
+            }
+        }
+        if (rc == 0)
+            rc = devices_rep(&o, &c, &d);
+    }
+    ours_close(ours);
     if (rc < 0)
         status = 1;
-    if ((rc = peer_cacheline(&o, &c, &p.cacheline_rtt)) < 0) {
-        fprintf(stderr, "npuvfio-bench: cache-line peer: %s\n", npv_strerror(rc));
-        status = 1;
-    }
-    bench_progress(&o, "peer cache line bounce: p50 %.0f ns", p.cacheline_rtt.p50);
-    if ((rc = peer_eventfd(&o, &c, &p.eventfd_rtt)) < 0) {
-        fprintf(stderr, "npuvfio-bench: eventfd peer: %s\n", npv_strerror(rc));
-        status = 1;
-    }
-    bench_progress(&o, "peer eventfd ping-pong: p50 %.0f ns", p.eventfd_rtt.p50);
-    if ((rc = peer_uring_nop(&o, &c, 1, &p.uring_nop_rate_1)) < 0 ||
-        (rc = peer_uring_nop(&o, &c, 32, &p.uring_nop_rate_32)) < 0) {
-        fprintf(stderr, "npuvfio-bench: io_uring peer: %s\n", npv_strerror(rc));
-        status = 1;
-    }
-    bench_progress(&o, "peer io_uring NOP: %.2f M/s one at a time", p.uring_nop_rate_1 / 1e6);
-    bench_progress(&o, "peer io_uring NOP: %.2f M/s in batches of 32", p.uring_nop_rate_32 / 1e6);
-    rc = peer_rte_ring(&o, &c, &p.rte_ring_rate_32);
-    p.have_rte_ring = rc == 0 && p.rte_ring_rate_32 > 0;
-    bench_progress(&o, "peer rte_ring SPSC: %.2f M/s", p.rte_ring_rate_32 / 1e6);
-    if (rc == 0 && !p.have_rte_ring) {
-        rc = -EIO;
-        fprintf(stderr, "npuvfio-bench: rte_ring peer moved nothing (starved of CPU?)\n");
-    }
-    if (rc == -ENOTSUP) {
-        p.rte_ring_missing = "this npuvfio-bench was built without libdpdk";
-    } else if (rc < 0) {
-        p.rte_ring_missing = "rte_ring run failed";
-        fprintf(stderr, "npuvfio-bench: rte_ring peer: %s\n", npv_strerror(rc));
-        status = 1;
-    }
+    double elapsed = (double)(bench_now() - t0) / 1e9;
 
     printf("\n");
     if (!p.have_rte_ring)
-        printf("!!! PEER MISSING: DPDK rte_ring not measured: %s !!!\n\n", p.rte_ring_missing);
-
-    printf("QD1 round trip, ns               min      p50      p99    p99.9       max         n\n");
-    for (int m = 0; m < BENCH_MEMS; m++) {
-        if (!r.mem[m].ran) {
-            printf("  ours, %s ring memory: SKIPPED (%s)\n", mem_names[m],
-                   r.mem[m].skipped ? r.mem[m].skipped : "not run");
-            continue;
-        }
-        for (int mode = 0; mode < BENCH_MODES; mode++) {
-            char name[64];
-            snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], mem_names[m]);
-            print_lat(name, &r.mem[m].rtt[mode]);
-        }
-    }
-    for (int m = 0; m < BENCH_MEMS; m++) {
-        if (!r.mem[m].ran)
-            continue;
-        char name[64];
-        snprintf(name, sizeof(name), "peer: cache line, %s slot", mem_names[m]);
-        print_lat(name, &r.mem[m].cacheline_adjacent);
-    }
-    print_lat("peer: cache line bounce", &p.cacheline_rtt);
-    print_lat("peer: eventfd ping-pong", &p.eventfd_rtt);
-
-    printf("\nQD1 cost per job                wake-ups   CPU ns (submitting thread)\n");
-    for (int m = 0; m < BENCH_MEMS; m++) {
-        if (!r.mem[m].ran)
-            continue;
-        for (int mode = 0; mode < BENCH_MODES; mode++) {
-            char name[64];
-            snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], mem_names[m]);
-            printf("  %-28s %9.3f %9.0f\n", name, r.mem[m].wakeups_per_job[mode],
-                   r.mem[m].cpu_ns_per_job[mode]);
-        }
-    }
-
-    const struct ours_mem *bm = best_mem(&r);
-    if (bm != NULL) {
-        printf("\nThroughput, M descriptors/s   ");
-        for (unsigned q = 0; q < bm->nqd; q++)
-            printf(" %6s%-3u", "QD", bm->qd[q]);
-        printf("\n");
-        for (int m = 0; m < BENCH_MEMS; m++) {
-            if (!r.mem[m].ran)
-                continue;
-            for (int mode = 0; mode < BENCH_MODES; mode++) {
-                printf("  ours %-6s, %-5s          ", bench_mode_names[mode], mem_names[m]);
-                for (unsigned q = 0; q < r.mem[m].nqd; q++)
-                    printf(" %9.2f", r.mem[m].rate[mode][q] / 1e6);
-                printf("\n");
-            }
-        }
-    }
-    printf("  peer: rte_ring SPSC, 16 B, bursts of 32:  ");
-    if (p.have_rte_ring)
-        printf("%.2f M/s\n", p.rte_ring_rate_32 / 1e6);
-    else
-        printf("NOT MEASURED (%s)\n", p.rte_ring_missing);
-    printf("  peer: io_uring NOP submit+reap:           %.2f M/s one at a time, %.2f M/s in "
-           "batches of 32\n",
-           p.uring_nop_rate_1 / 1e6, p.uring_nop_rate_32 / 1e6);
-
-    print_notes(&p, bm);
-
-    /* Targets. */
-    struct target t[4];
-    double ours_rtt = bm ? bm->rtt[0].p50 : NAN;
-    /* The cache line measured next to ours' round trips: same host placement of the vCPUs. */
-    double cl_p50 =
-        bm && bm->cacheline_adjacent.n ? bm->cacheline_adjacent.p50 : p.cacheline_rtt.p50;
-    double ours_rate32 = bm ? best_poll_rate_from(bm, 32) : NAN;
-    t[0] = (struct target){"qd1_rtt_vs_cacheline", "QD1 polled round trip p50 / cache line p50",
-                           ours_rtt / cl_p50, "<=1.5", false};
-    t[0].met = isfinite(t[0].value) && t[0].value <= 1.5;
-    t[1] =
-        (struct target){"qd32_rate_vs_rte_ring", "best polled rate at QD>=32 / rte_ring",
-                        p.have_rte_ring ? ours_rate32 / p.rte_ring_rate_32 : NAN, ">=1.0", false};
-    t[1].met = isfinite(t[1].value) && t[1].value >= 1.0;
-    t[2] = (struct target){"rate_vs_io_uring_nop",
-                           "best polled rate at QD>=32 / io_uring NOP in batches of 32",
-                           ours_rate32 / p.uring_nop_rate_32, ">=5", false};
-    t[2].met = isfinite(t[2].value) && t[2].value >= 5.0;
-    double spr = r.syscount_rc == 0 && r.rt_poll ? (double)r.sys_poll / (double)r.rt_poll : NAN;
-    t[3] = (struct target){"syscalls_per_round_trip", "system calls per polled QD1 round trip", spr,
-                           "==0", false};
-    t[3].met = r.syscount_rc == 0 && r.sys_poll == 0;
-
-    printf("\nTargets                                         ours         peer     ratio  goal   "
-           "met\n");
-    printf("  QD1 polled RTT p50 vs cache line        %9.0f ns %9.0f ns %8.2f  <=1.5  %s\n",
-           ours_rtt, cl_p50, t[0].value, t[0].met ? "yes" : "NO");
-    if (p.have_rte_ring)
-        printf("  rate at QD>=32 vs rte_ring              %8.2f M/s %8.2f M/s %7.2f  >=1.0  %s\n",
-               ours_rate32 / 1e6, p.rte_ring_rate_32 / 1e6, t[1].value, t[1].met ? "yes" : "NO");
-    else
-        printf(
-            "  rate at QD>=32 vs rte_ring              %8.2f M/s   (no peer)      -  >=1.0  NO\n",
-            ours_rate32 / 1e6);
-    printf("  rate at QD>=32 vs io_uring NOP x32      %8.2f M/s %8.2f M/s %7.2f  >=5    %s\n",
-           ours_rate32 / 1e6, p.uring_nop_rate_32 / 1e6, t[2].value, t[2].met ? "yes" : "NO");
-    if (r.syscount_rc == 0)
-        printf("  system calls per polled round trip      %llu in %llu round trips (irq mode: "
-               "%.2f per round trip)  ==0  %s\n",
-               (unsigned long long)r.sys_poll, (unsigned long long)r.rt_poll,
-               r.rt_irq ? (double)r.sys_irq / (double)r.rt_irq : 0.0, t[3].met ? "yes" : "NO");
-    else
-        printf("  system calls per polled round trip      NOT MEASURED (%s)  ==0  NO\n",
-               npv_strerror(r.syscount_rc));
-    if (!t[3].met && r.syscount_rc == 0 && r.last_nr_poll >= 0)
-        printf("    (a call seen in the poll loop: system call number %d)\n", r.last_nr_poll);
-    printf("  (system calls counted by a seccomp user-notification supervisor on the submitting "
-           "thread: every call counted, then continued)\n");
+        printf("!!! PEER MISSING: DPDK rte_ring not measured: %s !!!\n\n",
+               p.rte_ring_missing ? p.rte_ring_missing : "not run");
+    print_lat_table(&o, &p, &r);
+    print_rate_tables(&o, &p, &r);
+    print_notes(&o, &p, &r);
+    print_devices(&d);
+    struct target t[BENCH_TARGETS];
+    compute_targets(&o, &p, &r, t);
+    print_targets(t, &r);
+    printf("\nmeasured in %.0f s\n", elapsed);
 
     if (o.json_path != NULL) {
-        rc = write_json(o.json_path, cmdline, &c, &o, &u, &p, &r, t, 4);
+        struct bench_run run = {.o = &o,
+                                .c = &c,
+                                .cmdline = cmdline,
+                                .kernel = u.release,
+                                .p = &p,
+                                .r = &r,
+                                .d = &d,
+                                .t = t,
+                                .elapsed_s = elapsed};
+        rc = bench_write_json(o.json_path, &run);
         if (rc < 0) {
             fprintf(stderr, "npuvfio-bench: writing %s: %s\n", o.json_path, npv_strerror(rc));
+            status = 1;
+        }
+    }
+    if (o.compare_path != NULL) {
+        rc = bench_compare(o.compare_path, t, BENCH_TARGETS);
+        if (rc < 0) {
+            fprintf(stderr, "npuvfio-bench: --compare %s: %s\n", o.compare_path, npv_strerror(rc));
             status = 1;
         }
     }

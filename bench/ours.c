@@ -7,15 +7,10 @@
  * of the page size under test, shared with the model by fd.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <npuvfio/dev.h>
 #include <npuvfio/dma.h>
@@ -32,71 +27,60 @@
 struct ours {
     const struct bench_opts *o;
     const struct bench_cpus *c;
+    struct bench_model model;
     struct npv_ctx *ctx;
     struct npv_domain *dom;
     struct npv_dev *dev;
     struct npv_testdev *td;
     struct npv_ring *ring;
-    int err;
 };
 
-static pid_t model_pid = -1;
-static char model_dir[64];
-static char model_path[128];
-
-static int model_start(const struct bench_cpus *c)
+int ours_open(const struct bench_opts *o, const struct bench_cpus *c, struct ours **out)
 {
-    snprintf(model_dir, sizeof(model_dir), "/tmp/npv-bench-XXXXXX");
-    if (mkdtemp(model_dir) == NULL)
-        return -errno;
-    snprintf(model_path, sizeof(model_path), "%s/testdev.sock", model_dir);
-    model_pid = fork();
-    if (model_pid < 0)
-        return -errno;
-    if (model_pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        /* Every thread of the model, its poller included, on the device core. */
-        bench_pin(c->dev, true);
-        int rc = npv_device_serve(npv_device_find("testdev"), model_path, false);
-        _exit(rc < 0 ? 1 : 0);
+    struct ours *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return -ENOMEM;
+    t->o = o;
+    t->c = c;
+    int rc = bench_model_start(npv_device_find("testdev"), c, &t->model);
+    if (rc < 0) {
+        fprintf(stderr, "npuvfio-bench: cannot start the testdev model: %s\n", npv_strerror(rc));
+        goto err;
     }
-    uint64_t give_up = bench_now() + 10000000000ull;
-    struct stat st;
-    while (stat(model_path, &st) != 0) {
-        if (bench_now() > give_up)
-            return -ETIMEDOUT;
-        usleep(1000);
-    }
-    return 0;
-}
-
-static void model_stop(void)
-{
-    if (model_pid > 0) {
-        kill(model_pid, SIGKILL);
-        waitpid(model_pid, NULL, 0);
-        model_pid = -1;
-    }
-    unlink(model_path);
-    rmdir(model_dir);
-}
-
-static int ours_open(struct ours *t)
-{
-    int rc = npv_ctx_new(&t->ctx);
-    if (rc < 0)
-        return rc;
-    rc = npv_domain_new(t->ctx, NULL, &t->dom);
+    bench_pin(c->sub, false);
+    rc = npv_ctx_new(&t->ctx);
     if (rc == 0)
-        rc = npv_dev_open_vfio_user(t->ctx, model_path, t->dom, NULL, &t->dev);
+        rc = npv_domain_new(t->ctx, NULL, &t->dom);
+    if (rc == 0)
+        rc = npv_dev_open_vfio_user(t->ctx, t->model.path, t->dom, NULL, &t->dev);
+    if (rc < 0) {
+        fprintf(stderr, "npuvfio-bench: cannot open the testdev model over vfio-user: %s\n",
+                npv_strerror(rc));
+        goto err;
+    }
+    *out = t;
+    return 0;
+err:
+    ours_close(t);
     return rc;
 }
 
-static void ours_close(struct ours *t)
+void ours_close(struct ours *t)
 {
+    if (t == NULL)
+        return;
     npv_dev_close(t->dev);
     npv_domain_put(t->dom);
     npv_ctx_free(t->ctx);
+    bench_model_stop(&t->model);
+    free(t);
+}
+
+static void ring_teardown(struct ours *t)
+{
+    npv_testdev_close(t->td);
+    t->td = NULL;
+    t->ring = NULL;
 }
 
 /* The driver's ring in memory of the page size under test; MSI-X for the irq and hybrid rows. */
@@ -108,15 +92,14 @@ static int ring_setup(struct ours *t, enum npv_dma_page page, size_t *page_size)
     if (rc < 0)
         return rc;
     t->ring = npv_testdev_ring(t->td);
+    /* A wait that finds its completions while it spins costs the model no interrupt. */
+    rc = npv_testdev_irq_on_sleep_only(t->td, true);
+    if (rc < 0) {
+        ring_teardown(t);
+        return rc;
+    }
     *page_size = npv_dma_page_size(npv_testdev_ring_memory(t->td));
     return 0;
-}
-
-static void ring_teardown(struct ours *t)
-{
-    npv_testdev_close(t->td);
-    t->td = NULL;
-    t->ring = NULL;
 }
 
 static inline int push_nop(struct ours *t, uint64_t cookie, bool irq)
@@ -161,6 +144,26 @@ static uint64_t irq_sleeps(const struct ours *t)
     return st.irq_sleeps;
 }
 
+/* Counters a point reads before and after its measured part. */
+struct cost_mark {
+    uint64_t cpu_ns, sleeps;
+};
+
+static void cost_mark(const struct ours *t, struct cost_mark *m)
+{
+    m->cpu_ns = thread_cpu_ns();
+    m->sleeps = irq_sleeps(t);
+}
+
+static void cost_add(const struct ours *t, const struct cost_mark *from, uint64_t jobs,
+                     struct per_job *out)
+{
+    struct cost_mark to;
+    cost_mark(t, &to);
+    series_add(&out->wakeups, jobs ? (double)(to.sleeps - from->sleeps) / (double)jobs : 0);
+    series_add(&out->cpu_ns, jobs ? (double)(to.cpu_ns - from->cpu_ns) / (double)jobs : 0);
+}
+
 static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem *m)
 {
     struct samples smp;
@@ -168,13 +171,11 @@ static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem
     if (rc < 0)
         return rc;
     uint64_t start = bench_now(), measure_from = start + t->o->warmup_ns;
-    uint64_t end = measure_from + t->o->point_ns, cookie = 0;
-    uint64_t jobs = 0, cpu0 = 0, sleeps0 = 0;
+    uint64_t end = measure_from + t->o->point_ns, cookie = 0, jobs = 0;
+    struct cost_mark mark = {0};
     for (uint64_t t0 = start; t0 < end;) {
-        if (jobs == 0 && t0 >= measure_from) {
-            cpu0 = thread_cpu_ns();
-            sleeps0 = irq_sleeps(t);
-        }
+        if (jobs == 0 && t0 >= measure_from)
+            cost_mark(t, &mark);
         rc = round_trip(t, mode, cookie++);
         if (rc < 0)
             break;
@@ -185,18 +186,24 @@ static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem
         }
         t0 = t1;
     }
-    m->wakeups_per_job[mode] = jobs ? (double)(irq_sleeps(t) - sleeps0) / (double)jobs : 0;
-    m->cpu_ns_per_job[mode] = jobs ? (double)(thread_cpu_ns() - cpu0) / (double)jobs : 0;
+    cost_add(t, &mark, jobs, &m->rtt_cost[mode]);
     lat_compute(&smp, &m->rtt[mode]);
+    series_add(&m->rtt_p50[mode], m->rtt[mode].p50);
     samples_free(&smp);
     return rc;
 }
 
-/* Keep qd descriptors in flight; one interrupt per refill batch in irq and hybrid modes. */
-static int refill(struct ours *t, unsigned n, bool irq, uint64_t *cookie)
+/*
+ * Claim n descriptors and ring the doorbell once. In irq and hybrid modes
+ * the descriptor that ends each reap batch asks for an interrupt (cookies
+ * count from 0 and the submitter reaps exactly `batch` at a time, so that is
+ * every batch-th one): one interrupt, and at most one wake-up, per batch.
+ */
+static int refill(struct ours *t, unsigned n, unsigned batch, bool irq, uint64_t *cookie)
 {
     for (unsigned i = 0; i < n; i++) {
-        int rc = push_nop(t, (*cookie)++, irq && i == n - 1);
+        uint64_t c = (*cookie)++;
+        int rc = push_nop(t, c, irq && (c + 1) % batch == 0);
         if (rc < 0)
             return rc;
     }
@@ -204,22 +211,24 @@ static int refill(struct ours *t, unsigned n, bool irq, uint64_t *cookie)
     return 0;
 }
 
-static int run_rate(struct ours *t, enum npv_ring_wait_mode mode, unsigned qd, double *rate)
+static int run_rate(struct ours *t, enum npv_ring_wait_mode mode, unsigned qd, double *rate,
+                    struct per_job *cost)
 {
     struct npv_cpl cpl[RING_ENTRIES];
     bool irq = mode != NPV_RING_WAIT_POLL;
+    unsigned batch = bench_batch(qd);
     uint64_t cookie = 0, done = 0, t_first = 0;
-    int rc = refill(t, qd, irq, &cookie);
+    struct cost_mark mark = {0};
+    int rc = refill(t, qd, batch, irq, &cookie);
     uint64_t start = bench_now(), measure_from = start + t->o->warmup_ns, now = start;
     uint64_t end = measure_from + t->o->point_ns;
     /*
-     * Reap and refill in batches of up to half the queue depth (at most 32,
-     * the peers' burst size): one doorbell and one status-block look per
-     * batch, as a pipelined submitter at this depth would run.
+     * Reap exactly `batch` (half the queue depth, at most 32: the peers'
+     * burst) and refill as many: one doorbell and at most one interrupt
+     * per batch, as a pipelined submitter at this depth would run.
      */
-    unsigned batch = qd / 2 > 32 ? 32 : (qd / 2 > 0 ? qd / 2 : 1);
     while (rc == 0 && now < end) {
-        int got = npv_ring_wait(t->ring, mode, batch, WAIT_NS, cpl, RING_ENTRIES);
+        int got = npv_ring_wait(t->ring, mode, batch, WAIT_NS, cpl, batch);
         if (got < 0 || (unsigned)got < batch) {
             rc = got < 0 ? got : -ETIMEDOUT;
             break;
@@ -229,19 +238,27 @@ static int run_rate(struct ours *t, enum npv_ring_wait_mode mode, unsigned qd, d
                 rc = -EIO;
         now = bench_now();
         if (now >= measure_from) {
-            if (t_first == 0)
+            if (t_first == 0) {
                 t_first = now;
-            else
+                cost_mark(t, &mark);
+            } else {
                 done += (uint64_t)got;
+            }
         }
         if (rc == 0)
-            rc = refill(t, (unsigned)got, irq, &cookie);
+            rc = refill(t, (unsigned)got, batch, irq, &cookie);
     }
+    if (t_first != 0)
+        cost_add(t, &mark, done, cost);
     /* Drain, so the next point starts empty. */
-    while (rc == 0 && npv_ring_in_flight(t->ring) > 0) {
-        int got = npv_ring_wait(t->ring, mode, 1, WAIT_NS, cpl, RING_ENTRIES);
-        if (got <= 0)
-            rc = got < 0 ? got : -ETIMEDOUT;
+    for (uint64_t give_up = bench_now() + WAIT_NS; rc == 0;) {
+        int got = npv_ring_poll(t->ring, cpl, RING_ENTRIES);
+        if (got < 0)
+            rc = got;
+        else if (got == 0 && npv_ring_in_flight(t->ring) == 0)
+            break;
+        else if (got == 0 && bench_now() > give_up)
+            rc = -ETIMEDOUT;
     }
     *rate = now > t_first && t_first != 0 ? (double)done * 1e9 / (double)(now - t_first) : 0;
     return rc;
@@ -249,32 +266,38 @@ static int run_rate(struct ours *t, enum npv_ring_wait_mode mode, unsigned qd, d
 
 static int run_mem(struct ours *t, struct ours_mem *m)
 {
-    int rc = peer_cacheline(t->o, t->c, &m->cacheline_adjacent);
+    const struct bench_opts *o = t->o;
+    struct lat cl;
+    int rc = peer_cacheline(o, t->c, &cl);
     if (rc < 0) {
         fprintf(stderr, "npuvfio-bench: cache-line peer next to ours: %s\n", npv_strerror(rc));
         return rc;
     }
-    bench_progress(t->o, "peer cache line, %zu KiB slot: p50 %.0f ns", m->page_size >> 10,
-                   m->cacheline_adjacent.p50);
+    series_add(&m->cacheline_adjacent_p50, cl.p50);
+    bench_progress(o, "peer cache line, %zu KiB slot: p50 %.0f ns", m->page_size >> 10, cl.p50);
     for (int mode = 0; mode < BENCH_MODES; mode++) {
+        if (!o->mode_on[mode])
+            continue;
         rc = run_rtt(t, (enum npv_ring_wait_mode)mode, m);
         if (rc < 0) {
             fprintf(stderr, "npuvfio-bench: %s QD1 round trips: %s\n", bench_mode_names[mode],
                     npv_strerror(rc));
             return rc;
         }
-        bench_progress(t->o, "ours %s QD1 round trips, %zu KiB: p50 %.0f ns",
-                       bench_mode_names[mode], m->page_size >> 10, m->rtt[mode].p50);
-        for (unsigned q = 0; q < m->nqd; q++) {
-            rc = run_rate(t, (enum npv_ring_wait_mode)mode, m->qd[q], &m->rate[mode][q]);
+        bench_progress(o, "ours %s QD1 round trips, %zu KiB: p50 %.0f ns", bench_mode_names[mode],
+                       m->page_size >> 10, m->rtt[mode].p50);
+        for (unsigned q = 0; q < o->nqd; q++) {
+            double rate;
+            rc =
+                run_rate(t, (enum npv_ring_wait_mode)mode, o->qd[q], &rate, &m->rate_cost[mode][q]);
             if (rc < 0) {
                 fprintf(stderr, "npuvfio-bench: %s at QD %u: %s\n", bench_mode_names[mode],
-                        m->qd[q], npv_strerror(rc));
+                        o->qd[q], npv_strerror(rc));
                 return rc;
             }
-            bench_progress(t->o, "ours %s QD%u, %zu KiB: %.2f M descriptors/s",
-                           bench_mode_names[mode], m->qd[q], m->page_size >> 10,
-                           m->rate[mode][q] / 1e6);
+            series_add(&m->rate[mode][q], rate);
+            bench_progress(o, "ours %s QD%u, %zu KiB: %.2f M descriptors/s", bench_mode_names[mode],
+                           o->qd[q], m->page_size >> 10, rate / 1e6);
         }
     }
     return 0;
@@ -331,54 +354,29 @@ static int count_syscalls(struct ours *t, struct ours_results *r)
     return 0;
 }
 
-int ours_run(const struct bench_opts *o, const struct bench_cpus *c, struct ours_results *r)
+int ours_rep(struct ours *t, int m, struct ours_results *r)
 {
-    struct ours t = {.o = o, .c = c};
     static const enum npv_dma_page pages[BENCH_MEMS] = {NPV_DMA_PAGE_2M, NPV_DMA_PAGE_4K};
-    int rc = model_start(c);
+    struct ours_mem *mem = &r->mem[m];
+    bench_pin(t->c->sub, false);
+    int rc = ring_setup(t, pages[m], &mem->page_size);
     if (rc < 0) {
-        fprintf(stderr, "npuvfio-bench: cannot start the testdev model: %s\n", npv_strerror(rc));
-        model_stop();
-        return rc;
+        mem->skipped = pages[m] == NPV_DMA_PAGE_2M
+                           ? "no free 2 MiB hugepage (reserve some: npuvfio hugepages)"
+                           : "cannot allocate 4 KiB DMA memory";
+        fprintf(stderr, "npuvfio-bench: %s: %s\n", mem->skipped, npv_strerror(rc));
+        /* Without hugepages the 4 KiB rows still run. */
+        return pages[m] == NPV_DMA_PAGE_2M ? 0 : rc;
     }
-    bench_pin(c->sub, false);
-    rc = ours_open(&t);
-    if (rc < 0) {
-        fprintf(stderr, "npuvfio-bench: cannot open the testdev model over vfio-user: %s\n",
-                npv_strerror(rc));
-        goto out;
+    rc = run_mem(t, mem);
+    if (rc == 0 && r->syscount_rc == -ENODATA) {
+        r->syscount_rc = count_syscalls(t, r);
+        if (r->syscount_rc < 0)
+            fprintf(stderr, "npuvfio-bench: counting system calls: %s\n",
+                    npv_strerror(r->syscount_rc));
     }
-    r->syscount_rc = -ENODATA;
-    for (int m = 0; m < BENCH_MEMS; m++) {
-        struct ours_mem *mem = &r->mem[m];
-        mem->nqd = 0;
-        for (unsigned qd = 1; qd <= o->qd_max && mem->nqd < BENCH_MAX_QD; qd *= 2)
-            mem->qd[mem->nqd++] = qd;
-        rc = ring_setup(&t, pages[m], &mem->page_size);
-        if (rc < 0) {
-            mem->skipped = pages[m] == NPV_DMA_PAGE_2M
-                               ? "no free 2 MiB hugepage (reserve some: npuvfio hugepages)"
-                               : "cannot allocate 4 KiB DMA memory";
-            fprintf(stderr, "npuvfio-bench: %s: %s\n", mem->skipped, npv_strerror(rc));
-            if (pages[m] == NPV_DMA_PAGE_2M)
-                continue;
-            goto out;
-        }
-        rc = run_mem(&t, mem);
-        if (rc == 0 && r->syscount_rc == -ENODATA) {
-            r->syscount_rc = count_syscalls(&t, r);
-            if (r->syscount_rc < 0)
-                fprintf(stderr, "npuvfio-bench: counting system calls: %s\n",
-                        npv_strerror(r->syscount_rc));
-        }
-        ring_teardown(&t);
-        if (rc < 0)
-            goto out;
+    ring_teardown(t);
+    if (rc == 0)
         mem->ran = true;
-    }
-    rc = 0;
-out:
-    ours_close(&t);
-    model_stop();
     return rc;
 }

@@ -1,16 +1,25 @@
 /* SPDX-License-Identifier: MIT */
-/* Samples, percentiles, the clock and CPU pinning (hwloc). */
+/* Samples, percentiles, repetitions, the clock, CPU pinning (hwloc), model children. */
 #include <errno.h>
 #include <hwloc.h>
+#include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "registry.h"
 
 #include "bench.h"
 
 const char *const bench_mode_names[BENCH_MODES] = {"poll", "irq", "hybrid"};
+const char *const bench_mem_names[BENCH_MEMS] = {"2 MiB", "4 KiB"};
 
 static hwloc_topology_t topo;
 
@@ -26,6 +35,40 @@ void samples_free(struct samples *s)
 {
     free(s->v);
     s->v = NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double series_median(const struct series *s)
+{
+    if (s->n == 0)
+        return NAN;
+    double v[BENCH_MAX_REPS];
+    memcpy(v, s->v, s->n * sizeof(v[0]));
+    qsort(v, s->n, sizeof(v[0]), cmp_double);
+    return s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + v[s->n / 2]) / 2;
+}
+
+double series_min(const struct series *s)
+{
+    double m = NAN;
+    for (unsigned i = 0; i < s->n; i++)
+        if (isnan(m) || s->v[i] < m)
+            m = s->v[i];
+    return m;
+}
+
+double series_max(const struct series *s)
+{
+    double m = NAN;
+    for (unsigned i = 0; i < s->n; i++)
+        if (isnan(m) || s->v[i] > m)
+            m = s->v[i];
+    return m;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -82,7 +125,12 @@ static void read_cpu_model(char *buf, size_t len)
     fclose(f);
 }
 
-int bench_cpus_init(struct bench_cpus *c)
+static hwloc_obj_t pu_by_os_index(int os_index)
+{
+    return hwloc_get_pu_obj_by_os_index(topo, (unsigned)os_index);
+}
+
+int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev)
 {
     memset(c, 0, sizeof(*c));
     read_cpu_model(c->model, sizeof(c->model));
@@ -95,6 +143,12 @@ int bench_cpus_init(struct bench_cpus *c)
     /* The submitter and the device side on different cores when there are two. */
     hwloc_obj_t a = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PU, 0);
     hwloc_obj_t b = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PU, n > 1 ? 1 : 0);
+    if (want_sub >= 0) {
+        a = pu_by_os_index(want_sub);
+        b = pu_by_os_index(want_dev);
+        if (a == NULL || b == NULL)
+            return -EINVAL;
+    }
     c->sub = (int)a->os_index;
     c->dev = (int)b->os_index;
     return 0;
@@ -131,4 +185,56 @@ void bench_progress(const struct bench_opts *o, const char *fmt, ...)
     printf("\n");
     fflush(stdout);
     va_end(ap);
+}
+
+int bench_model_start(const struct npv_device_entry *e, const struct bench_cpus *c,
+                      struct bench_model *m)
+{
+    m->pid = -1;
+    m->path[0] = '\0';
+    snprintf(m->dir, sizeof(m->dir), "/tmp/npv-bench-XXXXXX");
+    if (mkdtemp(m->dir) == NULL) {
+        m->dir[0] = '\0';
+        return -errno;
+    }
+    snprintf(m->path, sizeof(m->path), "%s/%s.sock", m->dir, e->name);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* Every thread of the model, its poller included, on the device core. */
+        bench_pin(c->dev, true);
+        int rc = npv_device_serve(e, m->path, false);
+        _exit(rc < 0 ? 1 : 0);
+    }
+    m->pid = pid;
+    uint64_t give_up = bench_now() + 10000000000ull;
+    struct stat st;
+    while (stat(m->path, &st) != 0) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            m->pid = -1;
+            return -ECHILD;
+        }
+        if (bench_now() > give_up)
+            return -ETIMEDOUT;
+        usleep(1000);
+    }
+    return 0;
+}
+
+void bench_model_stop(struct bench_model *m)
+{
+    if (m->pid > 0) {
+        kill(m->pid, SIGKILL);
+        waitpid(m->pid, NULL, 0);
+    }
+    m->pid = -1;
+    if (m->path[0] != '\0')
+        unlink(m->path);
+    if (m->dir[0] != '\0')
+        rmdir(m->dir);
+    m->path[0] = m->dir[0] = '\0';
 }

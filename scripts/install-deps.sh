@@ -92,7 +92,7 @@ BASE_PACKAGES=(
     scdoc man-db abigail-tools
     liburing-dev libhwloc-dev check libsubunit-dev
     clang clang-format libclang-rt-14-dev
-    dpdk-dev
+    dpdk-dev linux-perf
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
     busybox-static kmod cpio xz-utils zstd
     bison flex bc libelf-dev file python3

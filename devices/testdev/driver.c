@@ -30,9 +30,11 @@ struct npv_testdev {
     struct npv_irq *irq;
     struct npv_dma *mem; /* ring, then the status block on its own cache line */
     struct npv_domain *dom;
-    npv_iova_t ring_iova, status_iova;
+    npv_iova_t ring_iova, status_iova, irq_wanted_iova;
     uint32_t entries;
     struct npv_ring *ring;
+    uint32_t *irq_wanted;   /* in mem, a cache granule of its own after the status block */
+    bool irq_on_sleep_only; /* the device is told where irq_wanted is */
 };
 
 static int bad_config(struct npv_ctx *ctx, const char *why)
@@ -95,6 +97,8 @@ static int program(void *arg)
         r = npv_bar_write(td->bar, TESTDEV_REG_RING_ENTRIES, 4, td->entries);
     if (r == 0)
         r = npv_bar_write(td->bar, TESTDEV_REG_STATUS_BASE, 8, td->status_iova);
+    if (r == 0 && td->irq_on_sleep_only)
+        r = npv_bar_write(td->bar, TESTDEV_REG_IRQ_WANTED, 8, td->irq_wanted_iova);
     if (r == 0)
         r = npv_bar_write(td->bar, TESTDEV_REG_CTRL, 4, ctrl);
     if (r == 0)
@@ -113,20 +117,27 @@ static int program(void *arg)
 }
 
 /*
- * One buffer: the ring, then the status block. The ring is entries * 32 bytes,
- * a multiple of 64 for entries >= 2, so the status block starts a cache line
- * of its own: the device's writes to it never share a line with descriptors
- * the CPU writes (a non-coherent clean of one would overwrite the other).
+ * One buffer: the ring, then the status block, then the interrupt-wanted
+ * word. The ring is entries * 32 bytes, a multiple of 64 for entries >= 2,
+ * so the status block starts a cache line of its own: the device's writes to
+ * it never share a line with descriptors the CPU writes (a non-coherent clean
+ * of one would overwrite the other). The word, which the CPU writes and the
+ * device reads, sits NPV_RING_CACHE_GRANULE past the status block for the
+ * same reason.
  */
+#define TESTDEV_IRQ_WANTED_AFTER_STATUS NPV_RING_CACHE_GRANULE
+#define TESTDEV_MEM_AFTER_RING          (2 * NPV_RING_CACHE_GRANULE)
+
 static int alloc_ring(struct npv_testdev *td, const struct npv_dma_opts *mem)
 {
     size_t ring_bytes = (size_t)td->entries * sizeof(struct npv_testdev_desc);
-    int r = npv_dma_alloc(td->ctx, ring_bytes + sizeof(struct testdev_status), mem, &td->mem);
+    size_t total = ring_bytes + TESTDEV_MEM_AFTER_RING;
+    int r = npv_dma_alloc(td->ctx, total, mem, &td->mem);
     if (r < 0)
         return r;
-    memset(npv_dma_vaddr(td->mem), 0, ring_bytes + sizeof(struct testdev_status));
+    memset(npv_dma_vaddr(td->mem), 0, total);
     /* Zeroes reach memory before the device is enabled and writes the status block. */
-    npv_dma_sync_for_device(td->mem, 0, ring_bytes + sizeof(struct testdev_status));
+    npv_dma_sync_for_device(td->mem, 0, total);
     r = npv_dma_map(td->mem, td->dom, NPV_DMA_RW, &td->ring_iova);
     if (r < 0) {
         npv_dma_free(td->mem);
@@ -134,6 +145,9 @@ static int alloc_ring(struct npv_testdev *td, const struct npv_dma_opts *mem)
         return r;
     }
     td->status_iova = td->ring_iova + ring_bytes;
+    td->irq_wanted_iova = td->status_iova + TESTDEV_IRQ_WANTED_AFTER_STATUS;
+    td->irq_wanted = (uint32_t *)((uint8_t *)npv_dma_vaddr(td->mem) + ring_bytes +
+                                  TESTDEV_IRQ_WANTED_AFTER_STATUS);
     return 0;
 }
 
@@ -277,6 +291,30 @@ struct npv_irq *npv_testdev_irq(struct npv_testdev *td)
 int npv_testdev_reset(struct npv_testdev *td)
 {
     return npv_ring_reset(td->ring);
+}
+
+int npv_testdev_irq_on_sleep_only(struct npv_testdev *td, bool on)
+{
+    if (td->irq == NULL)
+        return -EINVAL;
+    if (on == td->irq_on_sleep_only)
+        return 0;
+    /*
+     * On: the engine's word first (kept 0 while nobody sleeps), then the
+     * device. Off: the device first, so no wait is left without its interrupt.
+     */
+    int r = 0;
+    if (on)
+        r = npv_ring_set_irq_wanted(td->ring, td->irq_wanted, td->mem);
+    if (r == 0)
+        r = npv_bar_write(td->bar, TESTDEV_REG_IRQ_WANTED, 8, on ? td->irq_wanted_iova : 0);
+    if (r == 0 && !on)
+        r = npv_ring_set_irq_wanted(td->ring, NULL, NULL);
+    if (r == 0)
+        td->irq_on_sleep_only = on;
+    else if (on)
+        npv_ring_set_irq_wanted(td->ring, NULL, NULL);
+    return r;
 }
 
 int npv_testdev_inject_fault(struct npv_testdev *td, enum npv_testdev_fault fault)

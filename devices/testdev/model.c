@@ -4,7 +4,8 @@
  * in BAR0 page 0, a doorbell page shared with the client and polled by a
  * thread, descriptors and data read from the client's DMA memory, a status
  * block written back with completed_head stored last (release), MSI-X vector 0
- * per descriptor with NPV_TESTDEV_DESC_IRQ.
+ * raised as each descriptor with NPV_TESTDEV_DESC_IRQ completes (the status
+ * block written first, so it covers that descriptor).
  *
  * The client's ring contents and register values are untrusted: every IOVA
  * goes through the server's mapping table (an unmapped one is a device fault,
@@ -56,8 +57,9 @@ struct engine {
     uint64_t ring_base;
     uint32_t entries;
     uint64_t status_base;
-    uint32_t head;      /* descriptors consumed since enable */
-    uint32_t completed; /* descriptors completed since enable */
+    uint64_t irq_wanted_base; /* 0: interrupt unconditionally */
+    uint32_t head;            /* descriptors consumed since enable */
+    uint32_t completed;       /* descriptors completed since enable */
     uint32_t err, err_index;
     uint64_t err_iova;
     /*
@@ -70,6 +72,7 @@ struct engine {
     uint64_t xlat_gen;
     const uint8_t *ring;
     struct testdev_status *st;
+    const uint32_t *irq_wanted;
 };
 
 struct npv_testdev_model {
@@ -88,6 +91,7 @@ struct npv_testdev_model {
     uint64_t ring_base;
     uint32_t ring_entries;
     uint64_t status_base;
+    uint64_t irq_wanted_base;
     bool fail_reset;
     uint64_t fault_iova;
     uint64_t scratch;
@@ -161,6 +165,7 @@ static void engine_reset(struct npv_testdev_model *td)
     td->ring_base = 0;
     td->ring_entries = 0;
     td->status_base = 0;
+    td->irq_wanted_base = 0;
     td->fault_iova = 0;
     memset(&td->eng, 0, sizeof(td->eng));
     __atomic_store_n(td->doorbell, 0, __ATOMIC_RELEASE);
@@ -183,6 +188,7 @@ static void engine_enable(struct npv_testdev_model *td)
     e->ring_base = td->ring_base;
     e->entries = td->ring_entries;
     e->status_base = td->status_base;
+    e->irq_wanted_base = td->irq_wanted_base;
     e->head = e->completed = 0;
     e->err = e->err_index = 0;
     e->err_iova = 0;
@@ -227,6 +233,11 @@ static void section_enter(struct npv_testdev_model *td)
     if (npv_vus_dma_ptr(td->srv, e->status_base, sizeof(struct testdev_status), 2, &p) == 0 &&
         ((uintptr_t)p & 7) == 0)
         e->st = p;
+    e->irq_wanted = NULL;
+    if (e->irq_wanted_base != 0 &&
+        npv_vus_dma_ptr(td->srv, e->irq_wanted_base, sizeof(uint32_t), 1, &p) == 0 &&
+        ((uintptr_t)p & 3) == 0)
+        e->irq_wanted = p;
     e->xlat_gen = gen;
     e->xlat_ok = true;
 }
@@ -260,6 +271,37 @@ static int write_status(struct npv_testdev_model *td, uint32_t head)
         r = npv_vus_dma_write(td->srv, e->status_base, &head, sizeof(head));
     section_enter(td);
     return r;
+}
+
+/*
+ * Inside a section, once the status block covers the descriptor that asked:
+ * raise the completion interrupt, unless the driver set up event suppression
+ * and its word says nobody sleeps. The full barrier orders the head written
+ * before it against the word read after it (the driver does the mirror image:
+ * word, barrier, head), so a driver going to sleep is never missed.
+ */
+static void interrupt(struct npv_testdev_model *td)
+{
+    struct engine *e = &td->eng;
+    if (!e->irq_enable)
+        return;
+    if (e->irq_wanted_base != 0) {
+        uint32_t wanted = 1; /* an unreadable word: interrupt, never lose a wake-up */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (e->irq_wanted != NULL) {
+            wanted = __atomic_load_n(e->irq_wanted, __ATOMIC_RELAXED);
+        } else {
+            section_leave(td);
+            if (npv_vus_dma_read(td->srv, e->irq_wanted_base, &wanted, sizeof(wanted)) < 0)
+                wanted = 1;
+            section_enter(td);
+        }
+        if (wanted == 0)
+            return;
+    }
+    section_leave(td);
+    npv_vus_irq_raise(td->srv, 2 /* MSI-X */, 0);
+    section_enter(td);
 }
 
 /* Message DMA (client memory without fd): bounce through a buffer, outside the section. */
@@ -412,6 +454,22 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
             break; /* the engine stops at the first failed descriptor */
         }
         /*
+         * An interrupt is raised when the descriptor that asked for it
+         * completes, as a DMA engine's completion interrupt fires, not when
+         * the whole doorbell batch is done: a driver that asks at the end of
+         * each of its reap batches is woken while the device works the next
+         * one, so the wake-up overlaps the work instead of stalling it.
+         */
+        if (irq && tail != e->head && e->irq_enable) {
+            if (write_status(td, e->completed) < 0) {
+                engine_fault(td, true, e->status_base);
+                break;
+            }
+            interrupt(td);
+            irq = false;
+            in_section = 0;
+        }
+        /*
          * A client DMA_UNMAP waits for the section: let it in after every
          * descriptor that moved data (up to 16 MiB) and every
          * TESTDEV_SECTION_MAX others, so it never waits for a whole batch.
@@ -429,9 +487,9 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
     }
     if (write_status(td, head) < 0)
         engine_fault(td, true, e->status_base);
+    if (irq)
+        interrupt(td);
     section_leave(td);
-    if (irq && e->irq_enable)
-        npv_vus_irq_raise(td->srv, 2 /* MSI-X */, 0);
 }
 
 /* Nothing to fetch: wait for the event loop (which parks us to change that) or a timeout. */
@@ -576,6 +634,16 @@ static int regs_access(void *arg, uint32_t index, uint64_t off, void *buf, size_
         goto out;
     case TESTDEV_REG_STATUS_BASE:
         r = reg_access64(&td->status_base, off, TESTDEV_REG_STATUS_BASE, buf, len, is_write);
+        goto out;
+    case TESTDEV_REG_IRQ_WANTED:
+        r = reg_access64(&td->irq_wanted_base, off, TESTDEV_REG_IRQ_WANTED, buf, len, is_write);
+        if (r == 0 && is_write) {
+            /* Takes effect at once: the engine's copy changes between two descriptors. */
+            park(td);
+            td->eng.irq_wanted_base = td->irq_wanted_base;
+            td->eng.xlat_ok = false;
+            unpark(td);
+        }
         goto out;
     case TESTDEV_REG_SCRATCH64:
         r = reg_access64(&td->scratch, off, TESTDEV_REG_SCRATCH64, buf, len, is_write);

@@ -43,6 +43,12 @@
 #define TESTDEV_REG_FAULT_IOVA 0x038u /* RO 64: IOVA of the last refused DMA */
 #define TESTDEV_REG_SCRATCH64  0x040u /* RW 64: plain storage */
 #define TESTDEV_REG_LAST_WIDTH 0x048u /* RO: width in bytes of the last SCRATCH64 access */
+/*
+ * RW 64: IOVA of a u32 the device reads before each completion interrupt; it
+ * raises none while the word is 0 (event suppression, as virtio's). 0: the
+ * device always interrupts. Takes effect at once; cleared by CTRL.RESET.
+ */
+#define TESTDEV_REG_IRQ_WANTED 0x050u
 
 #define TESTDEV_ID_VALUE 0x4e500001u
 

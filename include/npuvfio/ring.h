@@ -362,6 +362,25 @@ NPV_API int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsi
                           uint64_t timeout_ns, struct npv_cpl *cpl, unsigned max);
 
 /*
+ * Interrupt suppression, as virtio's event suppression: word is a u32 in
+ * memory the device reads before it raises a completion interrupt, and the
+ * device raises none while the word is 0. The engine stores 1 there only
+ * while an IRQ or HYBRID wait is about to sleep or sleeps, and 0 again when
+ * the wait returns, so a caller that polls, or a hybrid wait that finds its
+ * completions while it spins, costs the device no interrupt. Ordering: the
+ * engine stores 1, issues a full barrier, and reads the status block again
+ * before it sleeps; the device writes the completed head (release), issues a
+ * full barrier, then reads the word. Either the device sees 1 or the engine
+ * sees the new head, so a completion is never slept through.
+ * dma: the buffer behind word, for cache maintenance on non-coherent DMA
+ * (NULL: coherent). The word may not share an NPV_RING_CACHE_GRANULE with the
+ * status block (the CPU writes it, the device writes the block). NULL word:
+ * off (the device must then interrupt unconditionally again). Call between
+ * waits. 0, or -EINVAL (misaligned, or in the status block's granule).
+ */
+NPV_API int npv_ring_set_irq_wanted(struct npv_ring *r, uint32_t *word, struct npv_dma *dma);
+
+/*
  * Fail every job in flight with -ECANCELED, call the reset callback, and
  * make the ring usable again. Also how a dead ring is brought back.
  */

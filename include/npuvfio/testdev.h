@@ -155,6 +155,18 @@ NPV_API int npv_testdev_reset(struct npv_testdev *td);
 NPV_API int npv_testdev_wait(struct npv_testdev *td, enum npv_ring_wait_mode mode, unsigned n,
                              uint64_t timeout_ns, struct npv_cpl *cpl);
 
+/*
+ * Interrupt only while a wait sleeps: the device reads a word in the ring
+ * memory before each completion interrupt, and the ring engine sets it only
+ * around its sleeps (npv_ring_set_irq_wanted), so a polling caller, or a
+ * hybrid wait that finds its completions while it spins, costs the device no
+ * interrupt. Off by default: then every descriptor with NPV_TESTDEV_DESC_IRQ
+ * interrupts, as a caller that waits on the eventfd itself needs. Survives
+ * resets. -EINVAL when the device was opened without irq; the transport's
+ * errno.
+ */
+NPV_API int npv_testdev_irq_on_sleep_only(struct npv_testdev *td, bool on);
+
 /* Arm a fault for the next descriptor (FAIL_RESET: for the next reset). -EINVAL, transport errno.
  */
 NPV_API int npv_testdev_inject_fault(struct npv_testdev *td, enum npv_testdev_fault fault);

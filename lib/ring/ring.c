@@ -35,6 +35,7 @@ struct npv_ring {
     struct npv_inflight *jobs;
     uint8_t *desc;
     uint32_t mask;
+    uint32_t prefetch_slots;
     /* Jobs that may be claimed and not yet reaped (entries, or entries - 1). */
     uint32_t capacity;
     bool slot_head;
@@ -53,6 +54,8 @@ struct npv_ring {
     volatile uint32_t *error_word;             /* NULL: the device has none */
     const volatile uint32_t *error_index_word; /* NULL: errors belong to the last completion */
     int irq_fd;                                /* -1: no interrupt waits */
+    volatile uint32_t *irq_wanted;             /* NULL: the device always interrupts */
+    struct npv_dma *irq_wanted_dma;
     /* Completions were collected since the eventfd was last read: it may hold their count. */
     bool irq_unread;
     bool dead;
@@ -256,6 +259,7 @@ int npv_ring_new(struct npv_ctx *ctx, const struct npv_ring_config *cfg, struct 
         cfg->job_timeout_ns != 0 ? cfg->job_timeout_ns : NPV_RING_DEFAULT_JOB_TIMEOUT_NS;
     r->desc = cfg->desc_vaddr;
     r->mask = cfg->entries - 1;
+    r->prefetch_slots = cfg->desc_size >= 128 ? 1 : 128 / cfg->desc_size;
     r->slot_head = cfg->head_format == NPV_RING_HEAD_SLOT;
     /* A slot-valued index cannot tell entries descriptors from none: keep one free. */
     r->capacity =
@@ -373,7 +377,10 @@ int npv_ring_next_timed(struct npv_ring *r, uint64_t cookie, uint64_t timeout_ns
     if (rc < 0)
         return rc;
     NPV_TRACE3(submit, cookie, r, seq);
-    *desc = r->desc + (size_t)((seq - r->dev_base) & r->mask) * r->cfg.desc_size;
+    uint32_t slot = (seq - r->dev_base) & r->mask;
+    *desc = r->desc + (size_t)slot * r->cfg.desc_size;
+    __builtin_prefetch(r->desc + (size_t)((slot + r->prefetch_slots) & r->mask) * r->cfg.desc_size,
+                       1);
     return 0;
 }
 
@@ -515,12 +522,42 @@ int npv_ring_poll(struct npv_ring *r, struct npv_cpl *cpl, unsigned max)
     return (int)inflight_reap(r->jobs, cpl, max);
 }
 
+int npv_ring_set_irq_wanted(struct npv_ring *r, uint32_t *word, struct npv_dma *dma)
+{
+    if (word != NULL &&
+        (((uintptr_t)word & 3) != 0 ||
+         share_granule((uintptr_t)word, 4, (uintptr_t)r->cfg.status_vaddr, r->cfg.status_size))) {
+        npv_err(r->ctx, "ring: the interrupt-wanted word must be 4-byte aligned, outside the "
+                        "status block's cache granule");
+        return -EINVAL;
+    }
+    r->irq_wanted = word;
+    r->irq_wanted_dma = dma;
+    if (word != NULL) {
+        __atomic_store_n(word, 0, __ATOMIC_RELAXED);
+        if (dma != NULL)
+            ring_sync_for_device(r, dma, offset_in(dma, word), 4);
+    }
+    return 0;
+}
+
+/* Tell the device whether a wait sleeps (a full barrier after: see npv_ring_set_irq_wanted). */
+static void ring_want_irq(struct npv_ring *r, uint32_t on)
+{
+    __atomic_store_n(r->irq_wanted, on, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (r->irq_wanted_dma != NULL)
+        ring_sync_for_device(r, r->irq_wanted_dma,
+                             offset_in(r->irq_wanted_dma, (const void *)r->irq_wanted), 4);
+}
+
 /*
  * Sleep on the interrupt until min completions are collected or the wait's
  * deadline passes (then just return); jobs' own deadlines are checked at
- * every wake-up and bound each sleep.
+ * every wake-up and bound each sleep. *armed: the interrupt-wanted word was
+ * set (the caller clears it).
  */
-static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
+static int ring_sleep_irq(struct npv_ring *r, unsigned min, uint64_t deadline, bool *armed)
 {
     for (;;) {
         int rc = ring_collect(r);
@@ -550,6 +587,16 @@ static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
             if (stale > 0)
                 continue;
         }
+        /*
+         * About to sleep: ask the device for its interrupt, then look at the
+         * status block once more (the head it wrote before it saw the word
+         * would raise nothing).
+         */
+        if (r->irq_wanted != NULL && !*armed) {
+            ring_want_irq(r, 1);
+            *armed = true;
+            continue;
+        }
         uint64_t until = deadline;
         uint64_t job_deadline = inflight_next_deadline(r->jobs);
         if (job_deadline != 0 && job_deadline < until)
@@ -566,6 +613,15 @@ static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
             r->irq_unread = false;
         }
     }
+}
+
+static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
+{
+    bool armed = false;
+    int rc = ring_sleep_irq(r, min, deadline, &armed);
+    if (armed)
+        ring_want_irq(r, 0);
+    return rc;
 }
 
 /*

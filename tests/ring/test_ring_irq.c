@@ -6,8 +6,10 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <npuvfio/ring.h>
 
@@ -135,6 +137,59 @@ START_TEST(irq_wait_fails_a_job_at_its_deadline_without_waiting_out_the_wait)
 }
 END_TEST
 
+/* The interrupt-wanted word: a granule of its own, as the engine requires. */
+static _Alignas(128) uint32_t wanted[32];
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The device of a suppressing driver: it completes only once someone wants its interrupt. */
+static void *complete_when_wanted(void *arg)
+{
+    (void)arg;
+    uint64_t give_up = mono_ns() + 5000000000ull;
+    while (__atomic_load_n(&wanted[0], __ATOMIC_ACQUIRE) == 0)
+        if (mono_ns() > give_up)
+            return NULL;
+    fake_dev_step(&dev, UINT32_MAX);
+    return NULL;
+}
+
+START_TEST(irq_wanted_word_is_set_only_while_a_wait_sleeps)
+{
+    /* Refused inside the status block's granule, or misaligned. */
+    ck_assert_int_eq(npv_ring_set_irq_wanted(ring, (uint32_t *)(void *)dev.status + 4, NULL),
+                     -EINVAL);
+    ck_assert_int_eq(npv_ring_set_irq_wanted(ring, (uint32_t *)(void *)((char *)wanted + 2), NULL),
+                     -EINVAL);
+    wanted[0] = 7;
+    ck_assert_int_eq(npv_ring_set_irq_wanted(ring, wanted, NULL), 0);
+    ck_assert_uint_eq(wanted[0], 0);
+    /* A completion found without sleeping leaves the word alone. */
+    struct npv_cpl cpl[1];
+    push(0);
+    npv_ring_submit(ring);
+    ck_assert_uint_eq(fake_dev_step(&dev, UINT32_MAX), 1);
+    ck_assert_int_eq(npv_ring_wait(ring, NPV_RING_WAIT_IRQ, 1, LONG_NS, cpl, 1), 1);
+    ck_assert_uint_eq(wanted[0], 0);
+    /* A wait that must sleep sets it first, is woken, and clears it. */
+    push(1);
+    npv_ring_submit(ring);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, complete_when_wanted, NULL), 0);
+    int got = npv_ring_wait(ring, NPV_RING_WAIT_HYBRID, 1, LONG_NS, cpl, 1);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(got, 1);
+    ck_assert_uint_eq(cpl[0].cookie, 1);
+    ck_assert_uint_eq(wanted[0], 0);
+    ck_assert_int_eq(npv_ring_set_irq_wanted(ring, NULL, NULL), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ring_irq");
@@ -144,6 +199,7 @@ int main(void)
     tcase_add_test(tc, hybrid_wait_is_not_ended_by_an_earlier_jobs_interrupt);
     tcase_add_test(tc, irq_wait_round_trips_with_device_thread);
     tcase_add_test(tc, irq_wait_fails_a_job_at_its_deadline_without_waiting_out_the_wait);
+    tcase_add_test(tc, irq_wanted_word_is_set_only_while_a_wait_sleeps);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

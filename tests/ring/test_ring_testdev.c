@@ -8,10 +8,12 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <npuvfio/irq.h>
 #include <npuvfio/ring.h>
@@ -262,6 +264,97 @@ START_TEST(irq_waits_complete_through_the_models_msix_vector)
 }
 END_TEST
 
+/*
+ * The interrupt fires as the descriptor that asked for it completes, not once
+ * the whole doorbell batch is worked: a driver that asks at the end of each
+ * of its reap batches is then woken while the device works the next one.
+ * Three descriptors behind one doorbell, the first two asking: two
+ * interrupts (one per asking descriptor), where raising at the end of the
+ * batch would make one.
+ */
+START_TEST(model_interrupts_as_each_flagged_descriptor_completes)
+{
+    int fd = npv_irq_fd(npv_testdev_irq(t.drv), 0);
+    ck_assert_int_ge(fd, 0);
+    struct npv_testdev_desc asks = {.opcode = NPV_TESTDEV_OP_NOP, .flags = NPV_TESTDEV_DESC_IRQ};
+    struct npv_testdev_desc quiet = {.opcode = NPV_TESTDEV_OP_NOP};
+    push(&asks, 0);
+    push(&asks, 1);
+    push(&quiet, 2);
+    npv_ring_submit(ring);
+    struct npv_cpl c[3];
+    ck_assert_int_eq(npv_ring_wait(ring, NPV_RING_WAIT_POLL, 3, GENEROUS_NS, c, 3), 3);
+    /* The device raised its interrupts before it wrote the head that covers them. */
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, 1000), 1);
+    uint64_t count = 0;
+    ck_assert_int_eq(read(fd, &count, sizeof(count)), (ssize_t)sizeof(count));
+    ck_assert_uint_eq(count, 2);
+}
+END_TEST
+
+/* The eventfd's count, without waiting for one (0: no interrupt since it was last read). */
+static uint64_t irq_count_now(void)
+{
+    struct pollfd pfd = {.fd = npv_irq_fd(npv_testdev_irq(t.drv), 0), .events = POLLIN};
+    uint64_t count = 0;
+    if (poll(&pfd, 1, 0) == 1)
+        ck_assert_int_eq(read(pfd.fd, &count, sizeof(count)), (ssize_t)sizeof(count));
+    return count;
+}
+
+/*
+ * Event suppression: while nobody sleeps the model raises no interrupt, even
+ * for descriptors that ask for one, so a polling caller costs the device
+ * nothing; and an interrupt wait still wakes, since the engine sets the word
+ * before it sleeps.
+ */
+START_TEST(irq_on_sleep_only_raises_nothing_for_polled_jobs_and_still_wakes_waits)
+{
+    ck_assert_int_eq(npv_testdev_irq_on_sleep_only(t.drv, true), 0);
+    irq_count_now();
+    struct npv_testdev_desc asks = {.opcode = NPV_TESTDEV_OP_NOP, .flags = NPV_TESTDEV_DESC_IRQ};
+    for (uint64_t i = 0; i < 100; i++) {
+        push(&asks, i);
+        npv_ring_submit(ring);
+        ck_assert_uint_eq(wait_one(NPV_RING_WAIT_POLL).cookie, i);
+    }
+    ck_assert_uint_eq(irq_count_now(), 0);
+    /*
+     * Jobs long enough (4 MiB fills) that a wait arms the word and sleeps
+     * before they finish: the interrupt must still come.
+     */
+    npv_iova_t iova;
+    struct npv_dma *b = mapped_buffer(4u << 20, NPV_DMA_RW, &iova);
+    struct npv_testdev_desc slow = npv_testdev_fill(iova, 0x5a, 4u << 20, NPV_TESTDEV_DESC_IRQ);
+    struct npv_ring_stats before, after;
+    npv_ring_stats(ring, &before);
+    for (uint64_t i = 100; i < 120; i++) {
+        push(&slow, i);
+        npv_ring_submit(ring);
+        struct npv_cpl c = wait_one(i % 2 ? NPV_RING_WAIT_HYBRID : NPV_RING_WAIT_IRQ);
+        ck_assert_uint_eq(c.cookie, i);
+        ck_assert_int_eq(c.status, 0);
+    }
+    npv_ring_stats(ring, &after);
+    ck_assert_uint_eq(after.timeouts, 0);
+    ck_assert_uint_gt(after.irq_sleeps, before.irq_sleeps);
+    npv_dma_free(b);
+    /* It survives a reset (the driver programs the word again), and turns off. */
+    ck_assert_int_eq(npv_testdev_reset(t.drv), 0);
+    push(&asks, 120);
+    npv_ring_submit(ring);
+    ck_assert_uint_eq(wait_one(NPV_RING_WAIT_IRQ).cookie, 120);
+    ck_assert_int_eq(npv_testdev_irq_on_sleep_only(t.drv, false), 0);
+    irq_count_now();
+    push(&asks, 121);
+    npv_ring_submit(ring);
+    ck_assert_uint_eq(wait_one(NPV_RING_WAIT_POLL).cookie, 121);
+    struct pollfd pfd = {.fd = npv_irq_fd(npv_testdev_irq(t.drv), 0), .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, 1000), 1);
+}
+END_TEST
+
 /* ---- unmap while the model's poller runs ---- */
 
 #define BIG (16u << 20) /* the model's largest descriptor */
@@ -413,6 +506,8 @@ static Suite *suite(void)
     tc = tcase_create("irq");
     tcase_add_checked_fixture(tc, setup_irq, teardown);
     tcase_add_test(tc, irq_waits_complete_through_the_models_msix_vector);
+    tcase_add_test(tc, model_interrupts_as_each_flagged_descriptor_completes);
+    tcase_add_test(tc, irq_on_sleep_only_raises_nothing_for_polled_jobs_and_still_wakes_waits);
     suite_add_tcase(s, tc);
     tc = tcase_create("unmap");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Device rows: every device of the device table that has a model, a driver
+ * and a sample workload runs that sample through its driver against its
+ * model, beside the raw ring, so a reader sees what each driver adds. The
+ * table is walked generically (npv_device_at), so a device that registers
+ * later appears here without a change to the bench.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/domain.h>
+
+#include "bench.h"
+#include "registry.h"
+
+static const struct npv_device_entry *entries[BENCH_MAX_DEVS];
+
+void devices_init(struct dev_results *r)
+{
+    memset(r, 0, sizeof(*r));
+    for (size_t i = 0; npv_device_at(i) != NULL && r->n < BENCH_MAX_DEVS; i++) {
+        const struct npv_device_entry *e = npv_device_at(i);
+        struct dev_row *row = &r->row[r->n];
+        entries[r->n] = e;
+        row->name = e->name;
+        r->n++;
+        if (e->model_create == NULL || e->driver_open == NULL || e->sample_run == NULL) {
+            row->skipped = e->model_create == NULL  ? "no model yet"
+                           : e->driver_open == NULL ? "no driver yet"
+                                                    : "no sample workload yet";
+        }
+    }
+}
+
+/* One run of e's sample against the model serving at path. */
+static int sample_once(const struct npv_device_entry *e, const char *path, unsigned iterations,
+                       struct npv_sample_result *res)
+{
+    struct npv_ctx *ctx;
+    struct npv_domain *dom = NULL;
+    struct npv_dev *dev = NULL;
+    void *drv;
+    int rc = npv_ctx_new(&ctx);
+    if (rc < 0)
+        return rc;
+    rc = npv_domain_new(ctx, NULL, &dom);
+    if (rc == 0)
+        rc = npv_dev_open_vfio_user(ctx, path, dom, NULL, &dev);
+    if (rc == 0)
+        rc = e->driver_open(dev, &drv);
+    if (rc == 0) {
+        struct npv_sample_opts opts = {.iterations = iterations};
+        memset(res, 0, sizeof(*res));
+        rc = e->sample_run(drv, &opts, res);
+        e->driver_close(drv);
+    }
+    npv_dev_close(dev);
+    npv_domain_put(dom);
+    npv_ctx_free(ctx);
+    return rc;
+}
+
+/*
+ * Each model runs only while its sample does: an idle model left on the
+ * device core would take time from the ring and peer points.
+ */
+int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct dev_results *r)
+{
+    /* Each sample's own default size, or a fixed small one for --quick. */
+    unsigned iterations = o->quick ? 20 : 0;
+    for (unsigned i = 0; i < r->n; i++) {
+        struct dev_row *row = &r->row[i];
+        if (row->skipped != NULL)
+            continue;
+        struct npv_sample_result res;
+        struct bench_model model;
+        int rc = bench_model_start(entries[i], c, &model);
+        if (rc < 0) {
+            bench_model_stop(&model);
+            row->skipped = "its model did not start";
+            fprintf(stderr, "npuvfio-bench: %s model: %s\n", row->name, npv_strerror(rc));
+            continue;
+        }
+        bench_pin(c->sub, false);
+        rc = sample_once(entries[i], model.path, iterations, &res);
+        bench_model_stop(&model);
+        if (rc < 0) {
+            row->skipped = "its sample failed";
+            fprintf(stderr, "npuvfio-bench: %s sample: %s\n", row->name, npv_strerror(rc));
+            continue;
+        }
+        snprintf(row->what, sizeof(row->what), "%s", res.what);
+        row->mismatches += res.mismatches;
+        series_add(&row->p50_ns, (double)res.p50_ns);
+        series_add(&row->p99_ns, (double)res.p99_ns);
+        series_add(&row->per_s,
+                   res.elapsed_ns ? (double)res.iterations * 1e9 / (double)res.elapsed_ns : 0);
+        bench_progress(o, "device %s sample: p50 %llu ns", row->name,
+                       (unsigned long long)res.p50_ns);
+    }
+    return 0;
+}
