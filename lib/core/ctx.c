@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ctx_internal.h"
+#include "failpoint_internal.h"
 #include "npv_config.h"
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug"};
@@ -70,6 +71,7 @@ int npv_ctx_new(struct npv_ctx **out)
     atomic_init(&ctx->log_level, NPV_LOG_WARN);
     atomic_init(&ctx->iommu_backend, NPV_IOMMU_AUTO);
     atomic_init(&ctx->sysfs_root, NULL);
+    atomic_init(&ctx->fail_armed_class, -1);
     int ret = npv_ctx_set_sysfs_root(ctx, "/sys");
     if (ret == 0)
         ret = apply_environment(ctx);
@@ -147,7 +149,7 @@ static const char *keep_root_locked(struct npv_ctx *ctx, const char *root, size_
     for (struct npv_sysfs_root *r = ctx->roots; r != NULL; r = r->next)
         if (strcmp(r->path, root) == 0)
             return r->path;
-    struct npv_sysfs_root *r = malloc(sizeof(*r) + len + 1);
+    struct npv_sysfs_root *r = npv_fp_malloc(ctx, sizeof(*r) + len + 1);
     if (r == NULL)
         return NULL;
     memcpy(r->path, root, len + 1);

@@ -6,7 +6,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <npuvfio/ctx.h>
+#include <npuvfio/failpoint.h>
 
 /* A sysfs root once set: kept until npv_ctx_free, so a pointer handed out never dangles. */
 struct npv_sysfs_root {
@@ -40,6 +42,14 @@ struct npv_ctx {
     pthread_mutex_t iommufd_lock;
     int iommufd; /* -1 while closed */
     unsigned iommufd_users;
+    /*
+     * Failure injection (failpoint.c): calls counted per class since the last
+     * arm, and the one armed call. armed_class is -1 when nothing is armed; a
+     * firing call swaps it to -1 so the failure happens once.
+     */
+    _Atomic uint64_t fail_calls[NPV_FAIL_CLASS_COUNT];
+    _Atomic int fail_armed_class;
+    _Atomic uint64_t fail_armed_nth;
 };
 
 void npv__log(struct npv_ctx *ctx, enum npv_log_level level, const char *fmt, ...)

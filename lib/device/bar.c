@@ -14,6 +14,7 @@
 
 #include "ctx_internal.h"
 #include "dev_internal.h"
+#include "failpoint_internal.h"
 
 #define BAR_PAGE        (1ull << NPV_BAR_PAGE_SHIFT)
 #define PCI_CAP_ID_MSIX 0x11u
@@ -127,8 +128,8 @@ static void map_area(struct bar_impl *b, const struct npv_region_info *ri,
         if (foff % host_page != 0 || foff > INT64_MAX)
             continue;
         void *want = (void *)(b->pub.base + pieces[i].start);
-        void *p = mmap(want, pieces[i].end - pieces[i].start, prot, MAP_SHARED | MAP_FIXED, fd,
-                       (off_t)foff);
+        void *p = npv_fp_mmap(dev->ctx, want, pieces[i].end - pieces[i].start, prot,
+                              MAP_SHARED | MAP_FIXED, fd, (off_t)foff);
         if (p == MAP_FAILED) {
             npv_warn(dev->ctx, "%s: region %u: mmap of [%#llx,%#llx): %s; trapped", dev->name,
                      ri->index, (unsigned long long)pieces[i].start,
@@ -151,13 +152,13 @@ int npv_bar_map(struct npv_dev *dev, uint32_t index, struct npv_bar **out)
         return -EINVAL;
     uint64_t host_page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t npages = (ri.size + BAR_PAGE - 1) >> NPV_BAR_PAGE_SHIFT;
-    struct bar_impl *b = calloc(1, sizeof(*b) + npages);
+    struct bar_impl *b = npv_fp_calloc(dev->ctx, 1, sizeof(*b) + npages);
     if (b == NULL)
         return -ENOMEM;
     b->reserved_len = round_up(ri.size, host_page);
     /* Reserved, never touched: the areas are mapped over it and the rest faults if misused. */
-    void *base =
-        mmap(NULL, b->reserved_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *base = npv_fp_mmap(dev->ctx, NULL, b->reserved_len, PROT_NONE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
         ret = -errno;
         goto err_free;

@@ -9,6 +9,7 @@
 
 #include "ctx_internal.h"
 #include "dev_internal.h"
+#include "failpoint_internal.h"
 #include "trace.h"
 
 #define DEFAULT_REQUEST_TIMEOUT_NS (5ull * 1000 * 1000 * 1000)
@@ -39,7 +40,7 @@ struct npv_dev *npv_dev_alloc(struct npv_ctx *ctx, const struct npv_dev_ops *ops
         errno = ENAMETOOLONG;
         return NULL;
     }
-    struct npv_dev *dev = calloc(1, sizeof(*dev));
+    struct npv_dev *dev = npv_fp_calloc(ctx, 1, sizeof(*dev));
     if (dev == NULL)
         return NULL;
     int ret = pthread_mutex_init(&dev->lock, NULL);

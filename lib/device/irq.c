@@ -16,6 +16,7 @@
 #include "ctx_internal.h"
 #include "deadline.h"
 #include "dev_internal.h"
+#include "failpoint_internal.h"
 #include "irq_internal.h"
 
 struct npv_irq {
@@ -59,14 +60,14 @@ int npv_irq_enable(struct npv_dev *dev, enum npv_irq_type type, uint32_t nvec, s
         return ret;
     if (info.count < nvec || !(info.flags & NPV_IRQ_INFO_EVENTFD))
         return -EINVAL;
-    struct npv_irq *irq = calloc(1, sizeof(*irq) + nvec * sizeof(int));
+    struct npv_irq *irq = npv_fp_calloc(dev->ctx, 1, sizeof(*irq) + nvec * sizeof(int));
     if (irq == NULL)
         return -ENOMEM;
     irq->dev = dev;
     irq->type = type;
     uint32_t made = 0;
     for (; made < nvec; made++) {
-        irq->fds[made] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        irq->fds[made] = npv_fp_eventfd(dev->ctx, 0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (irq->fds[made] < 0) {
             ret = -errno;
             goto err_close;

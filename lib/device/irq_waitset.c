@@ -17,6 +17,7 @@
 
 #include "ctx_internal.h"
 #include "deadline.h"
+#include "failpoint_internal.h"
 #include "irq_internal.h"
 
 struct ws_entry {
@@ -40,13 +41,13 @@ int npv_irq_waitset_new(struct npv_ctx *ctx, unsigned max_entries, struct npv_ir
 {
     if (out == NULL || max_entries == 0 || max_entries > 4096)
         return -EINVAL;
-    struct npv_irq_waitset *ws = calloc(1, sizeof(*ws));
+    struct npv_irq_waitset *ws = npv_fp_calloc(ctx, 1, sizeof(*ws));
     if (ws == NULL)
         return -ENOMEM;
     ws->ctx = ctx;
     ws->max = max_entries;
-    ws->e = calloc(max_entries, sizeof(*ws->e));
-    ws->pfds = calloc(max_entries, sizeof(*ws->pfds));
+    ws->e = npv_fp_calloc(ctx, max_entries, sizeof(*ws->e));
+    ws->pfds = npv_fp_calloc(ctx, max_entries, sizeof(*ws->pfds));
     if (ws->e == NULL || ws->pfds == NULL) {
         free(ws->e);
         free(ws->pfds);
@@ -54,7 +55,9 @@ int npv_irq_waitset_new(struct npv_ctx *ctx, unsigned max_entries, struct npv_ir
         return -ENOMEM;
     }
     /* One SQE per vector, plus the timeout SQE liburing adds on kernels without EXT_ARG. */
-    int ret = io_uring_queue_init(max_entries + 1, &ws->ring, 0);
+    int ret = npv_fp_uring_result(ctx);
+    if (ret == 0)
+        ret = io_uring_queue_init(max_entries + 1, &ws->ring, 0);
     if (ret == 0) {
         ws->have_ring = true;
     } else {

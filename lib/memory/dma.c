@@ -27,6 +27,7 @@
 
 #include "ctx_internal.h"
 #include "domain_internal.h"
+#include "failpoint_internal.h"
 #include "numa.h"
 #include "vma_file.h"
 
@@ -93,7 +94,7 @@ static int make_backing(struct npv_dma *dma, size_t size, size_t page, int node,
     struct hwloc_topology *topo = NULL;
     int ret;
 
-    int fd = memfd_create("npuvfio-dma", flags);
+    int fd = npv_fp_memfd_create(dma->ctx, "npuvfio-dma", flags);
     if (fd < 0)
         return -errno;
     if (ftruncate(fd, (off_t)rounded) != 0) {
@@ -105,7 +106,7 @@ static int make_backing(struct npv_dma *dma, size_t size, size_t page, int node,
      * hugepages shows here as -ENOMEM rather than as SIGBUS on first touch.
      */
     int mflags = MAP_SHARED | (node < 0 && !sparse ? MAP_POPULATE : 0);
-    void *va = mmap(NULL, rounded, PROT_READ | PROT_WRITE, mflags, fd, 0);
+    void *va = npv_fp_mmap(dma->ctx, NULL, rounded, PROT_READ | PROT_WRITE, mflags, fd, 0);
     if (va == MAP_FAILED) {
         ret = -errno;
         goto err_close;
@@ -210,7 +211,7 @@ int npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *o
         return -EINVAL;
     if (size > SIZE_MAX - (SZ_4K - 1))
         return -ENOMEM;
-    struct npv_dma *dma = calloc(1, sizeof(*dma));
+    struct npv_dma *dma = npv_fp_calloc(ctx, 1, sizeof(*dma));
     if (dma == NULL)
         return -ENOMEM;
     dma->ctx = ctx;
@@ -356,7 +357,7 @@ int npv_dma_wrap(struct npv_ctx *ctx, void *vaddr, size_t len, int fd, uint64_t 
             return -EFAULT;
         }
     }
-    struct npv_dma *dma = calloc(1, sizeof(*dma));
+    struct npv_dma *dma = npv_fp_calloc(ctx, 1, sizeof(*dma));
     if (dma == NULL) {
         if (own_fd >= 0)
             close(own_fd);
@@ -441,7 +442,8 @@ static int map_common(struct npv_dma *dma, struct npv_domain *dom, unsigned prot
         return -EINVAL;
     if (find_mapping(dma, dom) != NULL)
         return -EEXIST;
-    struct dma_mapping *maps = realloc(dma->maps, (dma->nr_maps + 1) * sizeof(*maps));
+    struct dma_mapping *maps =
+        npv_fp_realloc(dma->ctx, dma->maps, (dma->nr_maps + 1) * sizeof(*maps));
     if (maps == NULL)
         return -ENOMEM;
     dma->maps = maps;

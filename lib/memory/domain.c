@@ -20,6 +20,7 @@
 
 #include "ctx_internal.h"
 #include "domain_internal.h"
+#include "failpoint_internal.h"
 #include "iova.h"
 #include "trace.h"
 
@@ -169,7 +170,7 @@ static int compute_usable(const struct npv_domain *dom, const struct npv_iommu_s
                           const struct ranges_override *ov, struct npv_iova_range **out,
                           size_t *nout)
 {
-    struct npv_iova_range *cur = malloc(sizeof(*cur));
+    struct npv_iova_range *cur = npv_fp_malloc(dom->ctx, sizeof(*cur));
     size_t ncur = 1;
     if (cur == NULL)
         return -ENOMEM;
@@ -207,7 +208,7 @@ static int apply_usable(struct npv_domain *dom, const struct ranges_override *ov
  */
 static int keep_page_zero_out(struct npv_domain *dom)
 {
-    dom->reserved = malloc(sizeof(*dom->reserved));
+    dom->reserved = npv_fp_malloc(dom->ctx, sizeof(*dom->reserved));
     if (dom->reserved == NULL)
         return -ENOMEM;
     dom->reserved[0] = (struct npv_iova_range){0, NPV_DOMAIN_IOVA_ZERO_GUARD - 1};
@@ -226,7 +227,7 @@ int npv_domain_new(struct npv_ctx *ctx, const struct npv_domain_opts *opts, stru
         if (ap.start > ap.last || ap.last < NPV_DOMAIN_IOVA_ZERO_GUARD)
             return -EINVAL;
     }
-    struct npv_domain *dom = calloc(1, sizeof(*dom));
+    struct npv_domain *dom = npv_fp_calloc(ctx, 1, sizeof(*dom));
     if (dom == NULL)
         return -ENOMEM;
     int ret = -pthread_mutex_init(&dom->lock, NULL);
@@ -237,6 +238,7 @@ int npv_domain_new(struct npv_ctx *ctx, const struct npv_domain_opts *opts, stru
     atomic_init(&dom->coherent, -ENODATA);
     dom->aperture = ap;
     npv_iova_space_init(&dom->iova);
+    dom->iova.ctx = ctx;
     npv_avl_init(&dom->by_iova, iova_cmp);
     npv_avl_init(&dom->by_vaddr, vaddr_cmp);
     ret = keep_page_zero_out(dom);
@@ -340,7 +342,7 @@ int npv_domain_reserve(struct npv_domain *dom, npv_iova_t start, npv_iova_t last
         goto out;
     ret = -ENOMEM;
     struct npv_iova_range *r =
-        realloc(dom->reserved, (dom->nr_reserved + 1) * sizeof(*dom->reserved));
+        npv_fp_realloc(dom->ctx, dom->reserved, (dom->nr_reserved + 1) * sizeof(*dom->reserved));
     if (r == NULL)
         goto out;
     dom->reserved = r;
@@ -427,7 +429,8 @@ static void update_coherent(struct npv_domain *dom)
 static struct quarantine_entry *quarantine_new(const struct npv_domain *dom,
                                                const struct npv_mapping *m)
 {
-    struct quarantine_entry *q = calloc(1, sizeof(*q) + dom->nr_sinks * sizeof(q->holders[0]));
+    struct quarantine_entry *q =
+        npv_fp_calloc(dom->ctx, 1, sizeof(*q) + dom->nr_sinks * sizeof(q->holders[0]));
     if (q != NULL)
         q->m = *m;
     return q;
@@ -777,7 +780,7 @@ static int map_locked(struct npv_domain *dom, struct npv_mapping *m, uint64_t al
         rep->failed_ops = needs_fd->ops;
         return -NPV_ENOTSHARED;
     }
-    struct journal_entry *e = calloc(1, sizeof(*e));
+    struct journal_entry *e = npv_fp_calloc(dom->ctx, 1, sizeof(*e));
     if (e == NULL)
         return -ENOMEM;
     int ret = -ENOMEM;

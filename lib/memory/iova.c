@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "failpoint_internal.h"
 #include "iova.h"
 
 /* An allocation (in used) or a hole (in free_by_start and free_by_size). */
@@ -202,6 +203,7 @@ void npv_iova_space_init(struct npv_iova_space *sp)
 {
     sp->ranges = NULL;
     sp->nr_ranges = 0;
+    sp->ctx = NULL;
     npv_avl_init(&sp->used, start_cmp);
     npv_avl_init(&sp->free_by_start, start_cmp);
     npv_avl_init(&sp->free_by_size, size_cmp);
@@ -337,13 +339,13 @@ int npv_iova_space_set_ranges(struct npv_iova_space *sp, const struct npv_iova_r
     }
     nh = build_holes(sp, nr, nn, NULL);
     if (nh > 0) {
-        holes = calloc(nh, sizeof(*holes));
+        holes = npv_fp_calloc(sp->ctx, nh, sizeof(*holes));
         if (holes == NULL) {
             ret = -ENOMEM;
             goto err;
         }
         for (made = 0; made < nh; made++) {
-            holes[made] = malloc(sizeof(struct seg));
+            holes[made] = npv_fp_malloc(sp->ctx, sizeof(struct seg));
             if (holes[made] == NULL) {
                 ret = -ENOMEM;
                 goto err;
@@ -372,8 +374,8 @@ static int carve(struct npv_iova_space *sp, struct seg *h, npv_iova_t start, npv
 {
     bool left = start > h->start;
     bool right = last < h->last;
-    struct seg *u = malloc(sizeof(*u));
-    struct seg *extra = left && right ? malloc(sizeof(*extra)) : NULL;
+    struct seg *u = npv_fp_malloc(sp->ctx, sizeof(*u));
+    struct seg *extra = left && right ? npv_fp_malloc(sp->ctx, sizeof(*extra)) : NULL;
     if (u == NULL || (left && right && extra == NULL)) {
         free(u);
         free(extra);

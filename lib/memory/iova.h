@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <npuvfio/common.h>
 
+struct npv_ctx;
+
 #include "avl.h"
 
 struct npv_iova_space {
@@ -27,6 +29,8 @@ struct npv_iova_space {
     struct npv_avl used;          /* allocations by start */
     struct npv_avl free_by_start; /* holes by start, for coalescing */
     struct npv_avl free_by_size;  /* holes by (length, start), for best fit */
+    /* Whose failpoints the allocator's own allocations count against (NULL: none). */
+    struct npv_ctx *ctx;
 };
 
 /* An empty space: nothing can be allocated until ranges are set. */

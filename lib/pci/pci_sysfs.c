@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "failpoint_internal.h"
 #include "pci_internal.h"
 
 int npv_pci_canon(struct npv_ctx *ctx, const char *text, char *canon, size_t len)
@@ -147,7 +148,7 @@ int npv_pci_read_dir(struct npv_ctx *ctx, const char *path, struct npv_pci_func 
             continue;
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 32;
-            struct npv_pci_func *nf = realloc(funcs, ncap * sizeof(*nf));
+            struct npv_pci_func *nf = npv_fp_realloc(ctx, funcs, ncap * sizeof(*nf));
             if (nf == NULL) {
                 ret = -ENOMEM;
                 goto err_free;

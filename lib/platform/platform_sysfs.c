@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "failpoint_internal.h"
 #include "platform_internal.h"
 
 bool npv_platform_name_valid(const char *name)
@@ -122,7 +123,7 @@ int npv_platform_list(struct npv_ctx *ctx, struct npv_platform_dev **out, size_t
             continue;
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 32;
-            struct npv_platform_dev *nd = realloc(devs, ncap * sizeof(*nd));
+            struct npv_platform_dev *nd = npv_fp_realloc(ctx, devs, ncap * sizeof(*nd));
             if (nd == NULL) {
                 ret = -ENOMEM;
                 goto err_free;

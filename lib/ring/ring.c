@@ -14,6 +14,7 @@
 
 #include "ctx_internal.h"
 #include "deadline.h"
+#include "failpoint_internal.h"
 #include "irq_internal.h"
 #include "ring_inflight.h"
 #include "ring_internal.h"
@@ -241,7 +242,7 @@ int npv_ring_new(struct npv_ctx *ctx, const struct npv_ring_config *cfg, struct 
         npv_err(ctx, "ring: bad config: %s", why);
         return -EINVAL;
     }
-    struct npv_ring *r = calloc(1, sizeof(*r));
+    struct npv_ring *r = npv_fp_calloc(ctx, 1, sizeof(*r));
     if (r == NULL)
         return -ENOMEM;
     int rc = npv_inflight_new(ctx, cfg->entries, &r->jobs);

@@ -9,19 +9,20 @@
 #include <stdlib.h>
 
 #include "ctx_internal.h"
+#include "failpoint_internal.h"
 #include "ring_inflight.h"
 
 int npv_inflight_new(struct npv_ctx *ctx, uint32_t capacity, struct npv_inflight **out)
 {
     if (out == NULL || capacity == 0 || capacity > (1u << 24) || (capacity & (capacity - 1)))
         return -EINVAL;
-    struct npv_inflight *t = calloc(1, sizeof(*t));
+    struct npv_inflight *t = npv_fp_calloc(ctx, 1, sizeof(*t));
     if (t == NULL)
         return -ENOMEM;
-    t->slots = calloc(capacity, sizeof(*t->slots));
+    t->slots = npv_fp_calloc(ctx, capacity, sizeof(*t->slots));
     if (t->slots == NULL)
         goto err_table;
-    t->dl_seq = calloc(capacity, sizeof(*t->dl_seq));
+    t->dl_seq = npv_fp_calloc(ctx, capacity, sizeof(*t->dl_seq));
     if (t->dl_seq == NULL)
         goto err_slots;
     t->ctx = ctx;

@@ -16,6 +16,7 @@
 
 #include "ctx_internal.h"
 #include "deadline.h"
+#include "failpoint_internal.h"
 #include "vfio_user_client.h"
 
 /* Requests in flight at once; beyond, a caller gets -EBUSY. */
@@ -118,7 +119,7 @@ int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *i
     if (nr_fds > c->server_caps.max_msg_fds)
         return -EINVAL;
     uint64_t deadline = npv_deadline_after(c->dev->request_timeout_ns);
-    struct vu_request *r = calloc(1, sizeof(*r));
+    struct vu_request *r = npv_fp_calloc(c->dev->ctx, 1, sizeof(*r));
     if (r == NULL)
         return -ENOMEM;
     npv_vu_msg_init(&r->reply);
@@ -139,8 +140,10 @@ int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *i
 
     struct npv_vu_hdr h = {.msg_id = r->id, .cmd = cmd, .flags = NPV_VU_F_TYPE_COMMAND};
     pthread_mutex_lock(&c->send_lock);
-    ret =
-        npv_vu_sendv(c->sock, &h, iov, iovcnt, fds, nr_fds, ns_to_i64(npv_deadline_left(deadline)));
+    ret = npv_fp_send_result(c->dev->ctx);
+    if (ret == 0)
+        ret = npv_vu_sendv(c->sock, &h, iov, iovcnt, fds, nr_fds,
+                           ns_to_i64(npv_deadline_left(deadline)));
     pthread_mutex_unlock(&c->send_lock);
     if (ret < 0) {
         /* Part of a message may be on the wire: the stream cannot be trusted any more. */
@@ -220,7 +223,9 @@ static void refuse_command(struct vu_client *c, const struct npv_vu_msg *m)
     if (m->hdr.flags & NPV_VU_F_NO_REPLY)
         return;
     pthread_mutex_lock(c->dma_send_lock);
-    int ret = npv_vu_send_error(c->dma_sock, m->hdr.msg_id, m->hdr.cmd, ENOSYS,
+    int ret = npv_fp_send_result(c->dev->ctx);
+    if (ret == 0)
+        ret = npv_vu_send_error(c->dma_sock, m->hdr.msg_id, m->hdr.cmd, ENOSYS,
                                 ns_to_i64(c->dev->request_timeout_ns));
     pthread_mutex_unlock(c->dma_send_lock);
     if (ret < 0)
@@ -238,7 +243,7 @@ static void serve_command(struct vu_client *c, const struct npv_vu_msg *m)
 /* Hand a server command to the DMA thread. The receive thread never writes to the socket. */
 static int queue_command(struct vu_client *c, struct npv_vu_msg *m)
 {
-    struct vu_dma_cmd *q = malloc(sizeof(*q));
+    struct vu_dma_cmd *q = npv_fp_malloc(c->dev->ctx, sizeof(*q));
     if (q == NULL)
         return -ENOMEM;
     q->next = NULL;
@@ -290,7 +295,9 @@ void npv_vu_client_serve_twin(struct vu_client *c)
         sizeof(struct npv_vu_hdr) + sizeof(struct npv_vu_dma_access) + NPV_VU_CLIENT_MAX_XFER;
     for (;;) {
         struct npv_vu_msg m;
-        int ret = npv_vu_recv(c->twin_sock, &m, max, 0, -1);
+        int ret = npv_fp_recv_result(c->dev->ctx);
+        if (ret == 0)
+            ret = npv_vu_recv(c->twin_sock, &m, max, 0, -1);
         if (ret < 0) {
             pthread_mutex_lock(&c->lock);
             bool closing = c->dead != 0;
@@ -331,7 +338,9 @@ static void *rx_main(void *arg)
         sizeof(struct npv_vu_hdr) + sizeof(struct npv_vu_dma_access) + NPV_VU_CLIENT_MAX_XFER;
     for (;;) {
         struct npv_vu_msg m;
-        int ret = npv_vu_recv(c->sock, &m, max, NPV_VU_MAX_MSG_FDS, -1);
+        int ret = npv_fp_recv_result(c->dev->ctx);
+        if (ret == 0)
+            ret = npv_vu_recv(c->sock, &m, max, NPV_VU_MAX_MSG_FDS, -1);
         if (ret < 0) {
             int reason = ret == -NPV_EPEERPROTO || ret == -EMSGSIZE ? -NPV_EPEERPROTO : -ENOTCONN;
             pthread_mutex_lock(&c->lock);
@@ -664,9 +673,9 @@ static const struct npv_dev_ops vu_ops = {
     .close = vu_close,
 };
 
-static int client_new(struct vu_client **out)
+static int client_new(struct npv_ctx *ctx, struct vu_client **out)
 {
-    struct vu_client *c = calloc(1, sizeof(*c));
+    struct vu_client *c = npv_fp_calloc(ctx, 1, sizeof(*c));
     if (c == NULL)
         return -ENOMEM;
     c->sock = -1;
@@ -715,13 +724,13 @@ err_free:
 }
 
 /* AF_UNIX connect does not block on a listening peer except when its backlog is full. */
-static int connect_socket(const char *path, uint64_t deadline)
+static int connect_socket(struct npv_ctx *ctx, const char *path, uint64_t deadline)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
         return -ENAMETOOLONG;
     strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = npv_fp_socket(ctx, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
     for (;;) {
@@ -785,14 +794,19 @@ static int negotiate(struct vu_client *c, uint64_t deadline)
     struct iovec iov[2] = {{.iov_base = &v, .iov_len = sizeof(v)},
                            {.iov_base = json, .iov_len = (size_t)jlen}};
     struct npv_vu_hdr h = {.msg_id = 0, .cmd = NPV_VU_CMD_VERSION, .flags = NPV_VU_F_TYPE_COMMAND};
-    int ret = npv_vu_sendv(c->sock, &h, iov, 2, NULL, 0, ns_to_i64(npv_deadline_left(deadline)));
+    int ret = npv_fp_send_result(dev->ctx);
+    if (ret == 0)
+        ret = npv_vu_sendv(c->sock, &h, iov, 2, NULL, 0, ns_to_i64(npv_deadline_left(deadline)));
     if (ret < 0)
         return ret == -EPIPE || ret == -ECONNRESET ? -ENOTCONN : ret;
     c->next_id = 1;
 
     struct npv_vu_msg m;
     size_t max = sizeof(struct npv_vu_hdr) + sizeof(v) + NPV_VU_MAX_VERSION_DATA;
-    ret = npv_vu_recv(c->sock, &m, max, NPV_VU_MAX_MSG_FDS, ns_to_i64(npv_deadline_left(deadline)));
+    ret = npv_fp_recv_result(dev->ctx);
+    if (ret == 0)
+        ret = npv_vu_recv(c->sock, &m, max, NPV_VU_MAX_MSG_FDS,
+                          ns_to_i64(npv_deadline_left(deadline)));
     if (ret == -ECONNRESET) {
         npv_err(dev->ctx,
                 "%s: the server closed the connection during version negotiation "
@@ -836,7 +850,7 @@ int npv_vfio_user_open(struct npv_ctx *ctx, const char *socket_path,
                        const struct npv_dev_opts *opts, struct npv_dev **out)
 {
     struct vu_client *c = NULL;
-    int ret = client_new(&c);
+    int ret = client_new(ctx, &c);
     if (ret < 0)
         return ret;
     struct npv_dev *dev = npv_dev_alloc(ctx, &vu_ops, NPV_TRANSPORT_VFIO_USER, socket_path, opts);
@@ -850,7 +864,7 @@ int npv_vfio_user_open(struct npv_ctx *ctx, const char *socket_path,
     npv_vu_client_sink_init(c);
     uint64_t deadline = npv_deadline_after(dev->request_timeout_ns);
 
-    c->sock = connect_socket(socket_path, deadline);
+    c->sock = connect_socket(ctx, socket_path, deadline);
     if (c->sock < 0) {
         ret = c->sock;
         npv_err(ctx, "%s: connect: %s", socket_path, npv_strerror(ret));

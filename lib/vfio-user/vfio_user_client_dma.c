@@ -14,6 +14,7 @@
 #include <npuvfio/dma.h>
 
 #include "ctx_internal.h"
+#include "failpoint_internal.h"
 #include "vfio_user_client.h"
 
 static struct vu_client *sink_client(struct npv_iommu_sink *sink)
@@ -35,7 +36,7 @@ static int maps_add(struct vu_client *c, const struct npv_mapping *m)
         return -ENOSPC;
     if (c->nr_maps == c->cap_maps) {
         size_t cap = c->cap_maps ? c->cap_maps * 2 : 16;
-        struct vu_mapping *p = realloc(c->maps, cap * sizeof(*p));
+        struct vu_mapping *p = npv_fp_realloc(c->dev->ctx, c->maps, cap * sizeof(*p));
         if (p == NULL)
             return -ENOMEM;
         c->maps = p;
@@ -151,9 +152,12 @@ static void send_reply(struct vu_client *c, const struct npv_vu_msg *req, const 
     struct npv_vu_hdr h = {
         .msg_id = req->hdr.msg_id, .cmd = req->hdr.cmd, .flags = NPV_VU_F_TYPE_REPLY};
     pthread_mutex_lock(c->dma_send_lock);
-    int ret = npv_vu_sendv(
-        c->dma_sock, &h, iov, iovcnt, NULL, 0,
-        (int64_t)(c->dev->request_timeout_ns > INT64_MAX ? INT64_MAX : c->dev->request_timeout_ns));
+    int ret = npv_fp_send_result(c->dev->ctx);
+    if (ret == 0)
+        ret = npv_vu_sendv(c->dma_sock, &h, iov, iovcnt, NULL, 0,
+                           (int64_t)(c->dev->request_timeout_ns > INT64_MAX
+                                         ? INT64_MAX
+                                         : c->dev->request_timeout_ns));
     pthread_mutex_unlock(c->dma_send_lock);
     if (ret < 0)
         npv_vu_client_kill(c, -ENOTCONN);
@@ -180,7 +184,7 @@ static void serve_read(struct vu_client *c, const struct npv_vu_msg *m, struct n
         send_error(c, m, EINVAL);
         return;
     }
-    uint8_t *data = malloc(a.count ? a.count : 1);
+    uint8_t *data = npv_fp_malloc(c->dev->ctx, a.count ? a.count : 1);
     if (data == NULL) {
         send_error(c, m, ENOMEM);
         return;

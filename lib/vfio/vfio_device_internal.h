@@ -69,7 +69,8 @@ int npv_vfio_reset(struct npv_dev *dev);
  * grow the buffer to the argsz the kernel asks for and retry. *buf is
  * malloc'd and replaced; *len is the number of valid bytes in it.
  */
-int npv_vfio_info_ioctl(int fd, unsigned long request, void **buf, size_t base_size, size_t *len);
+int npv_vfio_info_ioctl(struct npv_ctx *ctx, int fd, unsigned long request, void **buf,
+                        size_t base_size, size_t *len);
 
 /*
  * Walk a VFIO info capability chain in buf[0, len) starting at first (0 = no

@@ -13,6 +13,7 @@
 #include <linux/vfio.h>
 
 #include "ctx_internal.h"
+#include "failpoint_internal.h"
 #include "memlock.h"
 #include "vfio_device_internal.h"
 
@@ -47,7 +48,7 @@ int npv_vfio_dma_map_ioctl(struct npv_ctx *ctx, const char *who, int fd, unsigne
         ctx, who, m->len, request == VFIO_IOMMU_MAP_DMA ? NPV_PIN_LOCKED_VM : NPV_PIN_PINNED_VM);
     if (ret < 0)
         return ret;
-    if (ioctl(fd, request, arg) == 0)
+    if (npv_fp_ioctl(ctx, fd, request, arg) == 0)
         return 0;
     int err = -errno;
     if (err == -ENOMEM)
@@ -62,7 +63,7 @@ int npv_vfio_dma_unmap_ioctl(struct npv_ctx *ctx, const char *who, int fd, unsig
                              const char *call, void *arg, const void *unmapped,
                              const struct npv_mapping *m)
 {
-    if (ioctl(fd, request, arg) < 0) {
+    if (npv_fp_ioctl(ctx, fd, request, arg) < 0) {
         int err = -errno;
         npv_err(ctx, "%s: %s iova %#llx len %#llx: %s", who, call, (unsigned long long)m->iova,
                 (unsigned long long)m->len, npv_strerror(err));

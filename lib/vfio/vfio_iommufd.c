@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "ctx_internal.h"
+#include "failpoint_internal.h"
 #include "iommufd_fault.h"
 #include "iova.h"
 #include "npv_config.h"
@@ -233,7 +234,7 @@ static int ioas_read_ranges(struct ioas *io, struct npv_domain *dom)
     for (int tries = 0; tries < 4; tries++) {
         q.allowed_iovas = (uintptr_t)r;
         uint32_t cap = q.num_iovas;
-        if (ioctl(io->iommufd, IOMMU_IOAS_IOVA_RANGES, &q) == 0) {
+        if (npv_fp_ioctl(io->ctx, io->iommufd, IOMMU_IOAS_IOVA_RANGES, &q) == 0) {
             int ret = 0;
             if (q.num_iovas > cap || q.num_iovas == 0)
                 ret = -EPROTO;
@@ -253,7 +254,7 @@ static int ioas_read_ranges(struct ioas *io, struct npv_domain *dom)
         if (q.num_iovas == 0 || q.num_iovas > 65536)
             return -EPROTO;
         /* struct iommu_iova_range and struct npv_iova_range are both {u64 start, u64 last}. */
-        r = calloc(q.num_iovas, sizeof(*r));
+        r = npv_fp_calloc(io->ctx, q.num_iovas, sizeof(*r));
         if (r == NULL)
             return -ENOMEM;
     }
@@ -315,13 +316,13 @@ static int ioas_new(struct npv_ctx *ctx, struct ioas **out)
 {
     int iommufd = ctx->iommufd;
     struct iommu_ioas_alloc a = {.size = sizeof(a)};
-    if (ioctl(iommufd, IOMMU_IOAS_ALLOC, &a) < 0) {
+    if (npv_fp_ioctl(ctx, iommufd, IOMMU_IOAS_ALLOC, &a) < 0) {
         int err = -errno;
         npv_err(ctx, "IOMMU_IOAS_ALLOC: %s", npv_strerror(err));
         return err;
     }
     npv_debug(ctx, "IOMMU_IOAS_ALLOC: ioas %u", a.out_ioas_id);
-    struct ioas *io = calloc(1, sizeof(*io));
+    struct ioas *io = npv_fp_calloc(ctx, 1, sizeof(*io));
     if (io == NULL) {
         iommufd_destroy(ctx, iommufd, "ioas", a.out_ioas_id);
         return -ENOMEM;
@@ -372,7 +373,7 @@ static void ioas_leave(struct ioas *io)
 static bool fault_queue_new(struct ioas *io, const char *dev_name)
 {
     struct iommu_fault_alloc f = {.size = sizeof(f)};
-    if (ioctl(io->iommufd, IOMMU_FAULT_QUEUE_ALLOC, &f) < 0) {
+    if (npv_fp_ioctl(io->ctx, io->iommufd, IOMMU_FAULT_QUEUE_ALLOC, &f) < 0) {
         npv_debug(io->ctx, "%s: IOMMU_FAULT_QUEUE_ALLOC: %s; no fault reporting", dev_name,
                   npv_strerror(-errno));
         io->fault_refused = true;
@@ -393,7 +394,7 @@ static bool hwpt_alloc_with_faults(struct ioas *io, uint32_t devid, const char *
                                  .dev_id = devid,
                                  .pt_id = io->id,
                                  .fault_id = io->fault_id};
-    if (ioctl(io->iommufd, IOMMU_HWPT_ALLOC, &h) < 0) {
+    if (npv_fp_ioctl(io->ctx, io->iommufd, IOMMU_HWPT_ALLOC, &h) < 0) {
         npv_debug(io->ctx, "%s: IOMMU_HWPT_ALLOC with a fault queue: %s; no fault reporting",
                   dev_name, npv_strerror(-errno));
         fault_queue_destroy(io);
@@ -421,7 +422,7 @@ static void ioas_make_hwpt(struct ioas *io, uint32_t devid, const char *dev_name
     if (hwpt_alloc_with_faults(io, devid, dev_name))
         return;
     struct iommu_hwpt_alloc h = {.size = sizeof(h), .dev_id = devid, .pt_id = io->id};
-    if (ioctl(io->iommufd, IOMMU_HWPT_ALLOC, &h) < 0) {
+    if (npv_fp_ioctl(io->ctx, io->iommufd, IOMMU_HWPT_ALLOC, &h) < 0) {
         io->hwpt_refused = true;
         npv_debug(io->ctx, "%s: IOMMU_HWPT_ALLOC on ioas %u: %s; attaching to the IOAS", dev_name,
                   io->id, npv_strerror(-errno));
@@ -434,7 +435,9 @@ static void ioas_make_hwpt(struct ioas *io, uint32_t devid, const char *dev_name
 static int attach_pt(struct iommufd_dev *fd_dev, uint32_t pt_id)
 {
     struct vfio_device_attach_iommufd_pt at = {.argsz = sizeof(at), .pt_id = pt_id};
-    return ioctl(fd_dev->vdev.fd, VFIO_DEVICE_ATTACH_IOMMUFD_PT, &at) < 0 ? -errno : 0;
+    return npv_fp_ioctl(fd_dev->ctx, fd_dev->vdev.fd, VFIO_DEVICE_ATTACH_IOMMUFD_PT, &at) < 0
+               ? -errno
+               : 0;
 }
 
 /*
@@ -687,7 +690,7 @@ static int open_cdev(struct iommufd_dev *fd_dev)
     fd_dev->holds_iommufd = true;
 
     struct vfio_device_bind_iommufd bind = {.argsz = sizeof(bind), .iommufd = iommufd};
-    if (ioctl(fd, VFIO_DEVICE_BIND_IOMMUFD, &bind) < 0) {
+    if (npv_fp_ioctl(fd_dev->ctx, fd, VFIO_DEVICE_BIND_IOMMUFD, &bind) < 0) {
         ret = bind_error(ctx, fd_dev->name, -errno);
         goto err_close;
     }
@@ -716,7 +719,7 @@ int npv_vfio_iommufd_open(struct npv_ctx *ctx, const struct npv_vfio_target *t,
     if (ret < 0)
         return ret;
 
-    struct iommufd_dev *fd_dev = calloc(1, sizeof(*fd_dev));
+    struct iommufd_dev *fd_dev = npv_fp_calloc(ctx, 1, sizeof(*fd_dev));
     if (fd_dev == NULL)
         return -ENOMEM;
     fd_dev->ctx = ctx;

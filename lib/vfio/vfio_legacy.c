@@ -29,6 +29,7 @@
 
 #include <npuvfio/dma.h>
 #include "ctx_internal.h"
+#include "failpoint_internal.h"
 #include "vfio_device_internal.h"
 
 struct legacy {
@@ -208,12 +209,12 @@ static int open_container(struct legacy *lg)
         npv_err(ctx, "/dev/vfio/vfio: %s", npv_strerror(err));
         return err;
     }
-    int v = ioctl(lg->container, VFIO_GET_API_VERSION);
+    int v = npv_fp_ioctl(lg->ctx, lg->container, VFIO_GET_API_VERSION);
     if (v != VFIO_API_VERSION) {
         npv_err(ctx, "/dev/vfio/vfio: API version %d, expected %d", v, VFIO_API_VERSION);
         return -ENOTSUP;
     }
-    if (ioctl(lg->container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) <= 0) {
+    if (npv_fp_ioctl(lg->ctx, lg->container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) <= 0) {
         npv_err(ctx, "/dev/vfio/vfio: no type1v2 IOMMU (VFIO_TYPE1v2_IOMMU)");
         return -ENOTSUP;
     }
@@ -243,7 +244,7 @@ static int open_group(struct legacy *lg)
         return err == -ENOENT ? -ENODEV : err;
     }
     struct vfio_group_status status = {.argsz = sizeof(status)};
-    if (ioctl(lg->group, VFIO_GROUP_GET_STATUS, &status) < 0) {
+    if (npv_fp_ioctl(lg->ctx, lg->group, VFIO_GROUP_GET_STATUS, &status) < 0) {
         int err = -errno;
         npv_err(ctx, "%s: VFIO_GROUP_GET_STATUS: %s", lg->name, npv_strerror(err));
         return err;
@@ -255,7 +256,7 @@ static int open_group(struct legacy *lg)
                 lg->name, lg->group_id);
         return -NPV_ENOTVIABLE;
     }
-    if (ioctl(lg->group, VFIO_GROUP_SET_CONTAINER, &lg->container) < 0) {
+    if (npv_fp_ioctl(lg->ctx, lg->group, VFIO_GROUP_SET_CONTAINER, &lg->container) < 0) {
         int err = -errno;
         npv_err(ctx, "%s: VFIO_GROUP_SET_CONTAINER: %s", lg->name, npv_strerror(err));
         return err;
@@ -288,7 +289,7 @@ static int setup_iommu(struct legacy *lg)
 {
     struct npv_ctx *ctx = lg->ctx;
 
-    if (ioctl(lg->container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) < 0) {
+    if (npv_fp_ioctl(lg->ctx, lg->container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) < 0) {
         int err = -errno;
         if (err == -EPERM)
             npv_err(ctx,
@@ -301,12 +302,12 @@ static int setup_iommu(struct legacy *lg)
         return err;
     }
 
-    void *buf = calloc(1, sizeof(struct vfio_iommu_type1_info));
+    void *buf = npv_fp_calloc(lg->ctx, 1, sizeof(struct vfio_iommu_type1_info));
     size_t len = 0, nr_ranges = 0;
     struct npv_iova_range *ranges = NULL;
     if (buf == NULL)
         return -ENOMEM;
-    int ret = npv_vfio_info_ioctl(lg->container, VFIO_IOMMU_GET_INFO, &buf,
+    int ret = npv_vfio_info_ioctl(lg->ctx, lg->container, VFIO_IOMMU_GET_INFO, &buf,
                                   sizeof(struct vfio_iommu_type1_info), &len);
     if (ret == 0)
         ret = npv_vfio_parse_type1_ranges(buf, len, &ranges, &nr_ranges);
@@ -326,7 +327,8 @@ static int setup_iommu(struct legacy *lg)
                  lg->name);
 
     /* Asked after SET_IOMMU: the answer belongs to the IOMMU domains the group now sits in. */
-    lg->coherent = ioctl(lg->container, VFIO_CHECK_EXTENSION, VFIO_DMA_CC_IOMMU) > 0;
+    lg->coherent =
+        npv_fp_ioctl(lg->ctx, lg->container, VFIO_CHECK_EXTENSION, VFIO_DMA_CC_IOMMU) > 0;
     npv_debug(ctx, "%s: type1v2 container: %zu IOVA ranges, %scache-coherent IOMMU", lg->name,
               nr_ranges, lg->coherent ? "" : "not ");
     return 0;
@@ -334,7 +336,7 @@ static int setup_iommu(struct legacy *lg)
 
 static int open_device(struct legacy *lg)
 {
-    int fd = ioctl(lg->group, VFIO_GROUP_GET_DEVICE_FD, lg->name);
+    int fd = npv_fp_ioctl(lg->ctx, lg->group, VFIO_GROUP_GET_DEVICE_FD, lg->name);
     if (fd < 0) {
         int err = -errno;
         npv_err(lg->ctx, "%s: VFIO_GROUP_GET_DEVICE_FD: %s", lg->name, npv_strerror(err));
@@ -361,7 +363,7 @@ int npv_vfio_legacy_open(struct npv_ctx *ctx, const struct npv_vfio_target *t,
     if (ret < 0)
         return ret;
 
-    struct legacy *lg = calloc(1, sizeof(*lg));
+    struct legacy *lg = npv_fp_calloc(ctx, 1, sizeof(*lg));
     if (lg == NULL)
         return -ENOMEM;
     lg->ctx = ctx;

@@ -14,6 +14,7 @@
 #include <linux/vfio.h>
 
 #include "ctx_internal.h"
+#include "failpoint_internal.h"
 #include "vfio_device_internal.h"
 
 /*
@@ -32,20 +33,21 @@ static struct npv_vfio_device *vdev_of(struct npv_dev *dev)
     return dev->priv;
 }
 
-int npv_vfio_info_ioctl(int fd, unsigned long request, void **buf, size_t base_size, size_t *len)
+int npv_vfio_info_ioctl(struct npv_ctx *ctx, int fd, unsigned long request, void **buf,
+                        size_t base_size, size_t *len)
 {
     if (base_size < sizeof(uint32_t) || base_size > NPV_VFIO_INFO_MAX)
         return -EINVAL;
     size_t size = base_size;
     /* The chain may grow between two calls (a device added to a container); retry a few times. */
     for (int tries = 0; tries < 4; tries++) {
-        uint8_t *b = calloc(1, size);
+        uint8_t *b = npv_fp_calloc(ctx, 1, size);
         if (b == NULL)
             return -ENOMEM;
         memcpy(b, *buf, base_size);
         uint32_t argsz = (uint32_t)size;
         memcpy(b, &argsz, sizeof(argsz));
-        if (ioctl(fd, request, b) < 0) {
+        if (npv_fp_ioctl(ctx, fd, request, b) < 0) {
             int err = -errno;
             free(b);
             return err;
@@ -195,7 +197,7 @@ int npv_vfio_device_init(struct npv_ctx *ctx, struct npv_vfio_device *vdev, int 
 {
     struct vfio_device_info di = {.argsz = sizeof(di)};
 
-    if (ioctl(fd, VFIO_DEVICE_GET_INFO, &di) < 0) {
+    if (npv_fp_ioctl(ctx, fd, VFIO_DEVICE_GET_INFO, &di) < 0) {
         int err = -errno;
         npv_err(ctx, "VFIO_DEVICE_GET_INFO: %s", npv_strerror(err));
         return err;
@@ -204,7 +206,8 @@ int npv_vfio_device_init(struct npv_ctx *ctx, struct npv_vfio_device *vdev, int 
         npv_err(ctx, "VFIO_DEVICE_GET_INFO: %u regions is more than we accept", di.num_regions);
         return -EPROTO;
     }
-    struct npv_vfio_region *regions = calloc(di.num_regions ? di.num_regions : 1, sizeof(*regions));
+    struct npv_vfio_region *regions =
+        npv_fp_calloc(ctx, di.num_regions ? di.num_regions : 1, sizeof(*regions));
     if (regions == NULL)
         return -ENOMEM;
     /*
@@ -214,7 +217,7 @@ int npv_vfio_device_init(struct npv_ctx *ctx, struct npv_vfio_device *vdev, int 
      */
     for (uint32_t i = 0; i < di.num_regions; i++) {
         struct vfio_region_info ri = {.argsz = sizeof(ri), .index = i};
-        if (ioctl(fd, VFIO_DEVICE_GET_REGION_INFO, &ri) < 0)
+        if (npv_fp_ioctl(ctx, fd, VFIO_DEVICE_GET_REGION_INFO, &ri) < 0)
             continue;
         regions[i].flags = ri.flags;
         regions[i].size = ri.size;
@@ -322,12 +325,13 @@ int npv_vfio_region_info(struct npv_dev *dev, uint32_t index, struct npv_region_
 
     if (index >= vdev->num_regions)
         return -EINVAL;
-    ri = calloc(1, sizeof(*ri));
+    ri = npv_fp_calloc(dev->ctx, 1, sizeof(*ri));
     if (ri == NULL)
         return -ENOMEM;
     ri->index = index;
     void *buf = ri;
-    int ret = npv_vfio_info_ioctl(vdev->fd, VFIO_DEVICE_GET_REGION_INFO, &buf, sizeof(*ri), &len);
+    int ret = npv_vfio_info_ioctl(dev->ctx, vdev->fd, VFIO_DEVICE_GET_REGION_INFO, &buf,
+                                  sizeof(*ri), &len);
     if (ret < 0) {
         free(buf);
         return ret;
@@ -367,7 +371,7 @@ int npv_vfio_irq_info(struct npv_dev *dev, uint32_t index, struct npv_irq_info *
 
     if (index >= vdev->num_irqs)
         return -EINVAL;
-    if (ioctl(vdev->fd, VFIO_DEVICE_GET_IRQ_INFO, &ii) < 0)
+    if (npv_fp_ioctl(dev->ctx, vdev->fd, VFIO_DEVICE_GET_IRQ_INFO, &ii) < 0)
         return -errno;
     memset(info, 0, sizeof(*info));
     info->index = index;
@@ -417,7 +421,7 @@ int npv_vfio_set_irqs(struct npv_dev *dev, uint32_t index, uint32_t flags, uint3
         return -EINVAL;
 
     size_t size = sizeof(struct vfio_irq_set) + elem * count;
-    struct vfio_irq_set *set = calloc(1, size);
+    struct vfio_irq_set *set = npv_fp_calloc(dev->ctx, 1, size);
     if (set == NULL)
         return -ENOMEM;
     set->argsz = (uint32_t)size;
@@ -431,7 +435,7 @@ int npv_vfio_set_irqs(struct npv_dev *dev, uint32_t index, uint32_t flags, uint3
         for (uint32_t i = 0; i < count; i++)
             set->data[i] = fds[i] != 0;
     }
-    int ret = ioctl(vdev->fd, VFIO_DEVICE_SET_IRQS, set) < 0 ? -errno : 0;
+    int ret = npv_fp_ioctl(dev->ctx, vdev->fd, VFIO_DEVICE_SET_IRQS, set) < 0 ? -errno : 0;
     free(set);
     if (ret < 0)
         npv_debug(dev->ctx, "%s: VFIO_DEVICE_SET_IRQS index %u flags %#x start %u count %u: %s",
@@ -445,7 +449,7 @@ int npv_vfio_reset(struct npv_dev *dev)
 
     if (!(vdev->flags & VFIO_DEVICE_FLAGS_RESET))
         return -ENOTSUP;
-    if (ioctl(vdev->fd, VFIO_DEVICE_RESET) < 0) {
+    if (npv_fp_ioctl(dev->ctx, vdev->fd, VFIO_DEVICE_RESET) < 0) {
         int err = -errno;
         npv_err(dev->ctx, "%s: VFIO_DEVICE_RESET: %s", dev->name, npv_strerror(err));
         return err;
