@@ -143,9 +143,9 @@ static void lay_out_part(struct npv_rknpu *npu, const struct npv_rknpu_job *job,
             part->first_iova = iova;
             part->first_amount = amount;
         } else {
-            rknpu_regcmd_trailer(prev_trailer, iova, amount);
+            rknpu_regcmd_chain(prev_trailer, iova, amount);
         }
-        rknpu_regcmd_trailer(trailer, 0, 0);
+        rknpu_regcmd_trailer(trailer, task->enable_mask);
         prev_trailer = trailer;
         part->nr_tasks++;
         at += words;

@@ -110,10 +110,25 @@ NPV_API npv_iova_t npv_rknpu_mem_iova(const struct npv_rknpu_mem *mem);
 NPV_API uint64_t npv_rknpu_mem_size(const struct npv_rknpu_mem *mem);
 NPV_API uint32_t npv_rknpu_mem_domain(const struct npv_rknpu_mem *mem);
 
-/* One task: a register-command list, without the 4-word trailer (the driver chains tasks). */
+/*
+ * One task: a register-command list without its 4-word trailer (the driver
+ * appends it, chaining the tasks of a core), and the blocks the task's
+ * final "operation enable" command starts.
+ */
 struct npv_rknpu_task {
     const uint64_t *regcmd;
     uint32_t regcmd_count; /* words; at least 1 */
+    uint32_t enable_mask;  /* NPV_RKNPU_ENABLE_* ; 0 = CNA | CORE | DPU */
+};
+
+/* Blocks a task enables (the GLOBAL OPERATION_ENABLE layout). */
+enum {
+    NPV_RKNPU_ENABLE_CNA = 1u << 0,
+    NPV_RKNPU_ENABLE_CORE = 1u << 2,
+    NPV_RKNPU_ENABLE_DPU = 1u << 3,
+    NPV_RKNPU_ENABLE_DPU_RDMA = 1u << 4,
+    NPV_RKNPU_ENABLE_PPU = 1u << 5,
+    NPV_RKNPU_ENABLE_PPU_RDMA = 1u << 6,
 };
 
 struct npv_rknpu_job {
@@ -213,13 +228,15 @@ NPV_API int npv_rknpu_matmul_sizes(const struct npv_rknpu_matmul *mm,
                                    struct npv_rknpu_matmul_sizes *out);
 /*
  * Write the matmul's register commands (without the trailer) to regcmd,
- * which has room for max words. Returns the number of words, -EINVAL for a
- * shape outside the limits or an IOVA not 16-byte aligned or above 4 GiB,
- * -ENOSPC when max is too small (NPV_RKNPU_MATMUL_MAX_WORDS always suffices).
+ * which has room for max words, and describe the task in *task (regcmd,
+ * count, enable mask; may be NULL). Returns the number of words, -EINVAL for
+ * a shape outside the limits or an address not 16-byte aligned or at or
+ * above 4 GiB, -ENOSPC when max is too small (NPV_RKNPU_MATMUL_MAX_WORDS
+ * always suffices).
  */
 #define NPV_RKNPU_MATMUL_MAX_WORDS 128u
-NPV_API int npv_rknpu_matmul_regcmd(const struct npv_rknpu_matmul *mm, uint64_t *regcmd,
-                                    uint32_t max);
+NPV_API int npv_rknpu_matmul_task(const struct npv_rknpu_matmul *mm, uint64_t *regcmd,
+                                  uint32_t max, struct npv_rknpu_task *task);
 
 /*
  * Element offsets (not bytes) in the native layouts, for packing A and B and
