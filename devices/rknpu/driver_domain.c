@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include <npuvfio/dev.h>
+#include <npuvfio/failpoint.h>
 
 #include "driver_internal.h"
 
@@ -134,10 +135,13 @@ int npv_rknpu_mem_create(struct npv_rknpu *npu, uint64_t size, uint32_t domain_i
     if (size > NPV_RKNPU_DOMAIN_SIZE - NPV_DOMAIN_IOVA_ZERO_GUARD)
         return -ENOSPC;
 
+    int r = npv_failpoint_check(npu->ctx, NPV_FAIL_ALLOC);
+    if (r < 0)
+        return r;
     struct npv_rknpu_mem *mem = calloc(1, sizeof(*mem));
     if (mem == NULL)
         return -ENOMEM;
-    int r = rknpu_domain_get(npu, domain_id);
+    r = rknpu_domain_get(npu, domain_id);
     if (r < 0)
         goto err_mem;
     struct npv_dma_opts opts = {.page = NPV_DMA_PAGE_4K, .numa_node = -1};

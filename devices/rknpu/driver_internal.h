@@ -55,7 +55,7 @@ struct rknpu_job {
 
 struct rknpu_core {
     struct npv_bar *bar;
-    uint64_t base;  /* of the core's window in bar */
+    uint64_t base; /* of the core's window in bar */
     struct npv_inflight *inflight;
     uint32_t running; /* job index or RKNPU_NO_JOB */
     uint32_t queued;  /* parts waiting for this core */
@@ -111,17 +111,12 @@ int rknpu_core_reset(struct npv_rknpu *npu, unsigned core);
 
 /*
  * Register-command trailers (driver_matmul.c): every task's list ends with
- * RKNPU_REGCMD_TRAILER_WORDS words: the next task's PC BASE_ADDRESS and
+ * RKNPU_TRAILER_WORDS words: the next task's PC BASE_ADDRESS and
  * REGISTER_AMOUNTS (no-ops for the last task), the barrier, and the
  * operation-enable command that starts the task's blocks.
  */
-#define RKNPU_REGCMD_TRAILER_WORDS 4u
-/* One chain runs at most this many tasks (TASK_CON's 12-bit TASK_NUMBER). */
-#define RKNPU_MAX_TASKS 4095u
 void rknpu_regcmd_trailer(uint64_t *trailer, uint32_t enable_mask);
 void rknpu_regcmd_chain(uint64_t *trailer, npv_iova_t next, uint32_t next_amount);
-/* REGISTER_AMOUNTS for a list of words (trailer included). */
-uint32_t rknpu_regcmd_amount(uint32_t words);
 
 /* Jobs (driver_job.c). */
 int rknpu_jobs_init(struct npv_rknpu *npu);

@@ -17,13 +17,14 @@
 #include <string.h>
 #include <time.h>
 
+#include <npuvfio/failpoint.h>
 #include <npuvfio/ring.h>
 
 #include "driver_internal.h"
 
 #define RESET_ATTEMPTS 3
 
-static const uint32_t WORDS_ALIGN = 8; /* 64 bytes: each task's list starts on a 64-B boundary */
+static const uint32_t WORDS_ALIGN = RKNPU_REGCMD_ALIGN / 8u;
 
 uint64_t rknpu_now_ns(void)
 {
@@ -35,6 +36,9 @@ uint64_t rknpu_now_ns(void)
 int rknpu_jobs_init(struct npv_rknpu *npu)
 {
     uint32_t n = npu->cfg.queue_depth;
+    int fr = npv_failpoint_check(npu->ctx, NPV_FAIL_ALLOC);
+    if (fr < 0)
+        return fr;
     npu->jobs = calloc(n, sizeof(*npu->jobs));
     npu->free_jobs = calloc(n, sizeof(uint32_t));
     npu->pending = calloc(n, sizeof(uint32_t));
@@ -116,7 +120,7 @@ static int mask_cores(const struct npv_rknpu *npu, uint32_t mask, uint8_t *cores
 
 static uint32_t task_words(uint32_t regcmd_count)
 {
-    uint32_t w = regcmd_count + RKNPU_REGCMD_TRAILER_WORDS;
+    uint32_t w = regcmd_count + RKNPU_TRAILER_WORDS;
     return (w + WORDS_ALIGN - 1) & ~(WORDS_ALIGN - 1);
 }
 
@@ -134,7 +138,7 @@ static void lay_out_part(struct npv_rknpu *npu, const struct npv_rknpu_job *job,
     for (uint32_t t = p; t < job->nr_tasks; t += n) {
         const struct npv_rknpu_task *task = &job->tasks[t];
         npv_iova_t iova = slot_iova + (uint64_t)at * 8u;
-        uint32_t amount = rknpu_regcmd_amount(task->regcmd_count + RKNPU_REGCMD_TRAILER_WORDS);
+        uint32_t amount = rknpu_regcmd_amount(task->regcmd_count + RKNPU_TRAILER_WORDS);
         memcpy(&slot[at], task->regcmd, (size_t)task->regcmd_count * 8u);
         uint64_t *trailer = &slot[at + task->regcmd_count];
         uint32_t words = task_words(task->regcmd_count);
@@ -145,7 +149,7 @@ static void lay_out_part(struct npv_rknpu *npu, const struct npv_rknpu_job *job,
         } else {
             rknpu_regcmd_chain(prev_trailer, iova, amount);
         }
-        rknpu_regcmd_trailer(trailer, task->enable_mask);
+        rknpu_regcmd_trailer(trailer, task->enable_mask != 0 ? task->enable_mask : RKNPU_MM_ENABLE);
         prev_trailer = trailer;
         part->nr_tasks++;
         at += words;
@@ -284,7 +288,7 @@ static void schedule(struct npv_rknpu *npu)
 int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job)
 {
     if (npu == NULL || job == NULL || job->tasks == NULL || job->nr_tasks == 0 ||
-        job->nr_tasks > RKNPU_MAX_TASKS || job->domain_id >= NPV_RKNPU_MAX_DOMAINS)
+        job->nr_tasks > RKNPU_MAX_TASKS_PER_RUN || job->domain_id >= NPV_RKNPU_MAX_DOMAINS)
         return -EINVAL;
     uint8_t cores[NPV_RKNPU_NUM_CORES];
     int n = mask_cores(npu, job->core_mask, cores);
@@ -343,8 +347,9 @@ static void reset_core(struct npv_rknpu *npu, unsigned c)
             return;
         }
         npu->counters.reset_retries++;
-        npv_ctx_log(npu->ctx, NPV_LOG_WARN, "rknpu: soft reset of core %u failed (%s), attempt %d of %d",
-                    c, npv_strerror(r), attempt, RESET_ATTEMPTS);
+        npv_ctx_log(npu->ctx, NPV_LOG_WARN,
+                    "rknpu: soft reset of core %u failed (%s), attempt %d of %d", c,
+                    npv_strerror(r), attempt, RESET_ATTEMPTS);
     }
     npv_ctx_log(npu->ctx, NPV_LOG_ERROR, "rknpu: core %u cannot be reset: the NPU is dead", c);
     npu->dead = true;
@@ -449,7 +454,8 @@ int npv_rknpu_wait(struct npv_rknpu *npu, unsigned min, uint64_t timeout_ns, str
         got += (unsigned)r;
         if (got >= min || rknpu_now_ns() >= deadline)
             return (int)got;
-        /* Spin briefly for short jobs, then sleep in small steps: the cores are polled, not IRQ-driven. */
+        /* Spin briefly for short jobs, then sleep in small steps: the cores are polled, not
+         * IRQ-driven. */
         if (spins >= 64) {
             struct timespec nap = {.tv_sec = 0, .tv_nsec = 20000};
             nanosleep(&nap, NULL);

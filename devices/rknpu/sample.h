@@ -27,10 +27,10 @@ struct rknpu_sample_mm {
     struct npv_rknpu_matmul mm;
     struct npv_rknpu_mem *a, *b, *c, *bias;
     /* Host copies in plain row-major order, for the reference. */
-    int8_t *a8, *b8;        /* int8: [M][K], [K][N] */
-    uint16_t *a16, *b16;    /* fp16 bits: [M][K], [K][N] */
-    int32_t *bias32;        /* int8: [N] */
-    float *biasf;           /* fp16: [N] */
+    int8_t *a8, *b8;     /* int8: [M][K], [K][N] */
+    uint16_t *a16, *b16; /* fp16 bits: [M][K], [K][N] */
+    int32_t *bias32;     /* int8: [N] */
+    float *biasf;        /* fp16: [N] */
     uint64_t regcmd[NPV_RKNPU_MATMUL_MAX_WORDS];
     struct npv_rknpu_task task; /* the task that runs it (regcmd above) */
 };

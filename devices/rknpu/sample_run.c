@@ -93,8 +93,8 @@ int rknpu_sample_run(struct npv_rknpu *npu, const struct npv_sample_opts *opts,
         res->p99_ns = lat[(res->iterations - 1) * 99 / 100];
     }
     snprintf(res->what, sizeof(res->what),
-             "int8 %ux%ux%u and fp16 %ux%ux%u+bias+ReLU on each of %u cores",
-             SHAPES[0].m, SHAPES[0].k, SHAPES[0].n, SHAPES[1].m, SHAPES[1].k, SHAPES[1].n, cores);
+             "int8 %ux%ux%u and fp16 %ux%ux%u+bias+ReLU on each of %u cores", SHAPES[0].m,
+             SHAPES[0].k, SHAPES[0].n, SHAPES[1].m, SHAPES[1].k, SHAPES[1].n, cores);
     for (unsigned i = 0; i < nr; i++)
         rknpu_sample_mm_free(mms[i]);
     free(lat);

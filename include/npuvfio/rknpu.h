@@ -54,9 +54,9 @@ struct npv_rknpu_mem;
 #define NPV_RKNPU_DOMAIN_SIZE (1ull << 32)
 
 struct npv_rknpu_config {
-    uint32_t queue_depth;     /* jobs queued or running at once, power of two, 1..1024; 0 = 64 */
-    uint32_t max_job_words;   /* register-command words of one job, trailers included; 0 = 4096 */
-    uint64_t job_timeout_ns;  /* a job's deadline when its description gives none; 0 = 1 s */
+    uint32_t queue_depth;      /* jobs queued or running at once, power of two, 1..1024; 0 = 64 */
+    uint32_t max_job_words;    /* register-command words of one job, trailers included; 0 = 4096 */
+    uint64_t job_timeout_ns;   /* a job's deadline when its description gives none; 0 = 1 s */
     uint64_t reset_timeout_ns; /* one soft reset of a core; 0 = 100 ms */
 };
 
@@ -103,7 +103,8 @@ enum {
  */
 NPV_API int npv_rknpu_mem_create(struct npv_rknpu *npu, uint64_t size, uint32_t domain_id,
                                  unsigned flags, struct npv_rknpu_mem **out);
-/* Unmap and free; the domain's reference is dropped. No job using it may be queued. NULL is a no-op. */
+/* Unmap and free; the domain's reference is dropped. No job using it may be queued. NULL is a
+ * no-op. */
 NPV_API void npv_rknpu_mem_destroy(struct npv_rknpu_mem *mem);
 NPV_API void *npv_rknpu_mem_vaddr(const struct npv_rknpu_mem *mem);
 NPV_API npv_iova_t npv_rknpu_mem_iova(const struct npv_rknpu_mem *mem);
@@ -141,9 +142,9 @@ struct npv_rknpu_job {
      * core's share chained and run in parallel). Other masks are -EINVAL.
      */
     uint32_t core_mask;
-    uint32_t domain_id;   /* the domain every address in the tasks belongs to */
-    uint64_t timeout_ns;  /* the job's deadline, from submission; 0: the config's */
-    uint64_t cookie;      /* returned in the job's completion */
+    uint32_t domain_id;  /* the domain every address in the tasks belongs to */
+    uint64_t timeout_ns; /* the job's deadline, from submission; 0: the config's */
+    uint64_t cookie;     /* returned in the job's completion */
 };
 
 /*
@@ -235,8 +236,8 @@ NPV_API int npv_rknpu_matmul_sizes(const struct npv_rknpu_matmul *mm,
  * always suffices).
  */
 #define NPV_RKNPU_MATMUL_MAX_WORDS 128u
-NPV_API int npv_rknpu_matmul_task(const struct npv_rknpu_matmul *mm, uint64_t *regcmd,
-                                  uint32_t max, struct npv_rknpu_task *task);
+NPV_API int npv_rknpu_matmul_task(const struct npv_rknpu_matmul *mm, uint64_t *regcmd, uint32_t max,
+                                  struct npv_rknpu_task *task);
 
 /*
  * Element offsets (not bytes) in the native layouts, for packing A and B and
