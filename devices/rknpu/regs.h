@@ -249,8 +249,9 @@ static_assert(offsetof(struct rknpu_task, regcmd_addr) == 32, "rknpu_task layout
 
 /* ---- CNA (convolution DMA / feature + weight fetch) ---- */
 #define RKNPU_CNA_S_POINTER 0x1004u
-#define RKNPU_CNA_CONV_CON1 0x100cu /* [3:0] CONV_MODE, [6:4] IN_PRECISION, [9:7] PROC_PRECISION   \
-                                     */
+#define RKNPU_CNA_CONV_CON1                                                                        \
+    0x100cu /* [3:0] CONV_MODE, [6:4] IN_PRECISION, [9:7] PROC_PRECISION                           \
+             */
 #define RKNPU_CNA_CONV_CON2         0x1010u /* [23:16] KERNEL_GROUP, [13:4] FEATURE_GRAINS */
 #define RKNPU_CNA_CONV_CON3         0x1014u /* [5:3] Y stride, [2:0] X stride */
 #define RKNPU_CNA_DATA_SIZE0        0x1020u /* [26:16] WIDTH, [10:0] HEIGHT */
@@ -447,9 +448,10 @@ static inline uint64_t rknpu_c_index(uint32_t m, uint32_t n, uint32_t M)
  */
 
 /* ---- the model's test port, BAR2 (not on hardware), 32-bit registers ---- */
-#define RKNPU_TP_ID            0x000u /* RO: RKNPU_TP_ID_VALUE */
-#define RKNPU_TP_TASK_DELAY_US 0x004u /* RW: the model sleeps this long per task (timeout tests)   \
-                                       */
+#define RKNPU_TP_ID 0x000u /* RO: RKNPU_TP_ID_VALUE */
+#define RKNPU_TP_TASK_DELAY_US                                                                     \
+    0x004u /* RW: the model sleeps this long per task (timeout tests)                              \
+            */
 #define RKNPU_TP_CORE(core) (0x100u + (uint32_t)(core)*0x40u)
 /* Offsets inside RKNPU_TP_CORE(core). */
 #define RKNPU_TP_FAULT          0x00u /* RW: enum rknpu_fault, armed for the next run / reset */
