@@ -21,8 +21,8 @@ void rknpu_regcmd_trailer(uint64_t *trailer, uint32_t enable_mask)
 {
     trailer[0] = 0;
     trailer[1] = 0;
-    trailer[2] = rknpu_regcmd(RKNPU_TGT_BARRIER, 0, 0);
-    trailer[3] = rknpu_regcmd(RKNPU_TGT_OP_EN, enable_mask, RKNPU_PC_OPERATION_ENABLE);
+    trailer[2] = rknpu_regcmd_write(RKNPU_TGT_BARRIER, 0, 0);
+    trailer[3] = rknpu_regcmd_write(RKNPU_TGT_OP_EN, RKNPU_PC_OPERATION_ENABLE, enable_mask);
 }
 
 void rknpu_regcmd_chain(uint64_t *trailer, npv_iova_t next, uint32_t next_amount)

@@ -119,7 +119,7 @@ int rk_run_tasks(struct rk *t, const struct npv_rknpu_task *tasks, uint32_t nr, 
 int rk_run_mm(struct rk *t, struct rknpu_sample_mm *s, uint32_t core_mask, uint64_t *mismatches)
 {
     rknpu_sample_mm_poison(s);
-    int r = rk_run_tasks(t, &s->task, 1, core_mask, npv_rknpu_mem_domain(s->a), GENEROUS_NS);
+    int r = rk_run_tasks(t, &s->task, 1, core_mask, npv_rknpu_mem_domain(s->a), 0);
     *mismatches = rknpu_sample_mm_check(s);
     return r;
 }
@@ -154,4 +154,24 @@ uint64_t rk_rss_bytes(void)
     ck_assert_int_eq(fscanf(f, "%lu %lu", &size, &resident), 2);
     fclose(f);
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+void rk_dump(struct rk *t)
+{
+    if (t->port == NULL)
+        return;
+    for (unsigned c = 0; c < NPV_RKNPU_NUM_CORES; c++) {
+        uint32_t base = RKNPU_TP_CORE(c);
+        fprintf(stderr,
+                "core %u: state %u runs %u tasks %u config_errors %u bad_word %08x%08x "
+                "dma_faults %u fault_iova %08x resets %u\n",
+                c, rk_port_read(t, base + RKNPU_TP_STATE), rk_port_read(t, base + RKNPU_TP_RUNS),
+                rk_port_read(t, base + RKNPU_TP_TASKS_EXECUTED),
+                rk_port_read(t, base + RKNPU_TP_CONFIG_ERRORS),
+                rk_port_read(t, base + RKNPU_TP_BAD_WORD_HI),
+                rk_port_read(t, base + RKNPU_TP_BAD_WORD_LO),
+                rk_port_read(t, base + RKNPU_TP_DMA_FAULTS),
+                rk_port_read(t, base + RKNPU_TP_FAULT_IOVA),
+                rk_port_read(t, base + RKNPU_TP_RESETS));
+    }
 }

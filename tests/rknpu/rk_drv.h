@@ -43,6 +43,8 @@ void rk_close(struct rk *t);
 /* Arm a model fault on a core through the test port. */
 void rk_fault(struct rk *t, unsigned core, enum rknpu_fault fault);
 uint32_t rk_port_read(struct rk *t, uint32_t off);
+/* The model's per-core counters on stderr (nothing on hardware): for failure messages. */
+void rk_dump(struct rk *t);
 
 /* Submit one job of the given tasks and wait for it: its status. */
 int rk_run_tasks(struct rk *t, const struct npv_rknpu_task *tasks, uint32_t nr, uint32_t core_mask,
