@@ -62,9 +62,14 @@ int rknpu_core_start(struct npv_rknpu *npu, unsigned c, npv_iova_t regcmd, uint3
                RKNPU_TASK_CON_RESERVED14 | RKNPU_TASK_CON_TASK_COUNT_CLEAR |
                    RKNPU_TASK_CON_TASK_PP_EN | (nr_tasks & RKNPU_TASK_CON_TASK_NUMBER_MASK));
     core_write(npu, c, RKNPU_PC_TASK_DMA_BASE_ADDR, 0);
-    /* The release orders the laid-out command list before the start. */
+    /*
+     * The release orders the laid-out command list before the start. The PC
+     * starts on the enable's rising edge: pulse it (1 then 0, as the vendor
+     * driver does) so the next job's write of 1 is an edge again.
+     */
     npv_bar_write32_release(npu->cores[c].bar, npu->cores[c].base + RKNPU_PC_OPERATION_ENABLE,
                             RKNPU_PC_OP_EN);
+    core_write(npu, c, RKNPU_PC_OPERATION_ENABLE, 0);
     return 0;
 }
 

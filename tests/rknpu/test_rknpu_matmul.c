@@ -127,6 +127,37 @@ START_TEST(mask_0_lets_the_driver_choose_and_stays_exact)
 }
 END_TEST
 
+/* More jobs than cores, all submitted before any is waited for: each core's queue drains in order. */
+START_TEST(jobs_queued_behind_each_other_on_every_core_all_complete_exact)
+{
+    enum { NR = 9 };
+    struct rknpu_sample_mm *s[NR];
+    for (unsigned i = 0; i < NR; i++) {
+        ck_assert_int_eq(rknpu_sample_mm_new(t.npu, i % 2 ? &FP16 : &INT8, 0, 0, 7 + i, &s[i]), 0);
+        struct npv_rknpu_job job = {
+            .tasks = &s[i]->task, .nr_tasks = 1, .core_mask = 1u << (i % 3), .cookie = i};
+        ck_assert_int_eq(npv_rknpu_submit(t.npu, &job), 0);
+    }
+    struct npv_cpl cpl[NR];
+    unsigned got = 0;
+    while (got < NR) {
+        int r = npv_rknpu_wait(t.npu, 1, GENEROUS_NS, cpl + got, NR - got);
+        ck_assert_int_gt(r, 0);
+        got += (unsigned)r;
+    }
+    for (unsigned i = 0; i < NR; i++) {
+        if (cpl[i].status != 0)
+            rk_dump(&t);
+        ck_assert_msg(cpl[i].status == 0, "job %llu: %s", (unsigned long long)cpl[i].cookie,
+                      npv_strerror(cpl[i].status));
+    }
+    for (unsigned i = 0; i < NR; i++) {
+        ck_assert_uint_eq(rknpu_sample_mm_check(s[i]), 0);
+        rknpu_sample_mm_free(s[i]);
+    }
+}
+END_TEST
+
 START_TEST(masks_the_hardware_never_starts_are_refused)
 {
     struct rknpu_sample_mm *s;
@@ -177,6 +208,7 @@ int main(void)
     tcase_add_test(tc, mask_0x3_splits_tasks_across_two_cores_all_exact);
     tcase_add_test(tc, mask_0x7_splits_tasks_across_three_cores_all_exact);
     tcase_add_test(tc, mask_0_lets_the_driver_choose_and_stays_exact);
+    tcase_add_test(tc, jobs_queued_behind_each_other_on_every_core_all_complete_exact);
     tcase_add_test(tc, masks_the_hardware_never_starts_are_refused);
     tcase_add_test(tc, a_poisoned_result_is_caught_by_the_check);
     tcase_add_test(tc, matmul_shapes_outside_one_task_are_refused);
