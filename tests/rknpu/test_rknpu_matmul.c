@@ -127,7 +127,8 @@ START_TEST(mask_0_lets_the_driver_choose_and_stays_exact)
 }
 END_TEST
 
-/* More jobs than cores, all submitted before any is waited for: each core's queue drains in order. */
+/* More jobs than cores, all submitted before any is waited for: each core's queue drains in order.
+ */
 START_TEST(jobs_queued_behind_each_other_on_every_core_all_complete_exact)
 {
     enum { NR = 9 };
