@@ -102,8 +102,7 @@ static int point(struct npv_rknpu *npu, unsigned maps, unsigned jobs)
     }
     if (r == 0) {
         double a = median_us(same, jobs), b = median_us(other, jobs);
-        unsigned total =
-            maps + 5; /* + A, B, C of the matmul, its bias slot unused, command memory */
+        unsigned total = maps + 4; /* + A, B, C of the matmul and the driver's command memory */
         printf("%-10s %9u %12.1f %12.1f %12.1f %14.3f\n", "vfio-user", total, a, b, b - a,
                (b - a) / (double)total);
     }
