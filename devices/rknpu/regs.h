@@ -436,7 +436,10 @@ static inline uint64_t rknpu_c_index(uint32_t m, uint32_t n, uint32_t M)
  * TASK_STATUS first. Task i fetches regcmd_fetch_words(amount) words from its
  * address (task 0: BASE_ADDRESS/REGISTER_AMOUNTS; task i+1: the values task
  * i's trailer wrote to PC BASE_ADDRESS/REGISTER_AMOUNTS), applies the writes,
- * executes at the op-enable word, then TASK_STATUS += 1. After the last task
+ * executes at the op-enable word, then TASK_STATUS += 1. The trailer's
+ * writes land in the PC's own BASE_ADDRESS / REGISTER_AMOUNTS, so after a run
+ * they hold the last trailer's values (0): a driver programs both before
+ * every run, as both drivers do. After the last task
  * RAW_STATUS gets DPU_g (g = 0, or the run's last ping-pong group, which
  * alternates per task from 0 when TASK_PP_EN) and the core's MSI-X vector
  * fires if RAW & MASK != 0. A DMA the client has not mapped (or not mapped

@@ -21,6 +21,7 @@
  *   rknpu_wait(t, core, timeout_ns)  wait for the core's vector; the masked status
  *   rknpu_finish(t, core)           clear the status, drop OPERATION_ENABLE
  *   rknpu_soft_reset(t, core)       assert and release the reset lines; IN_RESET after
+ *   rknpu_now_ns()                  CLOCK_MONOTONIC, for deadlines
  */
 #ifndef NPV_TEST_RKNPU_HARNESS_H
 #define NPV_TEST_RKNPU_HARNESS_H
@@ -70,6 +71,9 @@ struct rknpu_mm {
     struct rknpu_buf prog;
     uint32_t prog_words; /* of the first task */
 };
+
+/* CLOCK_MONOTONIC in ns, for deadlines. */
+int64_t rknpu_now_ns(void);
 
 void rknpu_server_start(struct vu_server *s);
 void rknpu_require_model(const char *why);
