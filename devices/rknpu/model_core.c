@@ -282,9 +282,11 @@ static void run(struct rknpu_core *c, struct rknpu_run rn)
         c->tasks_executed++;
     }
     c->state = RKNPU_CORE_IDLE;
-    if (fault == RKNPU_FAULT_WRONG_STATUS)
-        rknpu_core_raise(c, RKNPU_INT_PPU_0);
-    else
+    if (fault == RKNPU_FAULT_WRONG_STATUS) {
+        /* A status the driver did not ask for, on a vector it cannot ignore. */
+        c->raw_status |= RKNPU_INT_PPU_0;
+        npv_vus_irq_raise(c->m->srv, RKNPU_MSIX_IRQ_INDEX, RKNPU_MSIX_VECTOR(c->index));
+    } else
         rknpu_core_raise(c, group ? RKNPU_INT_DPU_1 : RKNPU_INT_DPU_0);
 }
 

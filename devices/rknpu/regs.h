@@ -474,7 +474,10 @@ static inline uint64_t rknpu_c_index(uint32_t m, uint32_t n, uint32_t M)
 enum rknpu_fault {
     RKNPU_FAULT_NONE = 0,
     RKNPU_FAULT_STALL = 1, /* the next run never completes: no status, no vector, until reset */
-    RKNPU_FAULT_WRONG_STATUS = 2,     /* the next run computes but reports PPU_0 instead of DPU_g */
+    /* the next run computes, then fires the vector with PPU_0 instead of DPU_g in RAW_STATUS
+     * (INTERRUPT_STATUS shows it only where PPU_0 is unmasked): a done the driver must not
+     * take for one */
+    RKNPU_FAULT_WRONG_STATUS = 2,
     RKNPU_FAULT_DMA_ERROR = 3,        /* the next run's first output write fails: DMA_WRITE_ERROR */
     RKNPU_FAULT_RESET_FAILS_ONCE = 4, /* the next reset leaves the core in reset once */
 };
