@@ -185,7 +185,12 @@ static uint32_t execute(struct rknpu_core *c, const struct rknpu_matmul *mm, boo
             goto out;
         }
     }
-    rknpu_matmul_compute(mm, a, b, bias, c_out);
+    if (rknpu_matmul_compute(mm, a, b, bias, c_out) < 0) {
+        /* The model's own memory ran out: say so as a read that could not complete. */
+        *iova = mm->a;
+        err = RKNPU_INT_DMA_READ_ERROR;
+        goto out;
+    }
     if (inject_dma_error || !range_ok(mm->c, nc) ||
         npv_vus_dma_write(c->m->srv, mm->c, c_out, nc) < 0) {
         *iova = mm->c;
