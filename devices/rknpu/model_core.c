@@ -185,7 +185,12 @@ static uint32_t execute(struct rknpu_core *c, const struct rknpu_matmul *mm, boo
             goto out;
         }
     }
-    rknpu_matmul_compute(mm, a, b, bias, c_out);
+    if (rknpu_matmul_compute(mm, a, b, bias, c_out) < 0) {
+        /* The model's own memory ran out: say so as a read that could not complete. */
+        *iova = mm->a;
+        err = RKNPU_INT_DMA_READ_ERROR;
+        goto out;
+    }
     if (inject_dma_error || !range_ok(mm->c, nc) ||
         npv_vus_dma_write(c->m->srv, mm->c, c_out, nc) < 0) {
         *iova = mm->c;
@@ -282,9 +287,11 @@ static void run(struct rknpu_core *c, struct rknpu_run rn)
         c->tasks_executed++;
     }
     c->state = RKNPU_CORE_IDLE;
-    if (fault == RKNPU_FAULT_WRONG_STATUS)
-        rknpu_core_raise(c, RKNPU_INT_PPU_0);
-    else
+    if (fault == RKNPU_FAULT_WRONG_STATUS) {
+        /* A status the driver did not ask for, on a vector it cannot ignore. */
+        c->raw_status |= RKNPU_INT_PPU_0;
+        npv_vus_irq_raise(c->m->srv, RKNPU_MSIX_IRQ_INDEX, RKNPU_MSIX_VECTOR(c->index));
+    } else
         rknpu_core_raise(c, group ? RKNPU_INT_DPU_1 : RKNPU_INT_DPU_0);
 }
 

@@ -87,8 +87,8 @@ uint64_t rknpu_matmul_a_bytes(const struct rknpu_matmul *mm);
 uint64_t rknpu_matmul_b_bytes(const struct rknpu_matmul *mm);
 uint64_t rknpu_matmul_bias_bytes(const struct rknpu_matmul *mm);
 uint64_t rknpu_matmul_c_bytes(const struct rknpu_matmul *mm);
-/* C from A, B and the bias (NULL without), all in native layouts, little-endian. */
-void rknpu_matmul_compute(const struct rknpu_matmul *mm, const void *a, const void *b,
-                          const void *bias, void *c);
+/* C from A, B and the bias (NULL without), all in native layouts, little-endian. 0 or -ENOMEM. */
+int rknpu_matmul_compute(const struct rknpu_matmul *mm, const void *a, const void *b,
+                         const void *bias, void *c);
 
 #endif

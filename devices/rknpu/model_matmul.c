@@ -7,6 +7,7 @@
  * result computed from a guess.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model_internal.h"
@@ -156,47 +157,76 @@ static float fp16_to_float(uint16_t h)
     return (float)f;
 }
 
+/*
+ * The operands are first gathered out of their tiled layouts into rows of A
+ * and columns of B (k contiguous), so the dot products walk memory linearly.
+ */
 static void compute_int8(const struct rknpu_matmul *mm, const int8_t *a, const int8_t *b,
-                         const int32_t *bias, int32_t *c)
+                         const int32_t *bias, int32_t *c, int8_t *ar, int8_t *bc)
 {
-    for (uint32_t n = 0; n < mm->n; n++) {
-        for (uint32_t m = 0; m < mm->m; m++) {
-            /* Accumulate in uint32_t: the MAC array's int32 wraps, C's signed overflow must not. */
+    uint32_t M = mm->m, K = mm->k, N = mm->n;
+    for (uint32_t m = 0; m < M; m++)
+        for (uint32_t k = 0; k < K; k++)
+            ar[(size_t)m * K + k] = a[rknpu_a_index_int8(m, k, M)];
+    for (uint32_t n = 0; n < N; n++)
+        for (uint32_t k = 0; k < K; k++)
+            bc[(size_t)n * K + k] = b[rknpu_b_index_int8(k, n, K)];
+    for (uint32_t n = 0; n < N; n++) {
+        const int8_t *col = bc + (size_t)n * K;
+        for (uint32_t m = 0; m < M; m++) {
+            const int8_t *row = ar + (size_t)m * K;
+            /* int32 products of int8 never overflow; their sum wraps as the MAC array's does. */
             uint32_t acc = bias ? (uint32_t)bias[n] : 0u;
-            for (uint32_t k = 0; k < mm->k; k++)
-                acc += (uint32_t)((int32_t)a[rknpu_a_index_int8(m, k, mm->m)] *
-                                  (int32_t)b[rknpu_b_index_int8(k, n, mm->k)]);
+            for (uint32_t k = 0; k < K; k++)
+                acc += (uint32_t)((int32_t)row[k] * (int32_t)col[k]);
             int32_t v = (int32_t)acc;
             if (mm->relu && v < 0)
                 v = 0;
-            c[rknpu_c_index(m, n, mm->m)] = v;
+            c[rknpu_c_index(m, n, M)] = v;
         }
     }
 }
 
 static void compute_fp16(const struct rknpu_matmul *mm, const uint16_t *a, const uint16_t *b,
-                         const float *bias, float *c)
+                         const float *bias, float *c, float *ar, float *bc)
 {
-    for (uint32_t n = 0; n < mm->n; n++) {
-        for (uint32_t m = 0; m < mm->m; m++) {
+    uint32_t M = mm->m, K = mm->k, N = mm->n;
+    for (uint32_t m = 0; m < M; m++)
+        for (uint32_t k = 0; k < K; k++)
+            ar[(size_t)m * K + k] = fp16_to_float(a[rknpu_a_index_fp16(m, k, M)]);
+    for (uint32_t n = 0; n < N; n++)
+        for (uint32_t k = 0; k < K; k++)
+            bc[(size_t)n * K + k] = fp16_to_float(b[rknpu_b_index_fp16(k, n, K)]);
+    for (uint32_t n = 0; n < N; n++) {
+        const float *col = bc + (size_t)n * K;
+        for (uint32_t m = 0; m < M; m++) {
+            const float *row = ar + (size_t)m * K;
             float acc = 0.0f;
-            for (uint32_t k = 0; k < mm->k; k++)
-                acc += fp16_to_float(a[rknpu_a_index_fp16(m, k, mm->m)]) *
-                       fp16_to_float(b[rknpu_b_index_fp16(k, n, mm->k)]);
+            for (uint32_t k = 0; k < K; k++)
+                acc += row[k] * col[k];
             if (bias)
                 acc += bias[n];
             if (mm->relu && acc < 0.0f)
                 acc = 0.0f;
-            c[rknpu_c_index(m, n, mm->m)] = acc;
+            c[rknpu_c_index(m, n, M)] = acc;
         }
     }
 }
 
-void rknpu_matmul_compute(const struct rknpu_matmul *mm, const void *a, const void *b,
-                          const void *bias, void *c)
+int rknpu_matmul_compute(const struct rknpu_matmul *mm, const void *a, const void *b,
+                         const void *bias, void *c)
 {
-    if (mm->prec == RKNPU_PREC_INT8)
-        compute_int8(mm, a, b, bias, c);
+    size_t es = mm->prec == RKNPU_PREC_INT8 ? sizeof(int8_t) : sizeof(float);
+    void *ar = malloc((size_t)mm->m * mm->k * es);
+    void *bc = malloc((size_t)mm->n * mm->k * es);
+    int r = 0;
+    if (ar == NULL || bc == NULL)
+        r = -ENOMEM;
+    else if (mm->prec == RKNPU_PREC_INT8)
+        compute_int8(mm, a, b, bias, c, ar, bc);
     else
-        compute_fp16(mm, a, b, bias, c);
+        compute_fp16(mm, a, b, bias, c, ar, bc);
+    free(ar);
+    free(bc);
+    return r;
 }

@@ -436,7 +436,10 @@ static inline uint64_t rknpu_c_index(uint32_t m, uint32_t n, uint32_t M)
  * TASK_STATUS first. Task i fetches regcmd_fetch_words(amount) words from its
  * address (task 0: BASE_ADDRESS/REGISTER_AMOUNTS; task i+1: the values task
  * i's trailer wrote to PC BASE_ADDRESS/REGISTER_AMOUNTS), applies the writes,
- * executes at the op-enable word, then TASK_STATUS += 1. After the last task
+ * executes at the op-enable word, then TASK_STATUS += 1. The trailer's
+ * writes land in the PC's own BASE_ADDRESS / REGISTER_AMOUNTS, so after a run
+ * they hold the last trailer's values (0): a driver programs both before
+ * every run, as both drivers do. After the last task
  * RAW_STATUS gets DPU_g (g = 0, or the run's last ping-pong group, which
  * alternates per task from 0 when TASK_PP_EN) and the core's MSI-X vector
  * fires if RAW & MASK != 0. A DMA the client has not mapped (or not mapped
@@ -471,7 +474,10 @@ static inline uint64_t rknpu_c_index(uint32_t m, uint32_t n, uint32_t M)
 enum rknpu_fault {
     RKNPU_FAULT_NONE = 0,
     RKNPU_FAULT_STALL = 1, /* the next run never completes: no status, no vector, until reset */
-    RKNPU_FAULT_WRONG_STATUS = 2,     /* the next run computes but reports PPU_0 instead of DPU_g */
+    /* the next run computes, then fires the vector with PPU_0 instead of DPU_g in RAW_STATUS
+     * (INTERRUPT_STATUS shows it only where PPU_0 is unmasked): a done the driver must not
+     * take for one */
+    RKNPU_FAULT_WRONG_STATUS = 2,
     RKNPU_FAULT_DMA_ERROR = 3,        /* the next run's first output write fails: DMA_WRITE_ERROR */
     RKNPU_FAULT_RESET_FAILS_ONCE = 4, /* the next reset leaves the core in reset once */
 };

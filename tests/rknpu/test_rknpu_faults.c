@@ -1,196 +1,191 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Acceptance 5 of issue 11, and the other faults the model injects: a
- * stalled core fails its job with -ETIMEDOUT within the job's deadline, is
- * soft-reset, and the jobs queued behind it run exact; a reset that fails
- * once is retried and reported; a DMA error and impossible status bits fail
- * only their job. The model only: a real NPU cannot be told to fail.
+ * The faults the model injects per core through its test port, and the soft
+ * reset that recovers from them: a stalled run never completes until the
+ * core is reset; a wrong status bit; a DMA error; a reset that leaves the
+ * core in reset once. After each, the next run on that core is exact and the
+ * counters say what happened. Only a model can do this: on a real NPU
+ * (NPUVFIO_TEST_RKNPU) the suite is SKIPPED.
  */
 #include <check.h>
 #include <errno.h>
-#include <string.h>
-
-#include <npuvfio/ctx.h>
 
 #include "npv_test.h"
-#include "rk_drv.h"
+#include "rknpu_harness.h"
 
-static struct rk t;
-static unsigned reset_warnings;
-
-static void count_reset_warnings(void *user, enum npv_log_level level, const char *msg)
-{
-    (void)user;
-    if (level == NPV_LOG_WARN && strstr(msg, "soft reset of core") != NULL)
-        reset_warnings++;
-}
+static struct rknpu_t t;
+static struct rknpu_mm mm;
 
 static void setup(void)
 {
-    /* Short deadlines: these tests wait them out on purpose. */
-    const struct npv_rknpu_config cfg = {.job_timeout_ns = 300 * MS, .reset_timeout_ns = 50 * MS};
-    rk_open(&t, &cfg);
-    reset_warnings = 0;
-    npv_ctx_set_log_sink(t.ctx, count_reset_warnings, NULL);
+    rknpu_open(&t);
+    rknpu_mm_init(&t, &mm, RKNPU_PREC_INT8, 4, 64, 32, true, false, 99);
+    rknpu_mm_program(&t, &mm, 1);
 }
 
 static void teardown(void)
 {
-    rk_close(&t);
+    rknpu_mm_free(&mm);
+    rknpu_close(&t);
 }
 
-static const struct rknpu_sample_shape SHAPE = {.dtype = NPV_RKNPU_INT8, .m = 8, .k = 64, .n = 32};
-
-static struct npv_rknpu_counters counters(void)
+static uint32_t port_core(unsigned core, uint32_t reg)
 {
-    struct npv_rknpu_counters c;
-    npv_rknpu_counters(t.npu, &c);
-    return c;
+    return rknpu_port_rd(&t, RKNPU_TP_CORE(core) + reg);
 }
 
-static void submit(struct rknpu_sample_mm *s, uint32_t mask, uint64_t cookie)
+static void start(unsigned core)
 {
-    rknpu_sample_mm_poison(s);
-    struct npv_rknpu_job job = {
-        .tasks = &s->task, .nr_tasks = 1, .core_mask = mask, .cookie = cookie};
-    ck_assert_int_eq(npv_rknpu_submit(t.npu, &job), 0);
+    rknpu_mm_poison(&mm);
+    rknpu_run(&t, core, &mm.prog, mm.prog_words, 1, RKNPU_INT_DPU_DONE | RKNPU_INT_DMA_ERROR);
 }
 
-/* Collect n completions into cpl[cookie]; no wait longer than GENEROUS_NS. */
-static void collect(struct npv_cpl *by_cookie, unsigned n)
+static void expect_exact_run(unsigned core)
 {
-    struct npv_cpl cpl[8];
-    for (unsigned got = 0; got < n;) {
-        int r = npv_rknpu_wait(t.npu, 1, GENEROUS_NS, cpl, 8);
-        ck_assert_int_gt(r, 0);
-        for (int k = 0; k < r; k++)
-            by_cookie[cpl[k].cookie] = cpl[k];
-        got += (unsigned)r;
-    }
+    start(core);
+    uint32_t st = rknpu_wait(&t, core, RKNPU_GENEROUS_NS);
+    ck_assert_msg(st == RKNPU_INT_DPU_0, "core %u: status %#x", core, st);
+    rknpu_finish(&t, core);
+    ck_assert_msg(rknpu_mm_check(&mm), "core %u: C differs from the reference", core);
 }
 
-START_TEST(a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_runs_exact)
+START_TEST(stalled_run_never_completes_until_the_core_is_reset)
 {
-    struct rknpu_sample_mm *s[3];
-    for (unsigned i = 0; i < 3; i++)
-        ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 20 + i, &s[i]), 0);
-    rk_fault(&t, 1, RKNPU_FAULT_STALL);
-    submit(s[0], 0x2, 0); /* stalls */
-    submit(s[1], 0x2, 1); /* queued behind it on the same core */
-    submit(s[2], 0x1, 2); /* another core, unaffected */
-    struct npv_cpl cpl[3];
-    collect(cpl, 3);
-    ck_assert_int_eq(cpl[0].status, -ETIMEDOUT);
-    ck_assert_int_eq(cpl[1].status, 0);
-    ck_assert_int_eq(cpl[2].status, 0);
-    ck_assert_uint_eq(rknpu_sample_mm_check(s[1]), 0);
-    ck_assert_uint_eq(rknpu_sample_mm_check(s[2]), 0);
-    struct npv_rknpu_counters c = counters();
-    ck_assert_uint_eq(c.timeouts, 1);
-    ck_assert_uint_eq(c.resets, 1);
-    ck_assert_uint_eq(rk_port_read(&t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS), 1);
-    /* The next job on the reset core is exact. */
-    uint64_t bad = 1;
-    ck_assert_int_eq(rk_run_mm(&t, s[0], 0x2, &bad), 0);
-    ck_assert_uint_eq(bad, 0);
-    for (unsigned i = 0; i < 3; i++)
-        rknpu_sample_mm_free(s[i]);
+    unsigned core = (unsigned)_i;
+    uint32_t resets = port_core(core, RKNPU_TP_RESETS);
+    rknpu_fault(&t, core, RKNPU_FAULT_STALL);
+    start(core);
+    ck_assert_int_eq(npv_irq_wait(t.irq, core, RKNPU_QUIET_NS), -ETIMEDOUT);
+    ck_assert_uint_eq(rknpu_rd(&t, core, RKNPU_PC_INTERRUPT_RAW_STATUS), 0);
+    ck_assert_uint_eq(rknpu_rd(&t, core, RKNPU_PC_TASK_STATUS), 0);
+    ck_assert_uint_eq(port_core(core, RKNPU_TP_STATE), RKNPU_CORE_STALLED);
+    /* A stalled core takes no new program either. */
+    start(core);
+    ck_assert_int_eq(npv_irq_wait(t.irq, core, RKNPU_QUIET_NS), -ETIMEDOUT);
+    ck_assert_uint_eq(rknpu_soft_reset(&t, core), 0);
+    ck_assert_uint_eq(port_core(core, RKNPU_TP_RESETS), resets + 1);
+    ck_assert_uint_eq(port_core(core, RKNPU_TP_STATE), RKNPU_CORE_IDLE);
+    expect_exact_run(core);
 }
 END_TEST
 
-START_TEST(a_reset_that_fails_once_is_retried_and_reported)
+START_TEST(a_stall_on_one_core_leaves_the_others_running)
 {
-    struct rknpu_sample_mm *s;
-    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 30, &s), 0);
-    rk_fault(&t, 2, RKNPU_FAULT_STALL);
-    submit(s, 0x4, 0);
-    /* The stall took its fault; the next reset of the core fails once. */
-    for (unsigned tries = 0;
-         rk_port_read(&t, RKNPU_TP_CORE(2) + RKNPU_TP_STATE) != RKNPU_CORE_STALLED; tries++)
-        ck_assert_msg(tries < 100000, "core 2 never took its stall");
-    rk_fault(&t, 2, RKNPU_FAULT_RESET_FAILS_ONCE);
-    struct npv_cpl cpl;
-    collect(&cpl, 1);
-    ck_assert_int_eq(cpl.status, -ETIMEDOUT);
-    struct npv_rknpu_counters c = counters();
-    ck_assert_uint_eq(c.reset_retries, 1);
-    ck_assert_uint_eq(c.resets, 1);
-    ck_assert_uint_eq(reset_warnings, 1);
-    ck_assert_uint_eq(rk_port_read(&t, RKNPU_TP_CORE(2) + RKNPU_TP_RESET_FAILURES), 1);
-    uint64_t bad = 1;
-    ck_assert_int_eq(rk_run_mm(&t, s, 0x4, &bad), 0);
-    ck_assert_uint_eq(bad, 0);
-    rknpu_sample_mm_free(s);
+    rknpu_fault(&t, 0, RKNPU_FAULT_STALL);
+    start(0);
+    expect_exact_run(1);
+    expect_exact_run(2);
+    ck_assert_uint_eq(port_core(0, RKNPU_TP_STATE), RKNPU_CORE_STALLED);
+    ck_assert_uint_eq(rknpu_soft_reset(&t, 0), 0);
+    expect_exact_run(0);
 }
 END_TEST
 
-START_TEST(a_dma_error_fails_only_its_job_with_eio_and_the_core_recovers)
+START_TEST(wrong_status_fault_reports_ppu_instead_of_dpu_done)
 {
-    struct rknpu_sample_mm *s;
-    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 40, &s), 0);
-    rk_fault(&t, 0, RKNPU_FAULT_DMA_ERROR);
-    submit(s, 0x1, 0);
-    struct npv_cpl cpl;
-    collect(&cpl, 1);
-    ck_assert_int_eq(cpl.status, -EIO);
-    ck_assert_uint_ne(cpl.dev_error & RKNPU_INT_DMA_WRITE_ERROR, 0);
-    ck_assert_uint_eq(counters().timeouts, 0);
-    uint64_t bad = 1;
-    ck_assert_int_eq(rk_run_mm(&t, s, 0x1, &bad), 0);
-    ck_assert_uint_eq(bad, 0);
-    rknpu_sample_mm_free(s);
+    rknpu_fault(&t, 1, RKNPU_FAULT_WRONG_STATUS);
+    start(1);
+    ck_assert_int_ge(npv_irq_wait(t.irq, 1, RKNPU_GENEROUS_NS), 1);
+    /* Masked out, the wrong bit shows only in RAW: no DPU done for a driver that waits for it. */
+    ck_assert_uint_eq(rknpu_rd(&t, 1, RKNPU_PC_INTERRUPT_STATUS), 0);
+    ck_assert_uint_eq(rknpu_rd(&t, 1, RKNPU_PC_INTERRUPT_RAW_STATUS), RKNPU_INT_PPU_0);
+    rknpu_finish(&t, 1);
+    /* The fault is for one run. */
+    expect_exact_run(1);
 }
 END_TEST
 
-START_TEST(impossible_status_bits_are_a_device_fault_never_a_completion)
+START_TEST(dma_error_fault_fails_one_run_with_dma_write_error)
 {
-    struct rknpu_sample_mm *s;
-    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 50, &s), 0);
-    rk_fault(&t, 1, RKNPU_FAULT_WRONG_STATUS);
-    submit(s, 0x2, 0);
-    struct npv_cpl cpl;
-    collect(&cpl, 1);
-    ck_assert_int_eq(cpl.status, -NPV_EDEVFAULT);
-    uint64_t bad = 1;
-    ck_assert_int_eq(rk_run_mm(&t, s, 0x2, &bad), 0);
-    ck_assert_uint_eq(bad, 0);
-    rknpu_sample_mm_free(s);
+    uint32_t faults = port_core(2, RKNPU_TP_DMA_FAULTS);
+    rknpu_fault(&t, 2, RKNPU_FAULT_DMA_ERROR);
+    start(2);
+    ck_assert_uint_eq(rknpu_wait(&t, 2, RKNPU_GENEROUS_NS), RKNPU_INT_DMA_WRITE_ERROR);
+    ck_assert_uint_eq(port_core(2, RKNPU_TP_DMA_FAULTS), faults + 1);
+    ck_assert_uint_eq(port_core(2, RKNPU_TP_FAULT_IOVA), mm.desc.c);
+    ck_assert_uint_eq(rknpu_rd(&t, 2, RKNPU_PC_TASK_STATUS), 0);
+    rknpu_finish(&t, 2);
+    expect_exact_run(2);
 }
 END_TEST
 
-START_TEST(reset_fails_every_job_in_flight_with_ecanceled)
+START_TEST(reset_that_fails_once_keeps_the_core_in_reset_until_retried)
 {
-    struct rknpu_sample_mm *s[2];
-    for (unsigned i = 0; i < 2; i++)
-        ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 60 + i, &s[i]), 0);
-    rk_fault(&t, 0, RKNPU_FAULT_STALL);
-    submit(s[0], 0x1, 0);
-    submit(s[1], 0x1, 1);
-    ck_assert_int_eq(npv_rknpu_reset(t.npu), 0);
-    struct npv_cpl cpl[2];
-    collect(cpl, 2);
-    ck_assert_int_eq(cpl[0].status, -ECANCELED);
-    ck_assert_int_eq(cpl[1].status, -ECANCELED);
-    uint64_t bad = 1;
-    ck_assert_int_eq(rk_run_mm(&t, s[1], 0x1, &bad), 0);
-    ck_assert_uint_eq(bad, 0);
-    for (unsigned i = 0; i < 2; i++)
-        rknpu_sample_mm_free(s[i]);
+    uint32_t resets = port_core(0, RKNPU_TP_RESETS);
+    rknpu_fault(&t, 0, RKNPU_FAULT_RESET_FAILS_ONCE);
+    ck_assert_uint_eq(rknpu_soft_reset(&t, 0), RKNPU_SOFT_RESET_IN_RESET);
+    ck_assert_uint_eq(port_core(0, RKNPU_TP_RESET_FAILURES), 1);
+    ck_assert_uint_eq(port_core(0, RKNPU_TP_STATE), RKNPU_CORE_IN_RESET);
+    /* Held in reset: the window reads 0 and takes no program. */
+    ck_assert_uint_eq(rknpu_rd(&t, 0, RKNPU_PC_VERSION), 0);
+    start(0);
+    ck_assert_uint_eq(port_core(0, RKNPU_TP_RUNS), 0);
+    ck_assert_uint_eq(rknpu_soft_reset(&t, 0), 0);
+    ck_assert_uint_eq(port_core(0, RKNPU_TP_RESETS), resets + 1);
+    ck_assert_uint_eq(rknpu_rd(&t, 0, RKNPU_PC_VERSION), RKNPU_VERSION_VALUE);
+    expect_exact_run(0);
 }
 END_TEST
+
+START_TEST(soft_reset_returns_the_core_registers_to_reset_values)
+{
+    expect_exact_run(1);
+    rknpu_wr(&t, 1, RKNPU_PC_INTERRUPT_MASK, RKNPU_INT_DPU_DONE);
+    start(1);
+    ck_assert_uint_ne(rknpu_wait(&t, 1, RKNPU_GENEROUS_NS), 0);
+    ck_assert_uint_ne(rknpu_rd(&t, 1, RKNPU_PC_INTERRUPT_RAW_STATUS), 0);
+    ck_assert_uint_eq(rknpu_soft_reset(&t, 1), 0);
+    ck_assert_uint_eq(rknpu_rd(&t, 1, RKNPU_PC_INTERRUPT_RAW_STATUS), 0);
+    ck_assert_uint_eq(rknpu_rd(&t, 1, RKNPU_PC_INTERRUPT_MASK), 0);
+    ck_assert_uint_eq(rknpu_rd(&t, 1, RKNPU_PC_TASK_STATUS), 0);
+    ck_assert_uint_eq(rknpu_rd(&t, 1, RKNPU_CNA_FEATURE_DATA_ADDR), 0);
+    /* Counters survive: they are the test port's, not the core's. */
+    ck_assert_uint_eq(port_core(1, RKNPU_TP_TASKS_EXECUTED), 2);
+    expect_exact_run(1);
+}
+END_TEST
+
+START_TEST(reset_during_a_slow_run_abandons_it)
+{
+    /* Each task now takes a second: the reset lands while the run is in flight. */
+    rknpu_port_wr(&t, RKNPU_TP_TASK_DELAY_US, 1000000);
+    start(2);
+    ck_assert_uint_eq(rknpu_soft_reset(&t, 2), 0);
+    ck_assert_int_eq(npv_irq_wait(t.irq, 2, RKNPU_QUIET_NS), -ETIMEDOUT);
+    ck_assert_uint_eq(rknpu_rd(&t, 2, RKNPU_PC_INTERRUPT_RAW_STATUS), 0);
+    ck_assert_uint_eq(port_core(2, RKNPU_TP_TASKS_EXECUTED), 0);
+    rknpu_port_wr(&t, RKNPU_TP_TASK_DELAY_US, 0);
+    expect_exact_run(2);
+}
+END_TEST
+
+START_TEST(test_port_refuses_an_unknown_fault)
+{
+    ck_assert_int_ne(npv_bar_write(t.port, RKNPU_TP_CORE(0) + RKNPU_TP_FAULT, 4, 99), 0);
+    ck_assert_uint_eq(port_core(0, RKNPU_TP_FAULT), RKNPU_FAULT_NONE);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("rknpu_faults");
+    TCase *tc = tcase_create("faults");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_loop_test(tc, stalled_run_never_completes_until_the_core_is_reset, 0,
+                        RKNPU_NUM_CORES);
+    tcase_add_test(tc, a_stall_on_one_core_leaves_the_others_running);
+    tcase_add_test(tc, wrong_status_fault_reports_ppu_instead_of_dpu_done);
+    tcase_add_test(tc, dma_error_fault_fails_one_run_with_dma_write_error);
+    tcase_add_test(tc, reset_that_fails_once_keeps_the_core_in_reset_until_retried);
+    tcase_add_test(tc, soft_reset_returns_the_core_registers_to_reset_values);
+    tcase_add_test(tc, reset_during_a_slow_run_abandons_it);
+    tcase_add_test(tc, test_port_refuses_an_unknown_fault);
+    suite_add_tcase(s, tc);
+    return s;
+}
 
 int main(void)
 {
-    rk_require_model("fault injection is the model's test port");
-    Suite *s = suite_create("rknpu_driver_faults");
-    TCase *tc = tcase_create("faults");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc,
-                   a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_runs_exact);
-    tcase_add_test(tc, a_reset_that_fails_once_is_retried_and_reported);
-    tcase_add_test(tc, a_dma_error_fails_only_its_job_with_eio_and_the_core_recovers);
-    tcase_add_test(tc, impossible_status_bits_are_a_device_fault_never_a_completion);
-    tcase_add_test(tc, reset_fails_every_job_in_flight_with_ecanceled);
-    suite_add_tcase(s, tc);
-    return npv_test_run(s);
+    rknpu_require_model("fault injection needs the model");
+    return npv_test_run(suite());
 }
