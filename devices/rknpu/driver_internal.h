@@ -46,7 +46,7 @@ struct rknpu_job {
     enum rknpu_job_state state;
     uint32_t domain_id;
     uint64_t cookie;
-    uint64_t deadline_ns;
+    uint64_t timeout_ns; /* from the start of each part on its core */
     int32_t status;
     uint32_t dev_error;
     uint8_t nr_parts, parts_left;

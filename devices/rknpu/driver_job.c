@@ -215,7 +215,7 @@ static int start_part(struct npv_rknpu *npu, uint32_t idx, struct rknpu_part *pa
 {
     struct rknpu_core *core = &npu->cores[part->core];
     struct rknpu_job *job = &npu->jobs[idx];
-    int r = npv_inflight_add(core->inflight, idx, job->deadline_ns, &part->seq);
+    int r = npv_inflight_add(core->inflight, idx, rknpu_now_ns() + job->timeout_ns, &part->seq);
     if (r < 0)
         return r;
     r = rknpu_core_start(npu, part->core, part->first_iova, part->first_amount, part->nr_tasks);
@@ -316,8 +316,7 @@ int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job)
     d->refs++; /* the job holds its domain until it finishes */
     j->domain_id = job->domain_id;
     j->cookie = job->cookie;
-    uint64_t timeout = job->timeout_ns != 0 ? job->timeout_ns : npu->cfg.job_timeout_ns;
-    j->deadline_ns = rknpu_now_ns() + timeout;
+    j->timeout_ns = job->timeout_ns != 0 ? job->timeout_ns : npu->cfg.job_timeout_ns;
 
     uint64_t slot_off = (uint64_t)idx * npu->slot_bytes;
     uint64_t *slot = (uint64_t *)((uint8_t *)npv_dma_vaddr(d->cmd) + slot_off);

@@ -142,9 +142,14 @@ struct npv_rknpu_job {
      * core's share chained and run in parallel). Other masks are -EINVAL.
      */
     uint32_t core_mask;
-    uint32_t domain_id;  /* the domain every address in the tasks belongs to */
-    uint64_t timeout_ns; /* the job's deadline, from submission; 0: the config's */
-    uint64_t cookie;     /* returned in the job's completion */
+    uint32_t domain_id; /* the domain every address in the tasks belongs to */
+    /*
+     * The job's deadline: how long it may run once started on its cores (a
+     * job queued behind a stalled one is not charged for the wait); 0: the
+     * config's.
+     */
+    uint64_t timeout_ns;
+    uint64_t cookie; /* returned in the job's completion */
 };
 
 /*
