@@ -21,6 +21,10 @@
  *     0x30000 MSI-X table, 0x38000 MSI-X PBA (the framework's)
  *   BAR2, 4 KiB, trapped: the model's test port (RKNPU_TP_*), not on hardware.
  *   MSI-X vector c = core c's interrupt line (GIC SPI 110 + c on the SoC).
+ * Under vfio-platform (the vendor's DT node: three "reg" entries) core c is
+ * instead region c at offset 0 and its line is IRQ index c, level-triggered
+ * and shared with the core's IOMMU; register offsets inside a window are the
+ * same on both.
  */
 #ifndef NPV_RKNPU_REGS_H
 #define NPV_RKNPU_REGS_H
