@@ -124,6 +124,17 @@ int rk_run_mm(struct rk *t, struct rknpu_sample_mm *s, uint32_t core_mask, uint6
     return r;
 }
 
+void rk_assert_exact(struct rk *t, struct rknpu_sample_mm *s, uint32_t core_mask)
+{
+    uint64_t bad = 1;
+    int r = rk_run_mm(t, s, core_mask, &bad);
+    if (r != 0 || bad != 0)
+        rk_dump(t);
+    ck_assert_msg(r == 0, "mask 0x%x: %s", core_mask, npv_strerror(r));
+    ck_assert_msg(bad == 0, "mask 0x%x: %llu elements differ from the CPU", core_mask,
+                  (unsigned long long)bad);
+}
+
 unsigned rk_fd_count(void)
 {
     DIR *d = opendir("/proc/self/fd");

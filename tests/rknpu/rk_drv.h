@@ -52,6 +52,9 @@ int rk_run_tasks(struct rk *t, const struct npv_rknpu_task *tasks, uint32_t nr, 
 /* Run s alone on core_mask and compare: 0 and *mismatches, or the job's error. */
 int rk_run_mm(struct rk *t, struct rknpu_sample_mm *s, uint32_t core_mask, uint64_t *mismatches);
 
+/* rk_run_mm on core_mask must succeed and match the CPU reference. */
+void rk_assert_exact(struct rk *t, struct rknpu_sample_mm *s, uint32_t core_mask);
+
 /* Open file descriptors and memory mappings of this process. */
 unsigned rk_fd_count(void);
 unsigned rk_map_count(void);

@@ -90,9 +90,7 @@ START_TEST(a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_r
     ck_assert_uint_eq(c.resets, 1);
     ck_assert_uint_eq(rk_port_read(&t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS), 1);
     /* The next job on the reset core is exact. */
-    uint64_t bad = 1;
-    ck_assert_int_eq(rk_run_mm(&t, s[0], 0x2, &bad), 0);
-    ck_assert_uint_eq(bad, 0);
+    rk_assert_exact(&t, s[0], 0x2);
     for (unsigned i = 0; i < 3; i++)
         rknpu_sample_mm_free(s[i]);
 }
@@ -117,9 +115,7 @@ START_TEST(a_reset_that_fails_once_is_retried_and_reported)
     ck_assert_uint_eq(c.resets, 1);
     ck_assert_uint_eq(reset_warnings, 1);
     ck_assert_uint_eq(rk_port_read(&t, RKNPU_TP_CORE(2) + RKNPU_TP_RESET_FAILURES), 1);
-    uint64_t bad = 1;
-    ck_assert_int_eq(rk_run_mm(&t, s, 0x4, &bad), 0);
-    ck_assert_uint_eq(bad, 0);
+    rk_assert_exact(&t, s, 0x4);
     rknpu_sample_mm_free(s);
 }
 END_TEST
@@ -135,9 +131,7 @@ START_TEST(a_dma_error_fails_only_its_job_with_eio_and_the_core_recovers)
     ck_assert_int_eq(cpl.status, -EIO);
     ck_assert_uint_ne(cpl.dev_error & RKNPU_INT_DMA_WRITE_ERROR, 0);
     ck_assert_uint_eq(counters().timeouts, 0);
-    uint64_t bad = 1;
-    ck_assert_int_eq(rk_run_mm(&t, s, 0x1, &bad), 0);
-    ck_assert_uint_eq(bad, 0);
+    rk_assert_exact(&t, s, 0x1);
     rknpu_sample_mm_free(s);
 }
 END_TEST
@@ -151,9 +145,7 @@ START_TEST(impossible_status_bits_are_a_device_fault_never_a_completion)
     struct npv_cpl cpl;
     collect(&cpl, 1);
     ck_assert_int_eq(cpl.status, -NPV_EDEVFAULT);
-    uint64_t bad = 1;
-    ck_assert_int_eq(rk_run_mm(&t, s, 0x2, &bad), 0);
-    ck_assert_uint_eq(bad, 0);
+    rk_assert_exact(&t, s, 0x2);
     rknpu_sample_mm_free(s);
 }
 END_TEST
@@ -171,9 +163,7 @@ START_TEST(reset_fails_every_job_in_flight_with_ecanceled)
     collect(cpl, 2);
     ck_assert_int_eq(cpl[0].status, -ECANCELED);
     ck_assert_int_eq(cpl[1].status, -ECANCELED);
-    uint64_t bad = 1;
-    ck_assert_int_eq(rk_run_mm(&t, s[1], 0x1, &bad), 0);
-    ck_assert_uint_eq(bad, 0);
+    rk_assert_exact(&t, s[1], 0x1);
     for (unsigned i = 0; i < 2; i++)
         rknpu_sample_mm_free(s[i]);
 }
