@@ -55,7 +55,7 @@ int rk_run_mm(struct rk *t, struct rknpu_sample_mm *s, uint32_t core_mask, uint6
 /* rk_run_mm on core_mask must succeed and match the CPU reference. */
 void rk_assert_exact(struct rk *t, struct rknpu_sample_mm *s, uint32_t core_mask);
 
-/* Open file descriptors and memory mappings of this process. */
+/* Open file descriptors, and mappings of memfds and device nodes, of this process. */
 unsigned rk_fd_count(void);
 unsigned rk_map_count(void);
 /* Resident set of this process, bytes. */

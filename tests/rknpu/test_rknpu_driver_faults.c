@@ -69,6 +69,14 @@ static void collect(struct npv_cpl *by_cookie, unsigned n)
     }
 }
 
+/* The stall is armed for the next run: wait until the core took it (bounded). */
+static void wait_stalled(unsigned core)
+{
+    for (unsigned tries = 0;
+         rk_port_read(&t, RKNPU_TP_CORE(core) + RKNPU_TP_STATE) != RKNPU_CORE_STALLED; tries++)
+        ck_assert_msg(tries < 100000, "core %u never took its stall", core);
+}
+
 START_TEST(a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_runs_exact)
 {
     struct rknpu_sample_mm *s[3];
@@ -103,9 +111,7 @@ START_TEST(a_reset_that_fails_once_is_retried_and_reported)
     rk_fault(&t, 2, RKNPU_FAULT_STALL);
     submit(s, 0x4, 0);
     /* The stall took its fault; the next reset of the core fails once. */
-    for (unsigned tries = 0;
-         rk_port_read(&t, RKNPU_TP_CORE(2) + RKNPU_TP_STATE) != RKNPU_CORE_STALLED; tries++)
-        ck_assert_msg(tries < 100000, "core 2 never took its stall");
+    wait_stalled(2);
     rk_fault(&t, 2, RKNPU_FAULT_RESET_FAILS_ONCE);
     struct npv_cpl cpl;
     collect(&cpl, 1);
@@ -158,6 +164,7 @@ START_TEST(reset_fails_every_job_in_flight_with_ecanceled)
     rk_fault(&t, 0, RKNPU_FAULT_STALL);
     submit(s[0], 0x1, 0);
     submit(s[1], 0x1, 1);
+    wait_stalled(0);
     ck_assert_int_eq(npv_rknpu_reset(t.npu), 0);
     struct npv_cpl cpl[2];
     collect(cpl, 2);
