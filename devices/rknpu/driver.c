@@ -198,6 +198,8 @@ static int config_apply(struct npv_rknpu *npu, const struct npv_rknpu_config *cf
         c.job_timeout_ns = DEFAULT_JOB_TIMEOUT;
     if (c.reset_timeout_ns == 0)
         c.reset_timeout_ns = DEFAULT_RESET_TIMEOUT;
+    if (c.completion != NPV_RKNPU_POLL && c.completion != NPV_RKNPU_IRQ)
+        return -EINVAL;
     if (c.queue_depth > MAX_QUEUE_DEPTH || (c.queue_depth & (c.queue_depth - 1)) != 0 ||
         c.max_job_words < 8 || c.max_job_words > MAX_JOB_WORDS)
         return -EINVAL;
@@ -238,9 +240,14 @@ int npv_rknpu_open(struct npv_dev *dev, const struct npv_rknpu_config *cfg, stru
     r = rknpu_jobs_init(npu);
     if (r < 0)
         goto err_bars;
+    r = rknpu_irq_init(npu);
+    if (r < 0)
+        goto err_jobs;
     *out = npu;
     return 0;
 
+err_jobs:
+    rknpu_jobs_fini(npu);
 err_bars:
     unmap_bars(npu);
 err_free:
@@ -257,6 +264,7 @@ void npv_rknpu_close(struct npv_rknpu *npu)
         if (npu->cores[c].running != RKNPU_NO_JOB)
             rknpu_core_reset(npu, c);
     }
+    rknpu_irq_fini(npu);
     rknpu_jobs_fini(npu);
     rknpu_domains_release(npu);
     unmap_bars(npu);

@@ -6,6 +6,7 @@
 #include <npuvfio/bar.h>
 #include <npuvfio/dma.h>
 #include <npuvfio/domain.h>
+#include <npuvfio/irq.h>
 #include <npuvfio/rknpu.h>
 
 #include "regs.h"
@@ -55,6 +56,9 @@ struct rknpu_job {
 
 struct rknpu_core {
     struct npv_bar *bar;
+    struct npv_irq *irq; /* NPV_RKNPU_IRQ: the core's line */
+    uint32_t irq_vec;
+    bool irq_pending_unmask;
     uint64_t base; /* of the core's window in bar */
     struct npv_inflight *inflight;
     uint32_t running; /* job index or RKNPU_NO_JOB */
@@ -69,6 +73,9 @@ struct npv_rknpu {
     unsigned nr_bars;
     struct rknpu_core cores[NPV_RKNPU_NUM_CORES];
     unsigned nr_cores;
+    struct npv_irq *irqs[NPV_RKNPU_NUM_CORES]; /* one MSI-X set, or a line per core */
+    struct npv_irq_waitset *waitset;
+    bool irq_level; /* platform lines: masked after each interrupt */
 
     struct rknpu_domain domains[NPV_RKNPU_MAX_DOMAINS];
     struct npv_domain *attached; /* the domain the driver last attached the device to */
@@ -117,6 +124,14 @@ int rknpu_core_reset(struct npv_rknpu *npu, unsigned core);
  */
 void rknpu_regcmd_trailer(uint64_t *trailer, uint32_t enable_mask);
 void rknpu_regcmd_chain(uint64_t *trailer, npv_iova_t next, uint32_t next_amount);
+
+/* Interrupts (driver_irq.c), NPV_RKNPU_IRQ only. */
+int rknpu_irq_init(struct npv_rknpu *npu);
+void rknpu_irq_fini(struct npv_rknpu *npu);
+/* Sleep until a core's interrupt, until_ns or the earliest job deadline, whichever is first. */
+void rknpu_irq_sleep(struct npv_rknpu *npu, uint64_t until_ns);
+/* Unmask the level lines whose cores' status the last poll cleared. */
+void rknpu_irq_rearm(struct npv_rknpu *npu);
 
 /* Jobs (driver_job.c). */
 int rknpu_jobs_init(struct npv_rknpu *npu);

@@ -425,6 +425,8 @@ int npv_rknpu_poll(struct npv_rknpu *npu, struct npv_cpl *cpl, unsigned max)
         rknpu_jobs_cancel_all(npu);
     else
         schedule(npu);
+    if (npu->irq_level)
+        rknpu_irq_rearm(npu);
     unsigned got = 0;
     while (got < max && npu->nr_done != 0) {
         uint32_t idx = npu->done[npu->done_head];
@@ -453,11 +455,18 @@ int npv_rknpu_wait(struct npv_rknpu *npu, unsigned min, uint64_t timeout_ns, str
         got += (unsigned)r;
         if (got >= min || rknpu_now_ns() >= deadline)
             return (int)got;
-        /* Spin briefly for short jobs, then sleep in small steps: the cores are polled, not
-         * IRQ-driven. */
+        /*
+         * Spin briefly for short jobs, then sleep: on the cores' interrupts
+         * (never past the earliest job deadline, which the next poll serves),
+         * or in small steps when polling.
+         */
         if (spins >= 64) {
-            struct timespec nap = {.tv_sec = 0, .tv_nsec = 20000};
-            nanosleep(&nap, NULL);
+            if (npu->waitset != NULL) {
+                rknpu_irq_sleep(npu, deadline);
+            } else {
+                struct timespec nap = {.tv_sec = 0, .tv_nsec = 20000};
+                nanosleep(&nap, NULL);
+            }
         }
     }
 }

@@ -53,11 +53,23 @@ struct npv_rknpu_mem;
 /* The IOVA space of one domain: the NPU's 32-bit device addresses. */
 #define NPV_RKNPU_DOMAIN_SIZE (1ull << 32)
 
+/* How npv_rknpu_wait learns that a core finished. */
+enum npv_rknpu_completion {
+    NPV_RKNPU_POLL = 0, /* read the cores' status in a loop (short naps after a while) */
+    /*
+     * Sleep on the cores' interrupts between looks (MSI-X vector c on the
+     * PCI-shaped model, platform IRQ index c, the core's line, on the SoC),
+     * never past the earliest job deadline.
+     */
+    NPV_RKNPU_IRQ = 1,
+};
+
 struct npv_rknpu_config {
     uint32_t queue_depth;      /* jobs queued or running at once, power of two, 1..1024; 0 = 64 */
     uint32_t max_job_words;    /* register-command words of one job, trailers included; 0 = 4096 */
     uint64_t job_timeout_ns;   /* a job's deadline when its description gives none; 0 = 1 s */
     uint64_t reset_timeout_ns; /* one soft reset of a core; 0 = 100 ms */
+    enum npv_rknpu_completion completion;
 };
 
 /*

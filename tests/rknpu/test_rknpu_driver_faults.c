@@ -34,6 +34,15 @@ static void setup(void)
     npv_ctx_set_log_sink(t.ctx, count_reset_warnings, NULL);
 }
 
+static void setup_irq(void)
+{
+    const struct npv_rknpu_config cfg = {
+        .job_timeout_ns = 300 * MS, .reset_timeout_ns = 50 * MS, .completion = NPV_RKNPU_IRQ};
+    rk_open(&t, &cfg);
+    reset_warnings = 0;
+    npv_ctx_set_log_sink(t.ctx, count_reset_warnings, NULL);
+}
+
 static void teardown(void)
 {
     rk_close(&t);
@@ -189,5 +198,12 @@ int main(void)
     tcase_add_test(tc, impossible_status_bits_are_a_device_fault_never_a_completion);
     tcase_add_test(tc, reset_fails_every_job_in_flight_with_ecanceled);
     suite_add_tcase(s, tc);
+    /* Sleeping on interrupts: a stalled core raises none, its deadline still ends the wait. */
+    TCase *irq = tcase_create("irq");
+    tcase_add_checked_fixture(irq, setup_irq, teardown);
+    tcase_add_test(irq,
+                   a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_runs_exact);
+    tcase_add_test(irq, a_dma_error_fails_only_its_job_with_eio_and_the_core_recovers);
+    suite_add_tcase(s, irq);
     return npv_test_run(s);
 }

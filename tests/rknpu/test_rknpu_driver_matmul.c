@@ -19,6 +19,13 @@ static void setup(void)
     rk_open(&t, &cfg);
 }
 
+/* The same jobs completed by sleeping on the cores' interrupts instead of polling. */
+static void setup_irq(void)
+{
+    const struct npv_rknpu_config cfg = {.job_timeout_ns = 5000 * MS, .completion = NPV_RKNPU_IRQ};
+    rk_open(&t, &cfg);
+}
+
 static void teardown(void)
 {
     rk_close(&t);
@@ -205,5 +212,12 @@ int main(void)
     tcase_add_test(tc, a_poisoned_result_is_caught_by_the_check);
     tcase_add_test(tc, matmul_shapes_outside_one_task_are_refused);
     suite_add_tcase(s, tc);
+    TCase *irq = tcase_create("irq");
+    tcase_add_checked_fixture(irq, setup_irq, teardown);
+    tcase_add_test(irq, int8_matmul_with_bias_and_relu_is_bit_exact_on_each_core);
+    tcase_add_test(irq, fp16_matmul_with_bias_and_relu_is_within_tolerance_on_each_core);
+    tcase_add_test(irq, mask_0x7_splits_tasks_across_three_cores_all_exact);
+    tcase_add_test(irq, jobs_queued_behind_each_other_on_every_core_all_complete_exact);
+    suite_add_tcase(s, irq);
     return npv_test_run(s);
 }
