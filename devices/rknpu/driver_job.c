@@ -368,6 +368,10 @@ static void check_core(struct npv_rknpu *npu, unsigned c, uint64_t now)
     struct rknpu_core *core = &npu->cores[c];
     uint32_t idx = core->running;
     struct rknpu_part *part = running_part(npu, c);
+    if (part == NULL) { /* cannot happen: a running core always has its part */
+        core->running = RKNPU_NO_JOB;
+        return;
+    }
     bool need_reset = false;
     uint32_t status = 0;
     int r = rknpu_core_check(npu, c, part->nr_tasks, &status);
