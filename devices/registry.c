@@ -3,12 +3,16 @@
 #include <string.h>
 
 #include <npuvfio/edgetpu.h>
+#include <npuvfio/rknpu.h>
 #include <npuvfio/testdev.h>
 
 #include "edgetpu/model.h"
 #include "edgetpu/regs.h"
 #include "edgetpu/sample_run.h"
 #include "registry.h"
+#include "rknpu/model.h"
+#include "rknpu/regs.h"
+#include "rknpu/sample_run.h"
 #include "testdev/model.h"
 #include "testdev/sample.h"
 
@@ -84,6 +88,42 @@ static int edgetpu_sample(void *drv, const struct npv_sample_opts *opts,
     return edgetpu_sample_run(drv, opts, res, NULL);
 }
 
+static int rknpu_model_create(struct npv_ctx *ctx, void **model, struct npv_vus **srv)
+{
+    struct npv_rknpu_model *m;
+    int r = npv_rknpu_model_new(ctx, &m);
+    if (r < 0)
+        return r;
+    *model = m;
+    *srv = npv_rknpu_model_server(m);
+    return 0;
+}
+
+static void rknpu_model_destroy(void *model)
+{
+    npv_rknpu_model_free(model);
+}
+
+static int rknpu_driver_open(struct npv_dev *dev, void **drv)
+{
+    struct npv_rknpu *npu;
+    int r = npv_rknpu_open(dev, NULL, &npu);
+    if (r == 0)
+        *drv = npu;
+    return r;
+}
+
+static void rknpu_driver_close(void *drv)
+{
+    npv_rknpu_close(drv);
+}
+
+static int rknpu_sample(void *drv, const struct npv_sample_opts *opts,
+                        struct npv_sample_result *res)
+{
+    return rknpu_sample_run(drv, opts, res);
+}
+
 static const struct npv_device_entry devices[] = {
     {
         .name = "testdev",
@@ -112,7 +152,22 @@ static const struct npv_device_entry devices[] = {
         .summary = "Huawei Ascend AICore-class (Ascend 310, 910)",
         .pci_ids = {{0x19e5, 0xd100}, {0x19e5, 0xd801}},
     },
-    /* The RK3588 NPU is a platform device (no PCI id): vfio-platform is its path. */
+    {
+        .name = "rknpu",
+        .summary = "Rockchip RK3588 NPU (3 cores; a platform device, model PCI-shaped)",
+        /*
+         * The RK3588 NPU is a platform device (no PCI id): vfio-platform is its
+         * path. Its model is a PCI-shaped stand-in whose made-up id
+         * (RKNPU_PCI_VENDOR:RKNPU_PCI_DEVICE, regs.h) must not be listed here as
+         * the NPU's: no PCI function is this device.
+         */
+        .class_code = RKNPU_PCI_CLASS,
+        .model_create = rknpu_model_create,
+        .model_destroy = rknpu_model_destroy,
+        .driver_open = rknpu_driver_open,
+        .driver_close = rknpu_driver_close,
+        .sample_run = rknpu_sample,
+    },
 };
 
 #define NR_DEVICES (sizeof(devices) / sizeof(devices[0]))

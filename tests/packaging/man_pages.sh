@@ -19,7 +19,7 @@ man3=$prefix/share/man/man3
 [ -d "$man3" ] || { echo "FAIL: no share/man/man3 installed"; exit 1; }
 
 mapfile -t libs < <(find "$prefix" -name 'libnpuvfio*.so' | sort)
-for want in libnpuvfio.so libnpuvfio-server.so libnpuvfio-testdev.so libnpuvfio-edgetpu.so; do
+for want in libnpuvfio.so libnpuvfio-server.so libnpuvfio-testdev.so libnpuvfio-edgetpu.so libnpuvfio-rknpu.so; do
     printf '%s\n' "${libs[@]}" | grep -q "/$want\$" ||
         { echo "FAIL: $want not installed, found: ${libs[*]}"; exit 1; }
 done

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * npuvfio-rknpu-switch-cost: what the domain switch costs an RKNPU job over
+ * vfio-user, by the number of mappings in the target domain. The RKNPU model
+ * runs in a child process; two domains each hold N buffers of 4 KiB (plus
+ * the matmul's own and the driver's command memory). A job in the device's
+ * current domain and a job that needs the other domain (the driver drains
+ * the cores, then npv_dev_attach replays the target's mappings to the
+ * server) are timed alternately; the medians and their difference are
+ * printed, with the exact command line. Not a test: nothing is asserted.
+ *
+ *   npuvfio-rknpu-switch-cost [JOBS]     (default 200 per point)
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/domain.h>
+#include <npuvfio/rknpu.h>
+
+#include "registry.h"
+#include "rknpu/sample.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_us(uint64_t *v, unsigned n)
+{
+    qsort(v, n, sizeof(*v), cmp_u64);
+    return (double)v[n / 2] / 1000.0;
+}
+
+static pid_t start_model(const char *path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        _exit(npv_device_serve(npv_device_find("rknpu"), path, true) < 0 ? 1 : 0);
+    }
+    for (int i = 0; i < 5000; i++) {
+        struct stat st;
+        if (stat(path, &st) == 0)
+            return pid;
+        struct timespec nap = {.tv_sec = 0, .tv_nsec = 2000000};
+        nanosleep(&nap, NULL);
+    }
+    return -1;
+}
+
+static int run(struct npv_rknpu *npu, struct rknpu_sample_mm *s, uint32_t domain, uint64_t *ns)
+{
+    struct npv_rknpu_job job = {
+        .tasks = &s->task, .nr_tasks = 1, .core_mask = 1, .domain_id = domain};
+    uint64_t t0 = now_ns();
+    int r = npv_rknpu_run(npu, &job);
+    *ns = now_ns() - t0;
+    return r;
+}
+
+static int point(struct npv_rknpu *npu, unsigned maps, unsigned jobs)
+{
+    static const struct rknpu_sample_shape shape = {
+        .dtype = NPV_RKNPU_INT8, .m = 4, .k = 32, .n = 32};
+    struct rknpu_sample_mm *s[2] = {NULL, NULL};
+    struct npv_rknpu_mem **extra = calloc(2u * maps, sizeof(*extra));
+    uint64_t *same = calloc(jobs, sizeof(uint64_t)), *other = calloc(jobs, sizeof(uint64_t));
+    int r = extra && same && other ? 0 : -ENOMEM;
+    for (uint32_t d = 0; d < 2 && r == 0; d++) {
+        r = rknpu_sample_mm_new(npu, &shape, d, 0, 1 + d, &s[d]);
+        for (unsigned i = 0; i < maps && r == 0; i++)
+            r = npv_rknpu_mem_create(npu, 4096, d, 0, &extra[d * maps + i]);
+    }
+    uint64_t ns;
+    /* Both domains visited once first. */
+    for (uint32_t d = 0; d < 2 && r == 0; d++)
+        r = run(npu, s[d], d, &ns);
+    for (unsigned j = 0; j < jobs && r == 0; j++) {
+        uint32_t d = j % 2;
+        r = run(npu, s[d], d, &same[j]); /* the device is in domain d after the previous job */
+        if (r == 0)
+            r = run(npu, s[1 - d], 1 - d, &other[j]);
+        if (r == 0)
+            r = run(npu, s[1 - d], 1 - d, &ns); /* leave the device in 1 - d, then the loop flips */
+    }
+    if (r == 0) {
+        double a = median_us(same, jobs), b = median_us(other, jobs);
+        unsigned total = maps + 4; /* + A, B, C of the matmul and the driver's command memory */
+        printf("%-10s %9u %12.1f %12.1f %12.1f %14.3f\n", "vfio-user", total, a, b, b - a,
+               (b - a) / (double)total);
+    }
+    for (unsigned i = 0; extra != NULL && i < 2u * maps; i++)
+        npv_rknpu_mem_destroy(extra[i]);
+    rknpu_sample_mm_free(s[0]);
+    rknpu_sample_mm_free(s[1]);
+    free(extra);
+    free(same);
+    free(other);
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned jobs = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 200u;
+    if (jobs == 0)
+        jobs = 200;
+    char dir[] = "/tmp/npuvfio-rknpu-cost-XXXXXX", path[128];
+    if (mkdtemp(dir) == NULL)
+        return 1;
+    snprintf(path, sizeof(path), "%s/rknpu.sock", dir);
+    pid_t pid = start_model(path);
+    struct npv_ctx *ctx = NULL;
+    struct npv_domain *dom = NULL;
+    struct npv_dev *dev = NULL;
+    struct npv_rknpu *npu = NULL;
+    int r = pid > 0 ? npv_ctx_new(&ctx) : -ECHILD;
+    if (r == 0)
+        r = npv_domain_new(ctx, NULL, &dom);
+    if (r == 0)
+        r = npv_dev_open_vfio_user(ctx, path, dom, NULL, &dev);
+    if (r == 0)
+        r = npv_rknpu_open(dev, NULL, &npu);
+    if (r == 0) {
+        printf(
+            "# %s %u   (RKNPU model over vfio-user, one int8 4x32x32 matmul per job on core 0)\n",
+            argv[0], jobs);
+        printf("%-10s %9s %12s %12s %12s %14s\n", "# transport", "mappings", "same_us", "switch_us",
+               "cost_us", "cost_us/map");
+        const unsigned counts[] = {1, 64, 512};
+        for (unsigned i = 0; i < 3 && r == 0; i++)
+            r = point(npu, counts[i], jobs);
+    }
+    if (r < 0)
+        fprintf(stderr, "npuvfio-rknpu-switch-cost: %s\n", npv_strerror(r));
+    npv_rknpu_close(npu);
+    npv_dev_close(dev);
+    npv_domain_put(dom);
+    npv_ctx_free(ctx);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    unlink(path);
+    rmdir(dir);
+    return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The RKNPU driver: finding the cores, starting a chain of tasks on a core's
+ * program controller, reading its completion, and its soft reset. The PC
+ * sequence follows the mainline rocket driver (rocket_job_hw_submit) and the
+ * vendor driver's commit (../shared/hw/rknpu.md 4.1, 4.2).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <npuvfio/dev.h>
+#include <npuvfio/failpoint.h>
+
+#include "driver_internal.h"
+
+static_assert(NPV_RKNPU_NUM_CORES == RKNPU_NUM_CORES, "public and register-map core counts");
+static_assert(NPV_RKNPU_ENABLE_CNA == RKNPU_ENABLE_CNA &&
+                  NPV_RKNPU_ENABLE_CORE == RKNPU_ENABLE_CORE &&
+                  NPV_RKNPU_ENABLE_DPU == RKNPU_ENABLE_DPU &&
+                  NPV_RKNPU_ENABLE_DPU_RDMA == RKNPU_ENABLE_DPU_RDMA &&
+                  NPV_RKNPU_ENABLE_PPU == RKNPU_ENABLE_PPU &&
+                  NPV_RKNPU_ENABLE_PPU_RDMA == RKNPU_ENABLE_PPU_RDMA,
+              "the public enable bits are the GLOBAL OPERATION_ENABLE layout");
+
+#define DEFAULT_QUEUE_DEPTH   64u
+#define MAX_QUEUE_DEPTH       1024u
+#define DEFAULT_JOB_WORDS     4096u
+#define MAX_JOB_WORDS         (1u << 20)
+#define DEFAULT_JOB_TIMEOUT   1000000000ull
+#define DEFAULT_RESET_TIMEOUT 100000000ull
+
+static inline uint32_t core_read(struct npv_rknpu *npu, unsigned c, uint32_t off)
+{
+    return npv_bar_read32(npu->cores[c].bar, npu->cores[c].base + off);
+}
+
+static inline void core_write(struct npv_rknpu *npu, unsigned c, uint32_t off, uint32_t v)
+{
+    npv_bar_write32(npu->cores[c].bar, npu->cores[c].base + off, v);
+}
+
+int rknpu_core_start(struct npv_rknpu *npu, unsigned c, npv_iova_t regcmd, uint32_t amount,
+                     uint32_t nr_tasks)
+{
+    if (regcmd > UINT32_MAX || (regcmd & ~(npv_iova_t)RKNPU_PC_BASE_ADDRESS_MASK) != 0)
+        return -ERANGE; /* BASE_ADDRESS holds IOVA[31:4] */
+    /*
+     * Ping-pong pointers of the CNA and CORE groups, with the core index in
+     * the "reserved" bits 28+, as both stock drivers write them.
+     */
+    uint32_t pointer = RKNPU_S_POINTER_PP_DEFAULT | (uint32_t)c << 28;
+    core_write(npu, c, RKNPU_CNA_S_POINTER, pointer);
+    core_write(npu, c, RKNPU_CORE_S_POINTER, pointer);
+    core_write(npu, c, RKNPU_PC_BASE_ADDRESS, (uint32_t)regcmd);
+    core_write(npu, c, RKNPU_PC_REGISTER_AMOUNTS, amount & RKNPU_PC_REGISTER_AMOUNTS_MASK);
+    /* DMA errors end a run without a DPU bit: unmasked so the vector fires for them too. */
+    core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, RKNPU_INT_DPU_DONE | RKNPU_INT_DMA_ERROR);
+    core_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
+    core_write(npu, c, RKNPU_PC_TASK_CON,
+               RKNPU_TASK_CON_RESERVED14 | RKNPU_TASK_CON_TASK_COUNT_CLEAR |
+                   RKNPU_TASK_CON_TASK_PP_EN | (nr_tasks & RKNPU_TASK_CON_TASK_NUMBER_MASK));
+    core_write(npu, c, RKNPU_PC_TASK_DMA_BASE_ADDR, 0);
+    /*
+     * The release orders the laid-out command list before the start. The PC
+     * starts on the enable's rising edge: pulse it (1 then 0, as the vendor
+     * driver does) so the next job's write of 1 is an edge again.
+     */
+    npv_bar_write32_release(npu->cores[c].bar, npu->cores[c].base + RKNPU_PC_OPERATION_ENABLE,
+                            RKNPU_PC_OP_EN);
+    core_write(npu, c, RKNPU_PC_OPERATION_ENABLE, 0);
+    return 0;
+}
+
+/*
+ * The interrupt status and task counter are values the device writes: bits
+ * that do not exist, a completion bit of a block the task does not end with
+ * (PPU for our DPU-ending tasks), a counter beyond the chain's length or an
+ * all-ones read (the device is gone) are a device fault, never taken as
+ * completion.
+ */
+int rknpu_core_check(struct npv_rknpu *npu, unsigned c, uint32_t nr_tasks, uint32_t *status)
+{
+    uint32_t raw = core_read(npu, c, RKNPU_PC_INTERRUPT_RAW_STATUS);
+    *status = raw;
+    if ((raw & ~RKNPU_INT_VALID_MASK) != 0)
+        return -NPV_EDEVFAULT;
+    if (raw & RKNPU_INT_DMA_ERROR)
+        return -EIO;
+    if (raw & (RKNPU_INT_PPU_0 | RKNPU_INT_PPU_1))
+        return -NPV_EDEVFAULT;
+    if ((raw & RKNPU_INT_DPU_DONE) == 0)
+        return 0;
+    uint32_t done = core_read(npu, c, RKNPU_PC_TASK_STATUS) & RKNPU_TASK_STATUS_COUNT_MASK;
+    if (done > nr_tasks)
+        return -NPV_EDEVFAULT;
+    if (done < nr_tasks)
+        return 0; /* an earlier task of the chain raised its DPU bit */
+    core_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
+    return 1;
+}
+
+/*
+ * A core's reset is its two CRU lines (SRST_A, SRST_H): asserted, held
+ * briefly, released, as the stock drivers do (assert, 10 us, deassert).
+ * The core must then leave reset within reset_timeout_ns; one that does not
+ * is -EIO and the caller retries.
+ */
+int rknpu_core_reset(struct npv_rknpu *npu, unsigned c)
+{
+    core_write(npu, c, RKNPU_GLOBAL_SOFT_RESET, RKNPU_SOFT_RESET_LINES);
+    struct timespec hold = {.tv_sec = 0, .tv_nsec = 10000};
+    nanosleep(&hold, NULL);
+    core_write(npu, c, RKNPU_GLOBAL_SOFT_RESET, 0);
+    uint64_t deadline = rknpu_now_ns() + npu->cfg.reset_timeout_ns;
+    for (;;) {
+        uint32_t v = core_read(npu, c, RKNPU_GLOBAL_SOFT_RESET);
+        if (v == UINT32_MAX)
+            return -ENODEV;
+        if ((v & RKNPU_SOFT_RESET_IN_RESET) == 0)
+            break;
+        if (rknpu_now_ns() >= deadline)
+            return -EIO;
+        struct timespec nap = {.tv_sec = 0, .tv_nsec = 10000};
+        nanosleep(&nap, NULL);
+    }
+    core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, 0);
+    core_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
+    return 0;
+}
+
+static int find_cores(struct npv_rknpu *npu)
+{
+    struct npv_dev_info info;
+    int r = npv_dev_info(npu->dev, &info);
+    if (r < 0)
+        return r;
+    struct npv_region_info ri;
+    /*
+     * The vendor device-tree node has three `reg` windows of 64 KiB (a
+     * platform device: regions 0..2); the model puts them back to back in
+     * BAR0. Either way each core is one 64 KiB window.
+     */
+    if (info.num_regions > 0 && npv_dev_region_info(npu->dev, 0, &ri) == 0 &&
+        ri.size >= (uint64_t)NPV_RKNPU_NUM_CORES * RKNPU_CORE_WINDOW_SIZE) {
+        r = npv_bar_map(npu->dev, 0, &npu->bars[0]);
+        if (r < 0)
+            return r;
+        npu->nr_bars = 1;
+        for (unsigned c = 0; c < NPV_RKNPU_NUM_CORES; c++) {
+            npu->cores[c].bar = npu->bars[0];
+            npu->cores[c].base = (uint64_t)c * RKNPU_CORE_WINDOW_SIZE;
+        }
+        npu->nr_cores = NPV_RKNPU_NUM_CORES;
+        return 0;
+    }
+    for (unsigned c = 0; c < NPV_RKNPU_NUM_CORES && c < info.num_regions; c++) {
+        if (npv_dev_region_info(npu->dev, c, &ri) < 0 || ri.size < RKNPU_CORE_WINDOW_SIZE)
+            break;
+        r = npv_bar_map(npu->dev, c, &npu->bars[c]);
+        if (r < 0)
+            return r;
+        npu->nr_bars++;
+        npu->cores[c].bar = npu->bars[c];
+        npu->cores[c].base = 0;
+        npu->nr_cores++;
+    }
+    return npu->nr_cores != 0 ? 0 : -ENODEV;
+}
+
+static int check_cores(struct npv_rknpu *npu)
+{
+    for (unsigned c = 0; c < npu->nr_cores; c++) {
+        uint32_t version = core_read(npu, c, RKNPU_PC_VERSION);
+        if (version == UINT32_MAX)
+            return -ENODEV;
+        if (version != RKNPU_VERSION_VALUE) {
+            npv_ctx_log(npu->ctx, NPV_LOG_ERROR,
+                        "rknpu: core %u reports version 0x%08x, not the RK3588's 0x%08x", c,
+                        version, RKNPU_VERSION_VALUE);
+            return -EPROTO;
+        }
+        core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, 0);
+        core_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
+    }
+    return 0;
+}
+
+static int config_apply(struct npv_rknpu *npu, const struct npv_rknpu_config *cfg)
+{
+    struct npv_rknpu_config c = cfg != NULL ? *cfg : (struct npv_rknpu_config){0};
+    if (c.queue_depth == 0)
+        c.queue_depth = DEFAULT_QUEUE_DEPTH;
+    if (c.max_job_words == 0)
+        c.max_job_words = DEFAULT_JOB_WORDS;
+    if (c.job_timeout_ns == 0)
+        c.job_timeout_ns = DEFAULT_JOB_TIMEOUT;
+    if (c.reset_timeout_ns == 0)
+        c.reset_timeout_ns = DEFAULT_RESET_TIMEOUT;
+    if (c.completion != NPV_RKNPU_POLL && c.completion != NPV_RKNPU_IRQ)
+        return -EINVAL;
+    if (c.queue_depth > MAX_QUEUE_DEPTH || (c.queue_depth & (c.queue_depth - 1)) != 0 ||
+        c.max_job_words < 8 || c.max_job_words > MAX_JOB_WORDS)
+        return -EINVAL;
+    npu->cfg = c;
+    /* Command memory of one job, whole pages so a job's list never shares one with the next. */
+    npu->slot_bytes = ((uint64_t)c.max_job_words * 8u + 4095u) & ~4095ull;
+    return 0;
+}
+
+static void unmap_bars(struct npv_rknpu *npu)
+{
+    for (unsigned i = 0; i < npu->nr_bars; i++)
+        npv_bar_unmap(npu->bars[i]);
+    npu->nr_bars = 0;
+}
+
+int npv_rknpu_open(struct npv_dev *dev, const struct npv_rknpu_config *cfg, struct npv_rknpu **out)
+{
+    if (dev == NULL || out == NULL)
+        return -EINVAL;
+    int r = npv_failpoint_check(npv_dev_ctx(dev), NPV_FAIL_ALLOC);
+    if (r < 0)
+        return r;
+    struct npv_rknpu *npu = calloc(1, sizeof(*npu));
+    if (npu == NULL)
+        return -ENOMEM;
+    npu->dev = dev;
+    npu->ctx = npv_dev_ctx(dev);
+    r = config_apply(npu, cfg);
+    if (r < 0)
+        goto err_free;
+    r = find_cores(npu);
+    if (r < 0)
+        goto err_bars;
+    r = check_cores(npu);
+    if (r < 0)
+        goto err_bars;
+    r = rknpu_jobs_init(npu);
+    if (r < 0)
+        goto err_bars;
+    r = rknpu_irq_init(npu);
+    if (r < 0)
+        goto err_jobs;
+    *out = npu;
+    return 0;
+
+err_jobs:
+    rknpu_jobs_fini(npu);
+err_bars:
+    unmap_bars(npu);
+err_free:
+    free(npu);
+    return r;
+}
+
+void npv_rknpu_close(struct npv_rknpu *npu)
+{
+    if (npu == NULL)
+        return;
+    for (unsigned c = 0; c < npu->nr_cores; c++) {
+        core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, 0);
+        if (npu->cores[c].running != RKNPU_NO_JOB)
+            rknpu_core_reset(npu, c);
+    }
+    rknpu_irq_fini(npu);
+    rknpu_jobs_fini(npu);
+    rknpu_domains_release(npu);
+    unmap_bars(npu);
+    free(npu);
+}
+
+struct npv_dev *npv_rknpu_dev(const struct npv_rknpu *npu)
+{
+    return npu->dev;
+}
+
+unsigned npv_rknpu_num_cores(const struct npv_rknpu *npu)
+{
+    return npu->nr_cores;
+}

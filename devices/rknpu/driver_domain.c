@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sixteen IOVA domains and the buffers in them.
+ *
+ * Why several domains: the NPU's IOVAs are 32 bits (its IOMMU's two-level
+ * table covers exactly 4 GiB), so more than 4 GiB of NPU-resident memory
+ * needs more than one address space, switched under the device between jobs
+ * (the vendor driver's iommu_domain_id; ../shared/hw/rknpu.md 5.3). Each is
+ * its own npv_domain with the aperture [0, 4 GiB), made on first use and
+ * freed with its last reference (a buffer holds one, a job holds one until
+ * it finishes), so a driver that forgets a reference shows it in
+ * npv_rknpu_counters rather than wedging every later switch.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <npuvfio/dev.h>
+#include <npuvfio/failpoint.h>
+
+#include "driver_internal.h"
+
+static int domain_create(struct npv_rknpu *npu, struct rknpu_domain *d)
+{
+    const struct npv_domain_opts opts = {
+        .aperture_start = 0,
+        .aperture_last = NPV_RKNPU_DOMAIN_SIZE - 1,
+    };
+    int r = npv_domain_new(npu->ctx, &opts, &d->dom);
+    if (r < 0)
+        return r;
+    r = npv_dma_alloc(npu->ctx, npu->slot_bytes * npu->cfg.queue_depth, NULL, &d->cmd);
+    if (r < 0)
+        goto err_domain;
+    r = npv_dma_map(d->cmd, d->dom, NPV_DMA_READ, &d->cmd_iova);
+    if (r < 0)
+        goto err_cmd;
+    npu->counters.domains_live++;
+    return 0;
+
+err_cmd:
+    npv_dma_free(d->cmd);
+    d->cmd = NULL;
+err_domain:
+    npv_domain_put(d->dom);
+    d->dom = NULL;
+    return r;
+}
+
+static void domain_destroy(struct npv_rknpu *npu, struct rknpu_domain *d)
+{
+    npv_dma_free(d->cmd);
+    /*
+     * The device keeps its own reference on the domain it is attached to, so
+     * the IOVA space lives on until the device moves elsewhere; the pointer
+     * in npu->attached stays unique meanwhile.
+     */
+    npv_domain_put(d->dom);
+    d->cmd = NULL;
+    d->dom = NULL;
+    d->cmd_iova = 0;
+    npu->counters.domains_live--;
+}
+
+int rknpu_domain_get(struct npv_rknpu *npu, uint32_t id)
+{
+    if (id >= NPV_RKNPU_MAX_DOMAINS)
+        return -EINVAL;
+    struct rknpu_domain *d = &npu->domains[id];
+    if (d->dom == NULL) {
+        int r = domain_create(npu, d);
+        if (r < 0) {
+            npv_ctx_log(npu->ctx, NPV_LOG_ERROR, "rknpu: creating domain %u failed: %s", id,
+                        npv_strerror(r));
+            return r;
+        }
+    }
+    d->refs++;
+    return 0;
+}
+
+void rknpu_domain_put(struct npv_rknpu *npu, uint32_t id)
+{
+    if (id >= NPV_RKNPU_MAX_DOMAINS)
+        return;
+    struct rknpu_domain *d = &npu->domains[id];
+    if (d->dom == NULL || d->refs == 0) {
+        npv_ctx_log(npu->ctx, NPV_LOG_ERROR, "rknpu: unbalanced put of domain %u", id);
+        return;
+    }
+    if (--d->refs == 0)
+        domain_destroy(npu, d);
+}
+
+/*
+ * One IOMMU serves all three cores, so the device is in one domain at a
+ * time: the caller switches only while no core runs.
+ */
+int rknpu_domain_attach(struct npv_rknpu *npu, uint32_t id)
+{
+    struct rknpu_domain *d = &npu->domains[id];
+    if (d->dom == npu->attached)
+        return 0;
+    int r = npv_dev_attach(npu->dev, d->dom);
+    if (r < 0) {
+        npv_ctx_log(npu->ctx, NPV_LOG_ERROR, "rknpu: switching the device to domain %u: %s", id,
+                    npv_strerror(r));
+        return r;
+    }
+    npu->attached = d->dom;
+    npu->counters.domain_switches++;
+    return 0;
+}
+
+void rknpu_domains_release(struct npv_rknpu *npu)
+{
+    for (uint32_t id = 0; id < NPV_RKNPU_MAX_DOMAINS; id++) {
+        struct rknpu_domain *d = &npu->domains[id];
+        if (d->dom == NULL)
+            continue;
+        npv_ctx_log(npu->ctx, NPV_LOG_WARN,
+                    "rknpu: closing with %u references left on domain %u (buffers not destroyed)",
+                    d->refs, id);
+        domain_destroy(npu, d);
+        d->refs = 0;
+    }
+}
+
+int npv_rknpu_mem_create(struct npv_rknpu *npu, uint64_t size, uint32_t domain_id, unsigned flags,
+                         struct npv_rknpu_mem **out)
+{
+    if (npu == NULL || out == NULL || size == 0 || domain_id >= NPV_RKNPU_MAX_DOMAINS ||
+        (flags & ~(unsigned)NPV_RKNPU_MEM_SPARSE) != 0)
+        return -EINVAL;
+    /* Refused before any memory is taken: a non-sparse buffer would fault it all in. */
+    if (size > NPV_RKNPU_DOMAIN_SIZE - NPV_DOMAIN_IOVA_ZERO_GUARD)
+        return -ENOSPC;
+
+    int r = npv_failpoint_check(npu->ctx, NPV_FAIL_ALLOC);
+    if (r < 0)
+        return r;
+    struct npv_rknpu_mem *mem = calloc(1, sizeof(*mem));
+    if (mem == NULL)
+        return -ENOMEM;
+    r = rknpu_domain_get(npu, domain_id);
+    if (r < 0)
+        goto err_mem;
+    struct npv_dma_opts opts = {.page = NPV_DMA_PAGE_4K, .numa_node = -1};
+    if (flags & NPV_RKNPU_MEM_SPARSE)
+        opts.flags = NPV_DMA_SPARSE;
+    r = npv_dma_alloc(npu->ctx, (size_t)size, &opts, &mem->dma);
+    if (r < 0)
+        goto err_domain;
+    r = npv_dma_map(mem->dma, npu->domains[domain_id].dom, NPV_DMA_RW, &mem->iova);
+    if (r < 0)
+        goto err_dma;
+    mem->npu = npu;
+    mem->size = npv_dma_size(mem->dma);
+    mem->domain_id = domain_id;
+    npu->counters.mems_live++;
+    npu->counters.mem_bytes += mem->size;
+    *out = mem;
+    return 0;
+
+err_dma:
+    npv_dma_free(mem->dma);
+err_domain:
+    rknpu_domain_put(npu, domain_id);
+err_mem:
+    free(mem);
+    return r;
+}
+
+void npv_rknpu_mem_destroy(struct npv_rknpu_mem *mem)
+{
+    if (mem == NULL)
+        return;
+    struct npv_rknpu *npu = mem->npu;
+    npv_dma_free(mem->dma);
+    npu->counters.mems_live--;
+    npu->counters.mem_bytes -= mem->size;
+    rknpu_domain_put(npu, mem->domain_id);
+    free(mem);
+}
+
+void *npv_rknpu_mem_vaddr(const struct npv_rknpu_mem *mem)
+{
+    return npv_dma_vaddr(mem->dma);
+}
+
+npv_iova_t npv_rknpu_mem_iova(const struct npv_rknpu_mem *mem)
+{
+    return mem->iova;
+}
+
+uint64_t npv_rknpu_mem_size(const struct npv_rknpu_mem *mem)
+{
+    return mem->size;
+}
+
+uint32_t npv_rknpu_mem_domain(const struct npv_rknpu_mem *mem)
+{
+    return mem->domain_id;
+}

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/* The RKNPU driver's state, shared by its files (cores, domains, jobs, matmul). */
+#ifndef NPV_RKNPU_DRIVER_INTERNAL_H
+#define NPV_RKNPU_DRIVER_INTERNAL_H
+
+#include <npuvfio/bar.h>
+#include <npuvfio/dma.h>
+#include <npuvfio/domain.h>
+#include <npuvfio/irq.h>
+#include <npuvfio/rknpu.h>
+
+#include "regs.h"
+
+#define RKNPU_NO_JOB UINT32_MAX
+
+/*
+ * One domain of the sixteen. Command memory (the laid-out register-command
+ * lists) must be reachable in the domain the job runs in, so each domain
+ * carries its own, one slot per job of the queue, allocated with the domain
+ * so that submit allocates nothing.
+ */
+struct rknpu_domain {
+    struct npv_domain *dom; /* NULL: not created */
+    uint32_t refs;          /* buffers + jobs not yet finished */
+    struct npv_dma *cmd;
+    npv_iova_t cmd_iova;
+};
+
+/* One core's share of a job: a chain of tasks laid out back to back. */
+struct rknpu_part {
+    uint8_t core;
+    bool finished;
+    uint16_t nr_tasks;
+    uint32_t first_amount; /* PC_REGISTER_AMOUNTS of the first task */
+    npv_iova_t first_iova;
+    uint32_t seq; /* in the core's npv_inflight while running */
+};
+
+enum rknpu_job_state {
+    RKNPU_JOB_FREE = 0,
+    RKNPU_JOB_QUEUED,
+    RKNPU_JOB_RUNNING,
+    RKNPU_JOB_DONE,
+};
+
+struct rknpu_job {
+    enum rknpu_job_state state;
+    uint32_t domain_id;
+    uint64_t cookie;
+    uint64_t timeout_ns; /* from the start of each part on its core */
+    int32_t status;
+    uint32_t dev_error;
+    uint8_t nr_parts, parts_left;
+    struct rknpu_part parts[NPV_RKNPU_NUM_CORES];
+};
+
+struct rknpu_core {
+    struct npv_bar *bar;
+    struct npv_irq *irq; /* NPV_RKNPU_IRQ: the core's line */
+    uint32_t irq_vec;
+    bool irq_pending_unmask;
+    uint64_t base; /* of the core's window in bar */
+    struct npv_inflight *inflight;
+    uint32_t running; /* job index or RKNPU_NO_JOB */
+    uint32_t queued;  /* parts waiting for this core */
+};
+
+struct npv_rknpu {
+    struct npv_ctx *ctx;
+    struct npv_dev *dev;
+    struct npv_rknpu_config cfg;
+    struct npv_bar *bars[NPV_RKNPU_NUM_CORES];
+    unsigned nr_bars;
+    struct rknpu_core cores[NPV_RKNPU_NUM_CORES];
+    unsigned nr_cores;
+    struct npv_irq *irqs[NPV_RKNPU_NUM_CORES]; /* one MSI-X set, or a line per core */
+    struct npv_irq_waitset *waitset;
+    bool irq_level; /* platform lines: masked after each interrupt */
+
+    struct rknpu_domain domains[NPV_RKNPU_MAX_DOMAINS];
+    struct npv_domain *attached; /* the domain the driver last attached the device to */
+    uint64_t slot_bytes;         /* command memory of one job */
+
+    struct rknpu_job *jobs; /* [queue_depth] */
+    uint32_t *free_jobs;    /* stack of free indexes */
+    uint32_t nr_free;
+    uint32_t *pending; /* FIFO of queued job indexes, oldest first */
+    uint32_t pending_head, nr_pending;
+    uint32_t *done; /* FIFO of finished job indexes to reap */
+    uint32_t done_head, nr_done;
+
+    struct npv_rknpu_counters counters;
+    bool dead; /* a core could not be reset */
+};
+
+struct npv_rknpu_mem {
+    struct npv_rknpu *npu;
+    struct npv_dma *dma;
+    npv_iova_t iova;
+    uint64_t size;
+    uint32_t domain_id;
+};
+
+uint64_t rknpu_now_ns(void);
+
+/* Domains (driver_domain.c). */
+int rknpu_domain_get(struct npv_rknpu *npu, uint32_t id);
+void rknpu_domain_put(struct npv_rknpu *npu, uint32_t id);
+int rknpu_domain_attach(struct npv_rknpu *npu, uint32_t id);
+void rknpu_domains_release(struct npv_rknpu *npu);
+
+/* Cores (driver.c). */
+int rknpu_core_start(struct npv_rknpu *npu, unsigned core, npv_iova_t regcmd, uint32_t amount,
+                     uint32_t nr_tasks);
+/* 1 finished, 0 still running, < 0 error; *status gets the interrupt status then. */
+int rknpu_core_check(struct npv_rknpu *npu, unsigned core, uint32_t nr_tasks, uint32_t *status);
+int rknpu_core_reset(struct npv_rknpu *npu, unsigned core);
+
+/*
+ * Register-command trailers (driver_matmul.c): every task's list ends with
+ * RKNPU_TRAILER_WORDS words: the next task's PC BASE_ADDRESS and
+ * REGISTER_AMOUNTS (no-ops for the last task), the barrier, and the
+ * operation-enable command that starts the task's blocks.
+ */
+void rknpu_regcmd_trailer(uint64_t *trailer, uint32_t enable_mask);
+void rknpu_regcmd_chain(uint64_t *trailer, npv_iova_t next, uint32_t next_amount);
+
+/* Interrupts (driver_irq.c), NPV_RKNPU_IRQ only. */
+int rknpu_irq_init(struct npv_rknpu *npu);
+void rknpu_irq_fini(struct npv_rknpu *npu);
+/* Sleep until a core's interrupt, until_ns or the earliest job deadline, whichever is first. */
+void rknpu_irq_sleep(struct npv_rknpu *npu, uint64_t until_ns);
+/* Unmask the level lines whose cores' status the last poll cleared. */
+void rknpu_irq_rearm(struct npv_rknpu *npu);
+
+/* Jobs (driver_job.c). */
+int rknpu_jobs_init(struct npv_rknpu *npu);
+void rknpu_jobs_fini(struct npv_rknpu *npu);
+void rknpu_jobs_cancel_all(struct npv_rknpu *npu);
+
+#endif

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/* The RKNPU model's state, shared by its files (registers, core engine, matmul). */
+#ifndef NPV_RKNPU_MODEL_INTERNAL_H
+#define NPV_RKNPU_MODEL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "regs.h"
+
+/* VFIO's IRQ index of MSI-X. */
+#define RKNPU_MSIX_IRQ_INDEX 2u
+
+/* What a run needs from the PC registers at the operation-enable edge. */
+struct rknpu_run {
+    uint32_t base;   /* regcmd IOVA of the first task */
+    uint32_t amount; /* its REGISTER_AMOUNTS */
+    uint32_t tasks;  /* TASK_NUMBER */
+    bool pingpong;   /* TASK_PP_EN */
+};
+
+struct rknpu_core {
+    struct npv_rknpu_model *m;
+    unsigned index;
+
+    /* Everything below, under lock; cond wakes the core thread (a run, a reset, stop). */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+
+    /* The window's registers as last written (PC and sub-blocks), by offset / 4. */
+    uint32_t regs[RKNPU_CORE_WINDOW_SIZE / 4];
+    uint32_t raw_status;  /* INTERRUPT_RAW_STATUS */
+    uint32_t task_status; /* TASK_STATUS counter */
+
+    uint32_t reset_lines; /* RKNPU_SOFT_RESET_LINES asserted */
+    bool held_in_reset;   /* a failed reset: the core did not come out */
+    uint64_t gen;         /* bumped by every reset: a run of an older gen is abandoned */
+    enum rknpu_core_state state;
+    bool run_pending;
+    struct rknpu_run pending;
+
+    /* test port */
+    uint32_t fault;
+    uint32_t tasks_executed, dma_faults, resets, config_errors, runs, reset_failures;
+    uint32_t fault_iova;
+    uint64_t bad_word;
+
+    pthread_t thread;
+    bool thread_started;
+};
+
+struct npv_rknpu_model {
+    struct npv_vus *srv;
+    struct rknpu_core cores[RKNPU_NUM_CORES];
+    atomic_uint task_delay_us;
+    atomic_bool stop;
+};
+
+/* model_core.c: the core thread, and what the register side asks of it. */
+void *rknpu_core_main(void *arg);
+/* Under core lock: hold the core in reset (lines asserted), abandoning any run. */
+void rknpu_core_enter_reset(struct rknpu_core *c);
+/* Under core lock: raise RAW_STATUS bits and the core's vector when they are unmasked. */
+void rknpu_core_raise(struct rknpu_core *c, uint32_t bits);
+
+/*
+ * model_matmul.c: the 1x1-convolution matmul a task's registers describe
+ * (regs.h lists the registers and layouts).
+ */
+struct rknpu_matmul {
+    uint32_t prec; /* RKNPU_PREC_INT8 or RKNPU_PREC_FP16 */
+    uint32_t m, k, n;
+    uint32_t a, b, c, bias; /* IOVAs; bias 0 when has_bias is false */
+    bool has_bias, relu;
+};
+
+/*
+ * Decode and check the task's configuration (regs by offset / 4) against the
+ * op-enable mask. 0, or -EINVAL for anything the model does not execute.
+ */
+int rknpu_matmul_decode(const uint32_t *regs, uint32_t enable, struct rknpu_matmul *mm);
+/* Bytes of A, B, the bias and C in their native layouts. */
+uint64_t rknpu_matmul_a_bytes(const struct rknpu_matmul *mm);
+uint64_t rknpu_matmul_b_bytes(const struct rknpu_matmul *mm);
+uint64_t rknpu_matmul_bias_bytes(const struct rknpu_matmul *mm);
+uint64_t rknpu_matmul_c_bytes(const struct rknpu_matmul *mm);
+/* C from A, B and the bias (NULL without), all in native layouts, little-endian. 0 or -ENOMEM. */
+int rknpu_matmul_compute(const struct rknpu_matmul *mm, const void *a, const void *b,
+                         const void *bias, void *c);
+
+#endif

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Rockchip RK3588 NPU (RKNPU) driver: three cores driven through their
+ * program controllers (PC mode: the core fetches a register-command list by
+ * DMA and runs it), up to 16 IOMMU domains of 4 GiB each, jobs with a
+ * deadline, and a matmul helper that builds the register commands of an int8
+ * or fp16 matmul (a 1x1 convolution) in the hardware's native layouts.
+ *
+ * Built on npv_dev, npv_domain, npv_dma, npv_bar and npv_inflight only: the
+ * same driver runs on the real NPU bound to vfio-platform and on the model
+ * (a PCI-shaped stand-in) over vfio-user.
+ *
+ * Domains: the NPU addresses memory with 32-bit IOVAs (its IOMMU's two-level
+ * table spans exactly 4 GiB), so one address space holds at most 4 GiB. The
+ * driver keeps up to NPV_RKNPU_MAX_DOMAINS domains, each its own npv_domain
+ * with the aperture [0, 4 GiB); a buffer lives in the domain named at
+ * npv_rknpu_mem_create and a job runs in the domain it names. A domain is
+ * created on first use and freed when its last buffer and its last job are
+ * gone. The three cores sit behind one IOMMU: the device is attached to one
+ * domain at a time, so jobs of different domains never run at once; a job
+ * of another domain waits until the running jobs of the current one finish,
+ * then the device is switched (skipped when unchanged), and no new job of
+ * the current domain starts while one of another domain waits.
+ *
+ * Jobs: a job is one or more tasks (register-command lists). The driver
+ * copies the tasks into command memory of the job's domain, chains them and
+ * starts them on the cores of the job's core_mask. Every job has a deadline;
+ * a core that does not finish its part in time is soft-reset, the job fails
+ * with -ETIMEDOUT and the jobs queued behind it proceed.
+ *
+ * Thread-safety: one npv_rknpu (with its buffers and jobs) is used by one
+ * thread at a time; different npv_rknpu are independent. The accessors of a
+ * buffer (npv_rknpu_mem_vaddr, _iova, _size) are lock-free and may be called
+ * from any thread while the buffer lives.
+ */
+#ifndef NPUVFIO_RKNPU_H
+#define NPUVFIO_RKNPU_H
+
+#include <stdbool.h>
+#include <npuvfio/common.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/ring.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct npv_rknpu;
+struct npv_rknpu_mem;
+
+#define NPV_RKNPU_NUM_CORES   3u
+#define NPV_RKNPU_MAX_DOMAINS 16u
+/* The IOVA space of one domain: the NPU's 32-bit device addresses. */
+#define NPV_RKNPU_DOMAIN_SIZE (1ull << 32)
+
+/* How npv_rknpu_wait learns that a core finished. */
+enum npv_rknpu_completion {
+    NPV_RKNPU_POLL = 0, /* read the cores' status in a loop (short naps after a while) */
+    /*
+     * Sleep on the cores' interrupts between looks (MSI-X vector c on the
+     * PCI-shaped model, platform IRQ index c, the core's line, on the SoC),
+     * never past the earliest job deadline.
+     */
+    NPV_RKNPU_IRQ = 1,
+};
+
+struct npv_rknpu_config {
+    uint32_t queue_depth;      /* jobs queued or running at once, power of two, 1..1024; 0 = 64 */
+    uint32_t max_job_words;    /* register-command words of one job, trailers included; 0 = 4096 */
+    uint64_t job_timeout_ns;   /* a job's deadline when its description gives none; 0 = 1 s */
+    uint64_t reset_timeout_ns; /* one soft reset of a core; 0 = 100 ms */
+    enum npv_rknpu_completion completion;
+};
+
+/*
+ * Find the three cores (one 192 KiB region, or three 64 KiB regions in
+ * device-tree order), check their version registers, mask and clear their
+ * interrupts. The device's current domain is left as it is; the driver
+ * attaches its own domains as jobs need them. cfg may be NULL. -ENODEV when
+ * the cores read all-ones or no core window is found, -EPROTO for an unknown
+ * version, -EINVAL for a bad config, -ENOMEM.
+ */
+NPV_API int npv_rknpu_open(struct npv_dev *dev, const struct npv_rknpu_config *cfg,
+                           struct npv_rknpu **out);
+/*
+ * Stop the cores and free everything the driver holds. Queued and running
+ * jobs are forgotten; buffers must be destroyed first (a buffer still alive
+ * is reported in the log and keeps its domain). NULL is a no-op.
+ */
+NPV_API void npv_rknpu_close(struct npv_rknpu *npu);
+NPV_API struct npv_dev *npv_rknpu_dev(const struct npv_rknpu *npu);
+/* The cores found at open (3 on RK3588). */
+NPV_API unsigned npv_rknpu_num_cores(const struct npv_rknpu *npu);
+
+/* npv_rknpu_mem_create flags */
+enum {
+    /*
+     * Fault no page in: only pages the CPU or the device touch cost RAM
+     * (NPV_DMA_SPARSE). For address spaces larger than what is used, e.g.
+     * weights spread over several domains; over a kernel IOMMU the map pins
+     * every page anyway.
+     */
+    NPV_RKNPU_MEM_SPARSE = 1u << 0,
+};
+
+/*
+ * A buffer of size bytes (rounded up to 4 KiB) in domain domain_id
+ * (0..NPV_RKNPU_MAX_DOMAINS-1), mapped read-write for the NPU. The domain is
+ * created if it is the first use of domain_id. The buffer holds a reference
+ * on its domain until npv_rknpu_mem_destroy. Errors: -EINVAL (size 0, bad
+ * id or flags), -ENOSPC (the domain's 4 GiB have no room for it, including
+ * any size above 4 GiB), -ENOMEM, or the error of creating the domain or
+ * mapping the buffer. On failure nothing is left allocated and a domain the
+ * call created is gone again.
+ */
+NPV_API int npv_rknpu_mem_create(struct npv_rknpu *npu, uint64_t size, uint32_t domain_id,
+                                 unsigned flags, struct npv_rknpu_mem **out);
+/* Unmap and free; the domain's reference is dropped. No job using it may be queued. NULL is a
+ * no-op. */
+NPV_API void npv_rknpu_mem_destroy(struct npv_rknpu_mem *mem);
+NPV_API void *npv_rknpu_mem_vaddr(const struct npv_rknpu_mem *mem);
+NPV_API npv_iova_t npv_rknpu_mem_iova(const struct npv_rknpu_mem *mem);
+NPV_API uint64_t npv_rknpu_mem_size(const struct npv_rknpu_mem *mem);
+NPV_API uint32_t npv_rknpu_mem_domain(const struct npv_rknpu_mem *mem);
+
+/*
+ * One task: a register-command list without its 4-word trailer (the driver
+ * appends it, chaining the tasks of a core), and the blocks the task's
+ * final "operation enable" command starts.
+ */
+struct npv_rknpu_task {
+    const uint64_t *regcmd;
+    uint32_t regcmd_count; /* words; at least 1 */
+    uint32_t enable_mask;  /* NPV_RKNPU_ENABLE_* ; 0 = CNA | CORE | DPU */
+};
+
+/* Blocks a task enables (the GLOBAL OPERATION_ENABLE layout). */
+enum {
+    NPV_RKNPU_ENABLE_CNA = 1u << 0,
+    NPV_RKNPU_ENABLE_CORE = 1u << 2,
+    NPV_RKNPU_ENABLE_DPU = 1u << 3,
+    NPV_RKNPU_ENABLE_DPU_RDMA = 1u << 4,
+    NPV_RKNPU_ENABLE_PPU = 1u << 5,
+    NPV_RKNPU_ENABLE_PPU_RDMA = 1u << 6,
+};
+
+struct npv_rknpu_job {
+    const struct npv_rknpu_task *tasks;
+    uint32_t nr_tasks; /* 1..4095 */
+    /*
+     * 0x1, 0x2, 0x4: every task on that core. 0: the driver chooses the core
+     * with the least queued work. 0x3, 0x7: the tasks are split across those
+     * cores in order (task i on the (i mod n)-th core of the mask, each
+     * core's share chained and run in parallel). Other masks are -EINVAL.
+     */
+    uint32_t core_mask;
+    uint32_t domain_id; /* the domain every address in the tasks belongs to */
+    /*
+     * The job's deadline: how long it may run once started on its cores (a
+     * job queued behind a stalled one is not charged for the wait); 0: the
+     * config's.
+     */
+    uint64_t timeout_ns;
+    uint64_t cookie; /* returned in the job's completion */
+};
+
+/*
+ * Lay the job's tasks out in command memory of its domain and queue it on
+ * its cores; it starts at once if its cores are idle and its domain is the
+ * device's (or nothing runs: the device is then switched). No system call,
+ * lock or allocation when the domain is current and a core is free: the
+ * command memory is allocated with the domain. Errors: -EINVAL (bad mask,
+ * no tasks, an empty task), -E2BIG (more words than max_job_words), -ENOENT
+ * (the domain has no buffer: nothing the job names can be in it), -EAGAIN
+ * (queue_depth jobs unreaped), -EIO (a core could not be reset: the NPU is
+ * dead, npv_rknpu_reset may revive it).
+ */
+NPV_API int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job);
+/*
+ * Look at the cores once: finish what they completed, fail what passed its
+ * deadline (soft-resetting that core), start queued jobs. Returns how many
+ * completions were written to cpl (up to max), oldest first per core. A job's
+ * status: 0, -EIO (the core reported a DMA error: dev_error holds the
+ * interrupt status), -ETIMEDOUT, -ECANCELED (failed with another part of it,
+ * or by a reset), -NPV_EDEVFAULT (an impossible status value). Never blocks.
+ */
+NPV_API int npv_rknpu_poll(struct npv_rknpu *npu, struct npv_cpl *cpl, unsigned max);
+/*
+ * Poll until at least min (1..max) completions are collected or timeout_ns
+ * passes (then fewer, possibly 0, and nothing is failed: wait again). Jobs'
+ * own deadlines are served while waiting, so a wait never outlasts a stalled
+ * core by more than the job's deadline.
+ */
+NPV_API int npv_rknpu_wait(struct npv_rknpu *npu, unsigned min, uint64_t timeout_ns,
+                           struct npv_cpl *cpl, unsigned max);
+/* Submit one job and wait for it (nothing else may be in flight): 0 or its status. */
+NPV_API int npv_rknpu_run(struct npv_rknpu *npu, const struct npv_rknpu_job *job);
+/* Fail every queued and running job with -ECANCELED and soft-reset every core. */
+NPV_API int npv_rknpu_reset(struct npv_rknpu *npu);
+
+struct npv_rknpu_counters {
+    uint32_t domains_live;    /* domains that exist now */
+    uint32_t mems_live;       /* buffers that exist now */
+    uint64_t mem_bytes;       /* their total size */
+    uint64_t domain_switches; /* attaches of the device to another domain */
+    uint64_t jobs;            /* completed, whatever their status */
+    uint64_t timeouts;        /* jobs failed with -ETIMEDOUT */
+    uint64_t resets;          /* core soft resets that succeeded */
+    uint64_t reset_retries;   /* soft resets that failed and were retried */
+};
+NPV_API void npv_rknpu_counters(const struct npv_rknpu *npu, struct npv_rknpu_counters *out);
+
+/* ---- matmul ---- */
+
+enum npv_rknpu_dtype {
+    NPV_RKNPU_INT8 = 0, /* int8 x int8 -> int32, exact */
+    NPV_RKNPU_FP16 = 1, /* fp16 x fp16 -> fp32 */
+};
+
+/*
+ * C[M][N] = A[M][K] x B[K][N] (+ bias[N]) (then max(0, .) with relu), as a
+ * 1x1 direct convolution: the feature map is A (height M, width 1, K
+ * channels), the N kernels are B's columns. Buffers hold the native layouts
+ * (npv_rknpu_matmul_layout packs and unpacks them):
+ *   A int8 [K/16][M][16], fp16 [K/8][M][8];
+ *   B int8 [N/32][K/32][32][32], fp16 [N/16][K/32][16][32];
+ *   C int32 / fp32 [N/4][M][4];
+ *   bias int32 / fp32 [N].
+ * Limits (one task, the convolution buffer of one core): M a multiple of 4,
+ * 4..544; K a multiple of 32, 32..4096; N a multiple of 32 (int8) or 16
+ * (fp16), up to 4096.
+ */
+struct npv_rknpu_matmul {
+    enum npv_rknpu_dtype dtype;
+    uint32_t m, k, n;
+    npv_iova_t a, b, c;
+    npv_iova_t bias; /* 0: none */
+    bool relu;
+};
+
+/* Bytes of A, B, C and bias in their native layouts. -EINVAL for shapes outside the limits. */
+struct npv_rknpu_matmul_sizes {
+    uint64_t a, b, c, bias;
+};
+NPV_API int npv_rknpu_matmul_sizes(const struct npv_rknpu_matmul *mm,
+                                   struct npv_rknpu_matmul_sizes *out);
+/*
+ * Write the matmul's register commands (without the trailer) to regcmd,
+ * which has room for max words, and describe the task in *task (regcmd,
+ * count, enable mask; may be NULL). Returns the number of words, -EINVAL for
+ * a shape outside the limits or an address not 16-byte aligned or at or
+ * above 4 GiB, -ENOSPC when max is too small (NPV_RKNPU_MATMUL_MAX_WORDS
+ * always suffices).
+ */
+#define NPV_RKNPU_MATMUL_MAX_WORDS 128u
+NPV_API int npv_rknpu_matmul_task(const struct npv_rknpu_matmul *mm, uint64_t *regcmd, uint32_t max,
+                                  struct npv_rknpu_task *task);
+
+/*
+ * Element offsets (not bytes) in the native layouts, for packing A and B and
+ * reading C: A[row][col] (row < M, col < K), B[row][col] (row < K, col < N),
+ * C[row][col] (row < M, col < N).
+ */
+NPV_API uint64_t npv_rknpu_matmul_a_index(enum npv_rknpu_dtype dt, uint32_t m, uint32_t k,
+                                          uint32_t row, uint32_t col);
+NPV_API uint64_t npv_rknpu_matmul_b_index(enum npv_rknpu_dtype dt, uint32_t k, uint32_t n,
+                                          uint32_t row, uint32_t col);
+NPV_API uint64_t npv_rknpu_matmul_c_index(uint32_t m, uint32_t n, uint32_t row, uint32_t col);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

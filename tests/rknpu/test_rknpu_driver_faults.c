@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Acceptance 5 of issue 11, and the other faults the model injects: a
+ * stalled core fails its job with -ETIMEDOUT within the job's deadline, is
+ * soft-reset, and the jobs queued behind it run exact; a reset that fails
+ * once is retried and reported; a DMA error and impossible status bits fail
+ * only their job. The model only: a real NPU cannot be told to fail.
+ */
+#include <check.h>
+#include <errno.h>
+#include <string.h>
+
+#include <npuvfio/ctx.h>
+
+#include "npv_test.h"
+#include "rk_drv.h"
+
+static struct rk t;
+static unsigned reset_warnings;
+
+static void count_reset_warnings(void *user, enum npv_log_level level, const char *msg)
+{
+    (void)user;
+    if (level == NPV_LOG_WARN && strstr(msg, "soft reset of core") != NULL)
+        reset_warnings++;
+}
+
+static void setup(void)
+{
+    /* Short deadlines: these tests wait them out on purpose. */
+    const struct npv_rknpu_config cfg = {.job_timeout_ns = 300 * MS, .reset_timeout_ns = 50 * MS};
+    rk_open(&t, &cfg);
+    reset_warnings = 0;
+    npv_ctx_set_log_sink(t.ctx, count_reset_warnings, NULL);
+}
+
+static void setup_irq(void)
+{
+    const struct npv_rknpu_config cfg = {
+        .job_timeout_ns = 300 * MS, .reset_timeout_ns = 50 * MS, .completion = NPV_RKNPU_IRQ};
+    rk_open(&t, &cfg);
+    reset_warnings = 0;
+    npv_ctx_set_log_sink(t.ctx, count_reset_warnings, NULL);
+}
+
+static void teardown(void)
+{
+    rk_close(&t);
+}
+
+static const struct rknpu_sample_shape SHAPE = {.dtype = NPV_RKNPU_INT8, .m = 8, .k = 64, .n = 32};
+
+static struct npv_rknpu_counters counters(void)
+{
+    struct npv_rknpu_counters c;
+    npv_rknpu_counters(t.npu, &c);
+    return c;
+}
+
+static void submit(struct rknpu_sample_mm *s, uint32_t mask, uint64_t cookie)
+{
+    rknpu_sample_mm_poison(s);
+    struct npv_rknpu_job job = {
+        .tasks = &s->task, .nr_tasks = 1, .core_mask = mask, .cookie = cookie};
+    ck_assert_int_eq(npv_rknpu_submit(t.npu, &job), 0);
+}
+
+/* Collect n completions into cpl[cookie]; no wait longer than GENEROUS_NS. */
+static void collect(struct npv_cpl *by_cookie, unsigned n)
+{
+    struct npv_cpl cpl[8];
+    for (unsigned got = 0; got < n;) {
+        int r = npv_rknpu_wait(t.npu, 1, GENEROUS_NS, cpl, 8);
+        ck_assert_int_gt(r, 0);
+        for (int k = 0; k < r; k++)
+            by_cookie[cpl[k].cookie] = cpl[k];
+        got += (unsigned)r;
+    }
+}
+
+/* The stall is armed for the next run: wait until the core took it (bounded). */
+static void wait_stalled(unsigned core)
+{
+    for (unsigned tries = 0;
+         rk_port_read(&t, RKNPU_TP_CORE(core) + RKNPU_TP_STATE) != RKNPU_CORE_STALLED; tries++)
+        ck_assert_msg(tries < 100000, "core %u never took its stall", core);
+}
+
+START_TEST(a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_runs_exact)
+{
+    struct rknpu_sample_mm *s[3];
+    for (unsigned i = 0; i < 3; i++)
+        ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 20 + i, &s[i]), 0);
+    rk_fault(&t, 1, RKNPU_FAULT_STALL);
+    submit(s[0], 0x2, 0); /* stalls */
+    submit(s[1], 0x2, 1); /* queued behind it on the same core */
+    submit(s[2], 0x1, 2); /* another core, unaffected */
+    struct npv_cpl cpl[3];
+    collect(cpl, 3);
+    ck_assert_int_eq(cpl[0].status, -ETIMEDOUT);
+    ck_assert_int_eq(cpl[1].status, 0);
+    ck_assert_int_eq(cpl[2].status, 0);
+    ck_assert_uint_eq(rknpu_sample_mm_check(s[1]), 0);
+    ck_assert_uint_eq(rknpu_sample_mm_check(s[2]), 0);
+    struct npv_rknpu_counters c = counters();
+    ck_assert_uint_eq(c.timeouts, 1);
+    ck_assert_uint_eq(c.resets, 1);
+    ck_assert_uint_eq(rk_port_read(&t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS), 1);
+    /* The next job on the reset core is exact. */
+    rk_assert_exact(&t, s[0], 0x2);
+    for (unsigned i = 0; i < 3; i++)
+        rknpu_sample_mm_free(s[i]);
+}
+END_TEST
+
+START_TEST(a_reset_that_fails_once_is_retried_and_reported)
+{
+    struct rknpu_sample_mm *s;
+    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 30, &s), 0);
+    rk_fault(&t, 2, RKNPU_FAULT_STALL);
+    submit(s, 0x4, 0);
+    /* The stall took its fault; the next reset of the core fails once. */
+    wait_stalled(2);
+    rk_fault(&t, 2, RKNPU_FAULT_RESET_FAILS_ONCE);
+    struct npv_cpl cpl;
+    collect(&cpl, 1);
+    ck_assert_int_eq(cpl.status, -ETIMEDOUT);
+    struct npv_rknpu_counters c = counters();
+    ck_assert_uint_eq(c.reset_retries, 1);
+    ck_assert_uint_eq(c.resets, 1);
+    ck_assert_uint_eq(reset_warnings, 1);
+    ck_assert_uint_eq(rk_port_read(&t, RKNPU_TP_CORE(2) + RKNPU_TP_RESET_FAILURES), 1);
+    rk_assert_exact(&t, s, 0x4);
+    rknpu_sample_mm_free(s);
+}
+END_TEST
+
+START_TEST(a_dma_error_fails_only_its_job_with_eio_and_the_core_recovers)
+{
+    struct rknpu_sample_mm *s;
+    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 40, &s), 0);
+    rk_fault(&t, 0, RKNPU_FAULT_DMA_ERROR);
+    submit(s, 0x1, 0);
+    struct npv_cpl cpl;
+    collect(&cpl, 1);
+    ck_assert_int_eq(cpl.status, -EIO);
+    ck_assert_uint_ne(cpl.dev_error & RKNPU_INT_DMA_WRITE_ERROR, 0);
+    ck_assert_uint_eq(counters().timeouts, 0);
+    rk_assert_exact(&t, s, 0x1);
+    rknpu_sample_mm_free(s);
+}
+END_TEST
+
+START_TEST(impossible_status_bits_are_a_device_fault_never_a_completion)
+{
+    struct rknpu_sample_mm *s;
+    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 50, &s), 0);
+    rk_fault(&t, 1, RKNPU_FAULT_WRONG_STATUS);
+    submit(s, 0x2, 0);
+    struct npv_cpl cpl;
+    collect(&cpl, 1);
+    ck_assert_int_eq(cpl.status, -NPV_EDEVFAULT);
+    rk_assert_exact(&t, s, 0x2);
+    rknpu_sample_mm_free(s);
+}
+END_TEST
+
+START_TEST(reset_fails_every_job_in_flight_with_ecanceled)
+{
+    struct rknpu_sample_mm *s[2];
+    for (unsigned i = 0; i < 2; i++)
+        ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 60 + i, &s[i]), 0);
+    rk_fault(&t, 0, RKNPU_FAULT_STALL);
+    submit(s[0], 0x1, 0);
+    submit(s[1], 0x1, 1);
+    wait_stalled(0);
+    ck_assert_int_eq(npv_rknpu_reset(t.npu), 0);
+    struct npv_cpl cpl[2];
+    collect(cpl, 2);
+    ck_assert_int_eq(cpl[0].status, -ECANCELED);
+    ck_assert_int_eq(cpl[1].status, -ECANCELED);
+    rk_assert_exact(&t, s[1], 0x1);
+    for (unsigned i = 0; i < 2; i++)
+        rknpu_sample_mm_free(s[i]);
+}
+END_TEST
+
+int main(void)
+{
+    rk_require_model("fault injection is the model's test port");
+    Suite *s = suite_create("rknpu_driver_faults");
+    TCase *tc = tcase_create("faults");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc,
+                   a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_runs_exact);
+    tcase_add_test(tc, a_reset_that_fails_once_is_retried_and_reported);
+    tcase_add_test(tc, a_dma_error_fails_only_its_job_with_eio_and_the_core_recovers);
+    tcase_add_test(tc, impossible_status_bits_are_a_device_fault_never_a_completion);
+    tcase_add_test(tc, reset_fails_every_job_in_flight_with_ecanceled);
+    suite_add_tcase(s, tc);
+    /* Sleeping on interrupts: a stalled core raises none, its deadline still ends the wait. */
+    TCase *irq = tcase_create("irq");
+    tcase_add_checked_fixture(irq, setup_irq, teardown);
+    tcase_add_test(irq,
+                   a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_runs_exact);
+    tcase_add_test(irq, a_dma_error_fails_only_its_job_with_eio_and_the_core_recovers);
+    suite_add_tcase(s, irq);
+    return npv_test_run(s);
+}
