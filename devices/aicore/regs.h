@@ -393,6 +393,7 @@ static_assert(offsetof(struct aicore_result, end_sys_cnt) == 40, "result layout"
 #define AICORE_TP_BAD_ACCESSES        0x0a0u /* RO: accesses answered with an error */
 #define AICORE_TP_COUNTERS_CLEAR      0x0a8u /* WO: 1 zeroes every counter here */
 #define AICORE_TP_DISPATCHES          0x0b0u /* RO: DMB token writes that reached a sub-core */
+#define AICORE_TP_COPIES_FAILED       0x0b8u /* RO: copies that ended in ERROR */
 #define AICORE_TP_TASKS(phys)         (0x400u + 8u * (phys)) /* RO: tasks FINished per sub-core */
 
 #define AICORE_TP_ID_VALUE 0x4e50a1cfu
