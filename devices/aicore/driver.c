@@ -23,14 +23,10 @@ uint64_t aicore_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Bitmaps may read all-ones; ID and STATUS tell a device off the bus. */
 int aicore_global_read(struct npv_aicore *ac, uint64_t off, uint64_t *v)
 {
-    int r = npv_bar_read(ac->global, off, 8, v);
-    if (r == 0 && *v == ~0ull) {
-        ac->gone = true; /* off the bus: every read returns all-ones */
-        return -ENODEV;
-    }
-    return r;
+    return npv_bar_read(ac->global, off, 8, v);
 }
 
 int aicore_global_write(struct npv_aicore *ac, uint64_t off, uint64_t v)
@@ -83,6 +79,8 @@ static int read_topology(struct npv_aicore *ac)
     int r = aicore_global_read(ac, AICORE_REG_ID, &id);
     if (r < 0)
         return r;
+    if (id == ~0ull)
+        ac->gone = true; /* off the bus: every read returns all-ones */
     if (id != AICORE_ID_VALUE)
         return -ENODEV;
     r = aicore_global_read(ac, AICORE_REG_CAPS, &caps);
@@ -181,6 +179,10 @@ int aicore_device_reset(struct npv_aicore *ac)
             r = aicore_global_read(ac, AICORE_REG_GLOBAL_ERR, &err);
         if (r < 0)
             return r;
+        if (status == ~0ull) {
+            ac->gone = true;
+            return -ENODEV;
+        }
         if ((status & (AICORE_STATUS_RUNNING | AICORE_STATUS_POISONED)) == 0 && err == 0)
             break;
         if (aicore_now_ns() >= deadline)

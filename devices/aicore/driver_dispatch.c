@@ -208,7 +208,9 @@ static int check_record(struct npv_aicore_run *run, bool all_exited)
     run->result.code = (int32_t)(uint32_t)copy.error;
     if (copy.verdict == AICORE_VERDICT_ERROR)
         return -EIO;
-    if (copy.verdict != AICORE_VERDICT_OK || !all_exited || copy.tasks_done != run->nr_tasks ||
+    if (copy.verdict == AICORE_VERDICT_OK && !all_exited)
+        return -EINPROGRESS; /* the host has not seen every EXITED yet: it checks, not trusts */
+    if (copy.verdict != AICORE_VERDICT_OK || copy.tasks_done != run->nr_tasks ||
         copy.cores_exited != run->nr_cores || run->tasks_done != run->nr_tasks)
         return -EPROTO; /* an OK that does not add up is no success */
     return 0;
