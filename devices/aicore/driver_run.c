@@ -306,13 +306,12 @@ void aicore_run_abandon(struct npv_aicore_run *run, int err)
     struct npv_aicore *ac = run->ac;
     run->status = err;
     run->end_ns = aicore_now_ns();
-    run->result = (struct npv_aicore_result){
-        .epoch = run->epoch,
-        .status = err,
-        .tasks_done = run->tasks_done,
-        .nr_cores = run->nr_cores,
-        .elapsed_ns = run->end_ns - run->start_ns,
-    };
+    /* verdict and code stay as an epoch-matching record set them (0 without one). */
+    run->result.epoch = run->epoch;
+    run->result.status = err;
+    run->result.tasks_done = run->tasks_done;
+    run->result.nr_cores = run->nr_cores;
+    run->result.elapsed_ns = run->end_ns - run->start_ns;
     run->state = RUN_FINISHED;
     ac->active = NULL;
     /* The device may still be in the middle of the run: reset before its next use. */
