@@ -88,16 +88,18 @@ static int devmem_copy_h2d(struct npv_aicore *ac, void *arg, uint64_t dev_addr, 
     uint64_t deadline = aicore_now_ns() + ac->cfg.poll_timeout_ns;
     for (;;) {
         uint64_t status = 0, done = 0;
-        r = aicore_global_read(ac, AICORE_REG_COPY_STATUS, &status);
-        if (r == 0)
-            r = aicore_global_read(ac, AICORE_REG_COPY_DONE, &done);
+        r = aicore_global_read(ac, AICORE_REG_COPY_DONE, &done);
         if (r < 0)
             return r;
-        /* DONE and ERROR stay until the next GO: only a new DONE count says it is ours. */
+        /*
+         * DONE and ERROR stay until the next GO, so only a new COPY_DONE count says the status
+         * is this copy's; read after it, the status is final (read before, it may still be BUSY).
+         */
         if (done != done_before) {
-            if (status == AICORE_COPY_DONE)
-                return 0;
-            return -EIO;
+            r = aicore_global_read(ac, AICORE_REG_COPY_STATUS, &status);
+            if (r < 0)
+                return r;
+            return status == AICORE_COPY_DONE ? 0 : -EIO;
         }
         if (aicore_now_ns() >= deadline)
             return -ETIMEDOUT;
