@@ -36,6 +36,8 @@ struct aicore_transition aicore_decide(uint32_t cond, uint32_t running_token, bo
     if (id == running_token) {
         t.running_acked = true;
         t.complete_running = fin;
+        /* The pending task, written behind it, is the core's next: it runs, not yet ACKed. */
+        t.promote_pending = fin && pending_token != 0;
         t.slot_free = pending_token == 0;
         return t;
     }

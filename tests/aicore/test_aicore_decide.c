@@ -30,6 +30,14 @@ START_TEST(running_ack_with_a_pending_task_frees_nothing)
 }
 END_TEST
 
+START_TEST(running_fin_with_a_pending_task_promotes_it_unacked)
+{
+    struct aicore_transition t = aicore_decide(AICORE_COND_FIN(5), 5, true, 6, 4);
+    ck_assert(t.complete_running && t.promote_pending && !t.pending_acked && !t.complete_pending);
+    ck_assert(!t.slot_free && !t.invalid);
+}
+END_TEST
+
 START_TEST(pending_ack_implies_the_running_task_finished)
 {
     struct aicore_transition t = aicore_decide(AICORE_COND_ACK(6), 5, true, 6, 4);
@@ -68,6 +76,7 @@ int main(void)
     tcase_add_test(tc, running_ack_frees_the_pending_slot);
     tcase_add_test(tc, running_fin_without_pending_completes_it);
     tcase_add_test(tc, running_ack_with_a_pending_task_frees_nothing);
+    tcase_add_test(tc, running_fin_with_a_pending_task_promotes_it_unacked);
     tcase_add_test(tc, pending_ack_implies_the_running_task_finished);
     tcase_add_test(tc, pending_fin_completes_both);
     tcase_add_test(tc, idle_or_the_previous_fin_say_nothing_new);

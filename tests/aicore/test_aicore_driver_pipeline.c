@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <string.h>
 
 #include "aic_driver.h"
 #include "npv_test.h"
@@ -89,6 +90,103 @@ START_TEST(a_stale_result_record_is_not_taken_for_the_next_run)
 }
 END_TEST
 
+/* Operand i of a many-task graph: 256 floats each in one buffer. */
+#define N     256u
+#define SLOTS 40u
+static float *op(struct aic_buf *b, uint32_t i)
+{
+    return (float *)b->va + (size_t)i * N;
+}
+static npv_iova_t op_iova(struct aic_buf *b, uint32_t i)
+{
+    return b->iova + (uint64_t)i * N * sizeof(float);
+}
+
+START_TEST(many_tasks_per_core_use_both_payload_slots_and_cross_core_dependencies)
+{
+    const uint32_t clusters = d.t.clusters;
+    const uint32_t aiv0 = aicore_phys_aiv(clusters, 0, 0), aiv1 = aicore_phys_aiv(clusters, 0, 1);
+    const uint32_t aic = aicore_phys_aic(clusters, 0);
+    struct aic_buf b;
+    aic_buf_new(&d.t, SLOTS * N * sizeof(float), &b);
+    for (uint32_t i = 0; i < SLOTS; i++)
+        for (uint32_t k = 0; k < N; k++)
+            op(&b, i)[k] = (float)((int)((i * 31u + k * 7u) % 97u) - 48) / 8.0f;
+    struct npv_aicore_task t[16];
+    uint32_t n = 0;
+    /* aiv0: 6 independent adds, op 10+i = op i + op (i+1). */
+    for (uint32_t i = 0; i < 6; i++)
+        t[n++] = (struct npv_aicore_task){.op = NPV_AICORE_OP_VADD,
+                                          .core = aiv0,
+                                          .n = N,
+                                          .dep = NPV_AICORE_NO_DEP,
+                                          .a = op_iova(&b, i),
+                                          .b = op_iova(&b, i + 1),
+                                          .c = op_iova(&b, 10 + i)};
+    /* aiv1: a chain, op 20+i = op 20+i-1 + op 7 (op 19 is an input). */
+    for (uint32_t i = 0, at = n; i < 5; i++, n++)
+        t[n] = (struct npv_aicore_task){.op = NPV_AICORE_OP_VADD,
+                                        .core = aiv1,
+                                        .n = N,
+                                        .dep = i == 0 ? NPV_AICORE_NO_DEP : at + i - 1,
+                                        .a = op_iova(&b, 19 + i),
+                                        .b = op_iova(&b, 7),
+                                        .c = op_iova(&b, 20 + i)};
+    /* aic: three 16x16 matmuls; the last waits for aiv0's last add and aiv1's chain end. */
+    for (uint32_t i = 0; i < 3; i++)
+        t[n++] = (struct npv_aicore_task){.op = NPV_AICORE_OP_MATMUL,
+                                          .core = aic,
+                                          .m = 16,
+                                          .n = 16,
+                                          .k = 16,
+                                          .dep = i == 2 ? 10 : NPV_AICORE_NO_DEP,
+                                          .a = op_iova(&b, i == 2 ? 15 : i),
+                                          .b = op_iova(&b, i == 2 ? 24 : 8),
+                                          .c = op_iova(&b, 30 + i)};
+    ck_assert(t[10].core == aiv1 && t[5].core == aiv0);
+    struct npv_aicore_run_desc desc = {.tasks = t, .nr_tasks = n};
+    struct npv_aicore_run *run;
+    ck_assert_int_eq(npv_aicore_prepare(d.ac, 0, &desc, &run), 0);
+    ck_assert_int_eq(npv_aicore_launch(run), 0);
+    ck_assert_int_eq(npv_aicore_wait(run, AIC_GENEROUS_NS), 0);
+    struct npv_aicore_result res;
+    ck_assert_int_eq(npv_aicore_result(run, &res), 0);
+    ck_assert_uint_eq(res.tasks_done, n);
+    ck_assert_int_eq(npv_aicore_release(run), 0);
+
+    float want[N];
+    for (uint32_t i = 0; i < 6; i++) {
+        for (uint32_t k = 0; k < N; k++)
+            want[k] = op(&b, i)[k] + op(&b, i + 1)[k];
+        ck_assert(memcmp(want, op(&b, 10 + i), sizeof(want)) == 0);
+    }
+    for (uint32_t i = 0; i < 5; i++) {
+        for (uint32_t k = 0; k < N; k++)
+            want[k] = op(&b, 19 + i)[k] + op(&b, 7)[k];
+        ck_assert(memcmp(want, op(&b, 20 + i), sizeof(want)) == 0);
+    }
+    for (uint32_t i = 0; i < 3; i++) {
+        const float *x = op(&b, i == 2 ? 15 : i), *y = op(&b, i == 2 ? 24 : 8);
+        for (uint32_t r = 0; r < 16; r++)
+            for (uint32_t c = 0; c < 16; c++) {
+                float acc = 0.0f;
+                for (uint32_t p = 0; p < 16; p++) {
+                    float prod = x[r * 16 + p] * y[p * 16 + c];
+                    acc = acc + prod;
+                }
+                want[r * 16 + c] = acc;
+            }
+        ck_assert(memcmp(want, op(&b, 30 + i), sizeof(want)) == 0);
+    }
+    if (!d.t.hardware) {
+        ck_assert_uint_eq(aicd_port(&d, AICORE_TP_TASKS(aiv0)), 6);
+        ck_assert_uint_eq(aicd_port(&d, AICORE_TP_TASKS(aiv1)), 5);
+        ck_assert_uint_eq(aicd_port(&d, AICORE_TP_TASKS(aic)), 3);
+    }
+    aic_buf_free(&b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("aicore_driver_pipeline");
@@ -98,6 +196,7 @@ int main(void)
     tcase_add_test(tc, two_overlapping_runs_are_both_exact);
     tcase_add_test(tc, a_second_preparation_waits_until_its_predecessor_is_launched);
     tcase_add_test(tc, a_stale_result_record_is_not_taken_for_the_next_run);
+    tcase_add_test(tc, many_tasks_per_core_use_both_payload_slots_and_cross_core_dependencies);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
