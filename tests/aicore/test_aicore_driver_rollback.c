@@ -150,6 +150,46 @@ START_TEST(a_failed_upload_whose_rollback_succeeds_gives_the_block_back)
 }
 END_TEST
 
+/* A copy that says it worked but put the table one entry off: every entry is a neighbour's. */
+static int lying_copy(struct npv_aicore *ac, void *arg, uint64_t dev, npv_iova_t src, size_t len)
+{
+    return npv_aicore_default_mem_ops()->copy_h2d(ac, arg, dev + AICORE_TABLE_ENTRY_SIZE, src, len);
+}
+
+static const struct npv_aicore_mem_ops lying_ops = {
+    .alloc = wrap_alloc,
+    .free = wrap_free,
+    .copy_h2d = lying_copy,
+};
+
+START_TEST(sub_cores_that_cannot_find_their_window_fail_the_handshake_deadline)
+{
+    struct aic t;
+    struct npv_aicore *ac;
+    struct aicore_sample_graph g;
+    memset(&w, 0, sizeof(w));
+    aic_open(&t, NULL);
+    struct npv_aicore_config cfg = {.mem_ops = &lying_ops, .handshake_timeout_ns = 500 * AIC_MS};
+    ck_assert_int_eq(npv_aicore_open(t.dev, &cfg, &ac), 0);
+    ck_assert_int_eq(aicore_sample_build(ac, false, &g), 0);
+    struct npv_aicore_run *run;
+    aicore_sample_fill(&g, 1);
+    ck_assert_int_eq(npv_aicore_prepare(ac, 0, &g.desc, &run), 0);
+    ck_assert_int_eq(npv_aicore_launch(run), 0);
+    ck_assert_int_eq(npv_aicore_wait(run, AIC_GENEROUS_NS), -ETIMEDOUT);
+    ck_assert_uint_gt(aic_port_rd(&t, AICORE_TP_TABLE_MISMATCHES), 0);
+    ck_assert_uint_eq(aic_port_rd(&t, AICORE_TP_DISPATCHES), 0);
+    struct npv_aicore_counters c;
+    npv_aicore_counters(ac, &c);
+    ck_assert_uint_eq(c.timeouts, 1);
+    ck_assert_int_eq(npv_aicore_release(run), 0);
+    aicore_sample_free(ac, &g);
+    npv_aicore_close(ac);
+    ck_assert_int_eq(w.live, 0);
+    aic_close(&t);
+}
+END_TEST
+
 int main(void)
 {
     aic_require_model("a failing copy is injected through the model's test port");
@@ -159,6 +199,7 @@ int main(void)
     tcase_add_test(tc,
                    failed_upload_with_failing_rollback_keeps_the_block_and_the_next_use_commits_it);
     tcase_add_test(tc, a_failed_upload_whose_rollback_succeeds_gives_the_block_back);
+    tcase_add_test(tc, sub_cores_that_cannot_find_their_window_fail_the_handshake_deadline);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
