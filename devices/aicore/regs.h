@@ -376,7 +376,11 @@ static_assert(offsetof(struct aicore_result, end_sys_cnt) == 40, "result layout"
  */
 #define AICORE_TABLE_ENTRY_SIZE 8u
 
-/* ---- BAR1: the model's test port (not on hardware; 64-bit, 8-byte accesses) ---- */
+/*
+ * ---- BAR1: the model's test port (not on hardware; 64-bit, 8-byte accesses). Unlike
+ * the device's registers, a bad value or a write to a read-only port register gets an error
+ * reply (-EINVAL, or -EBUSY for topology under a running run). ----
+ */
 #define AICORE_TP_ID                  0x000u /* RO: AICORE_TP_ID_VALUE */
 #define AICORE_TP_FAULT               0x008u /* WO: enum aicore_fault, armed for TP_FAULT_CORE */
 #define AICORE_TP_FAULT_CORE          0x010u /* RW: physical id the next TP_FAULT write targets */
