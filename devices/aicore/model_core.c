@@ -146,6 +146,37 @@ static bool table_entry_is(struct npv_aicore_model *m, uint64_t table, uint32_t 
     return v == base + (uint64_t)id * AICORE_WINDOW_STRIDE;
 }
 
+/* Where sub-core c's handshake record is in this run's workers array. */
+static uint64_t record_iova(const struct npv_aicore_model *m, const struct aicore_subcore *c)
+{
+    return m->r_workers + (uint64_t)c->rank * sizeof(struct aicore_handshake);
+}
+
+/*
+ * Back under the lock after a DMA made without it: true when the run it was
+ * made for is still the current one and the DMA went through. A refused DMA
+ * is the sub-core's fatal error.
+ */
+static bool dma_landed(struct npv_aicore_model *m, uint32_t id, uint64_t gen, int r)
+{
+    pthread_mutex_lock(&m->lock);
+    if (!same_gen(m, gen))
+        return false;
+    if (r < 0) {
+        aicore_fatal(m, id, AICORE_ERR_DMA_FAULT);
+        return false;
+    }
+    return true;
+}
+
+static void core_exit(struct npv_aicore_model *m, struct aicore_subcore *c)
+{
+    c->last_dmb = AICORE_DMB_EXIT;
+    c->cond = AICORE_COND_EXITED;
+    c->state = CORE_EXITED;
+    m->exited++;
+}
+
 static void step_find_table(struct npv_aicore_model *m, uint32_t id)
 {
     struct aicore_subcore *c = &m->core[id];
@@ -161,22 +192,15 @@ static void step_find_table(struct npv_aicore_model *m, uint32_t id)
                          c->arm_bad_phys ? AICORE_BAD_PHYS_ID(id) : id};
     c->arm_bad_phys = false;
     uint32_t done = c->rank + 1u;
-    uint64_t rec = m->r_workers + (uint64_t)c->rank * sizeof(struct aicore_handshake);
-    uint64_t gen = m->gen;
+    uint64_t rec = record_iova(m, c), gen = m->gen;
     pthread_mutex_unlock(&m->lock);
     /* Identity, then done in a later write: the host reads done first, as on the part. */
     int r = npv_vus_dma_write(m->srv, rec + offsetof(struct aicore_handshake, core_type), ident,
                               sizeof(ident));
     if (r == 0)
         r = npv_vus_dma_write(m->srv, rec, &done, sizeof(done));
-    pthread_mutex_lock(&m->lock);
-    if (!same_gen(m, gen))
-        return;
-    if (r < 0) {
-        aicore_fatal(m, id, AICORE_ERR_DMA_FAULT);
-        return;
-    }
-    c->state = CORE_WAIT_OPEN;
+    if (dma_landed(m, id, gen, r))
+        c->state = CORE_WAIT_OPEN;
 }
 
 static void step_wait_open(struct npv_aicore_model *m, uint32_t id)
@@ -185,25 +209,16 @@ static void step_wait_open(struct npv_aicore_model *m, uint32_t id)
     if (c->dmb == 0 || c->dmb == c->last_dmb)
         return;
     if (c->dmb == AICORE_DMB_EXIT) {
-        c->last_dmb = c->dmb;
-        c->cond = AICORE_COND_EXITED;
-        c->state = CORE_EXITED;
-        m->exited++;
+        core_exit(m, c);
         return;
     }
     c->cond = AICORE_COND_IDLE;
-    uint64_t rec = m->r_workers + (uint64_t)c->rank * sizeof(struct aicore_handshake);
-    uint64_t gen = m->gen, task = 0;
+    uint64_t rec = record_iova(m, c), gen = m->gen, task = 0;
     pthread_mutex_unlock(&m->lock);
     int r = npv_vus_dma_read(m->srv, rec + offsetof(struct aicore_handshake, task), &task,
                              sizeof(task));
-    pthread_mutex_lock(&m->lock);
-    if (!same_gen(m, gen))
+    if (!dma_landed(m, id, gen, r))
         return;
-    if (r < 0) {
-        aicore_fatal(m, id, AICORE_ERR_DMA_FAULT);
-        return;
-    }
     if (task == 0) {
         aicore_fatal(m, id, AICORE_ERR_BAD_PAYLOAD);
         return;
@@ -222,9 +237,7 @@ static void step_idle(struct npv_aicore_model *m, uint32_t id, uint64_t now)
         return;
     c->last_dmb = v;
     if (v == AICORE_DMB_EXIT) {
-        c->cond = AICORE_COND_EXITED;
-        c->state = CORE_EXITED;
-        m->exited++;
+        core_exit(m, c);
         return;
     }
     if (v == AICORE_DMB_IDLE)

@@ -122,7 +122,10 @@ static inline bool aicore_window_live(const struct npv_aicore_model *m, uint32_t
 
 /* Record a sticky GLOBAL_ERR bit (under lock). */
 void aicore_error(struct npv_aicore_model *m, uint64_t bits);
-/* A fatal error of sub-core i (or none: UINT32_MAX): poison, freeze, end the run. Under lock. */
+/*
+ * A fatal error of sub-core i (or none: UINT32_MAX): poison, freeze, end the run with an
+ * ERROR result record. Worker thread only, under lock (dropped around the record's DMA).
+ */
 void aicore_fatal(struct npv_aicore_model *m, uint32_t i, uint64_t bits);
 uint64_t aicore_sys_cnt(const struct npv_aicore_model *m);
 

@@ -22,7 +22,8 @@
  * Ctrl and Pmu registers are 32 bits wide: a 4-byte access to one, or an
  * 8-byte access at an 8-aligned offset, which is two registers low first.
  * Any other width or alignment gets an error reply and sets
- * AICORE_ERR_BAD_ACCESS. Unknown offsets inside a window read 0, ignore writes.
+ * AICORE_ERR_BAD_ACCESS. Holes read 0; a write to a hole or to a read-only
+ * register is dropped and sets AICORE_ERR_BAD_ACCESS (no error reply).
  *
  * Physical sub-core ids follow the a2a3 table order: AIC of cluster c is
  * id c, the AIVs of cluster c are ids clusters + 2c and clusters + 2c + 1.
@@ -109,7 +110,13 @@ static inline uint32_t aicore_core_type(uint32_t clusters, uint32_t phys)
 #define AICORE_REG_PMU_REG_BASE  0x058u /* == CTRL_REG_BASE when Pmu is aliased into Ctrl */
 #define AICORE_REG_DEVMEM_BASE   0x060u /* RO: device address of device memory ("GM") */
 #define AICORE_REG_DEVMEM_SIZE   0x068u /* RO: its size in bytes */
-#define AICORE_REG_OP_TIMEOUT    0x070u /* RW: per-task watchdog in microseconds, 0 = off */
+/*
+ * RW: per-task watchdog in microseconds, 0 = off; RESET restores
+ * AICORE_OP_TIMEOUT_DEFAULT_US. A task still running this long after its ACK
+ * freezes its sub-core (WATCHDOG). The model runs a kernel to its end in one
+ * step, so only an injected HANG outlives it.
+ */
+#define AICORE_REG_OP_TIMEOUT    0x070u
 #define AICORE_REG_GLOBAL_ERR    0x078u /* RO: AICORE_ERR_* bits, sticky until RESET */
 #define AICORE_REG_STATUS        0x080u /* RO: AICORE_STATUS_* */
 #define AICORE_REG_RESET         0x088u /* WO: AICORE_RESET_VALUE */
@@ -369,7 +376,11 @@ static_assert(offsetof(struct aicore_result, end_sys_cnt) == 40, "result layout"
  */
 #define AICORE_TABLE_ENTRY_SIZE 8u
 
-/* ---- BAR1: the model's test port (not on hardware; 64-bit, 8-byte accesses) ---- */
+/*
+ * ---- BAR1: the model's test port (not on hardware; 64-bit, 8-byte accesses). Unlike
+ * the device's registers, a bad value or a write to a read-only port register gets an error
+ * reply (-EINVAL, or -EBUSY for topology under a running run). ----
+ */
 #define AICORE_TP_ID                  0x000u /* RO: AICORE_TP_ID_VALUE */
 #define AICORE_TP_FAULT               0x008u /* WO: enum aicore_fault, armed for TP_FAULT_CORE */
 #define AICORE_TP_FAULT_CORE          0x010u /* RW: physical id the next TP_FAULT write targets */

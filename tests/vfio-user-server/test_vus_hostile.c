@@ -1,18 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The vfio-user server against a hostile client: a raw socket in the test
- * process, the testdev server in a forked child. Every malformed message is
- * answered with an error reply or a disconnect; afterwards a well-formed
- * client is still served and the server holds no more fds than before.
- * Also what other clients send (unmap-all, VERSION without capabilities),
+ * process, the testdev server in a forked child. The probes every device
+ * server passes are in tests/common/vu_hostile.c; here, on top of them, what
+ * testdev's own registers and DMA show. Also what other clients send (unmap-all, VERSION without capabilities),
  * message DMA on one socket and on twin sockets with a client that sends
  * requests meanwhile or falls out of step, and one server per socket path.
  */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +18,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,406 +26,37 @@
 #include "model.h"
 #include "regs.h"
 #include "vfio_user_msg.h"
-
-#define TIMEOUT_NS (20ll * 1000000000ll)
-
-static char sock_path[108];
-static pid_t server_pid;
-
-static void server_start(void)
-{
-    snprintf(sock_path, sizeof(sock_path), "/tmp/npv-vus-test-%d.sock", (int)getpid());
-    unlink(sock_path);
-    server_pid = fork();
-    ck_assert_int_ge(server_pid, 0);
-    if (server_pid == 0)
-        _exit(npv_testdev_serve(sock_path, false) == 0 ? 0 : 1);
-    int64_t deadline = npv_vu_now_ns() + TIMEOUT_NS;
-    struct stat st;
-    while (stat(sock_path, &st) != 0) {
-        ck_assert_msg(npv_vu_now_ns() < deadline, "server socket never appeared");
-        usleep(10000);
-    }
-}
-
-static void server_stop(void)
-{
-    kill(server_pid, SIGKILL);
-    waitpid(server_pid, NULL, 0);
-    unlink(sock_path);
-}
-
-static int conn(void)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    strcpy(sa.sun_path, sock_path);
-    /* The socket file exists from bind(); until listen() a connect is refused. */
-    int64_t deadline = npv_vu_now_ns() + TIMEOUT_NS;
-    while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        ck_assert_msg(errno == ECONNREFUSED && npv_vu_now_ns() < deadline, "connect: %s",
-                      strerror(errno));
-        usleep(1000);
-    }
-    return fd;
-}
-
-static uint16_t next_id;
-
-/* Send a command and receive its reply. Returns 0, or the recv error (disconnect). */
-static int xfer(int fd, uint16_t cmd, const void *body, size_t len, const int *fds, unsigned nfds,
-                struct npv_vu_msg *rep)
-{
-    struct npv_vu_hdr h = {.msg_id = ++next_id, .cmd = cmd};
-    int r = npv_vu_send(fd, &h, body, len, fds, nfds, TIMEOUT_NS);
-    if (r < 0)
-        return r;
-    r = npv_vu_recv(fd, rep, 1u << 24, 4, TIMEOUT_NS);
-    if (r < 0)
-        return r;
-    ck_assert_uint_eq(rep->hdr.msg_id, h.msg_id);
-    ck_assert_uint_eq(rep->hdr.cmd, cmd);
-    return 0;
-}
-
-/* Expect an error reply with errno err. */
-static void expect_error(int fd, uint16_t cmd, const void *body, size_t len, uint32_t err)
-{
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, cmd, body, len, NULL, 0, &rep), 0);
-    ck_assert_msg(rep.hdr.flags & NPV_VU_F_ERROR, "cmd %u: expected an error reply", cmd);
-    ck_assert_uint_eq(rep.hdr.error, err);
-    npv_vu_msg_release(&rep);
-}
-
-/* Expect that the server closes the connection (after an optional error reply). */
-static void expect_disconnect(int fd)
-{
-    struct npv_vu_msg rep;
-    int r;
-    while ((r = npv_vu_recv(fd, &rep, 1u << 24, 4, TIMEOUT_NS)) == 0) {
-        ck_assert_msg(rep.hdr.flags & NPV_VU_F_ERROR, "only error replies before the close");
-        npv_vu_msg_release(&rep);
-    }
-    ck_assert_int_eq(r, -ECONNRESET);
-    close(fd);
-}
-
-static int handshake(void)
-{
-    int fd = conn();
-    char buf[4 + 64];
-    struct npv_vu_version v = {.major = 0, .minor = 0};
-    memcpy(buf, &v, 4);
-    const char *json = "{\"capabilities\":{\"max_msg_fds\":8}}";
-    strcpy(buf + 4, json);
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_VERSION, buf, 4 + strlen(json) + 1, NULL, 0, &rep), 0);
-    ck_assert(!(rep.hdr.flags & NPV_VU_F_ERROR));
-    ck_assert_uint_ge(rep.body_len, 4);
-    struct npv_vu_caps caps;
-    ck_assert_int_eq(npv_vu_caps_parse((char *)rep.body + 4, rep.body_len - 4, &caps), 0);
-    ck_assert_uint_ge(caps.max_msg_fds, 1);
-    npv_vu_msg_release(&rep);
-    return fd;
-}
+#include "vu_hostile.h"
 
 static uint32_t reg_read32(int fd, uint64_t off)
 {
-    struct npv_vu_region_access a = {.offset = off, .region = 0, .count = 4};
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_REGION_READ, &a, sizeof(a), NULL, 0, &rep), 0);
-    ck_assert(!(rep.hdr.flags & NPV_VU_F_ERROR));
-    ck_assert_uint_eq(rep.body_len, sizeof(a) + 4);
-    uint32_t v;
-    memcpy(&v, rep.body + sizeof(a), 4);
-    npv_vu_msg_release(&rep);
-    return v;
+    return (uint32_t)vu_raw_read(fd, 0, off, 4);
 }
 
 static void reg_write(int fd, uint64_t off, uint64_t val, unsigned width)
 {
-    uint8_t buf[sizeof(struct npv_vu_region_access) + 8];
-    struct npv_vu_region_access a = {.offset = off, .region = 0, .count = width};
-    memcpy(buf, &a, sizeof(a));
-    memcpy(buf + sizeof(a), &val, width);
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_REGION_WRITE, buf, sizeof(a) + width, NULL, 0, &rep), 0);
-    ck_assert(!(rep.hdr.flags & NPV_VU_F_ERROR));
-    npv_vu_msg_release(&rep);
+    vu_raw_write(fd, 0, off, width, val);
 }
 
-/* A well-formed client: handshake, device info, the ID register. */
-static void well_formed_client_is_served(void)
+static void serve_testdev(const char *path, void *arg)
 {
-    int fd = handshake();
-    struct npv_vu_device_info di = {.argsz = sizeof(di)};
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DEVICE_GET_INFO, &di, sizeof(di), NULL, 0, &rep), 0);
-    ck_assert(!(rep.hdr.flags & NPV_VU_F_ERROR));
-    memcpy(&di, rep.body, sizeof(di));
-    ck_assert_uint_eq(di.num_regions, NPV_VU_PCI_NUM_REGIONS);
-    npv_vu_msg_release(&rep);
-    ck_assert_uint_eq(reg_read32(fd, TESTDEV_REG_ID), TESTDEV_ID_VALUE);
-    close(fd);
+    (void)arg;
+    _exit(npv_testdev_serve(path, false) == 0 ? 0 : 1);
 }
 
-static int count_fds(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(path);
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
-
-/* The server's fd count returns to baseline once it has dropped a client (asynchronous). */
-static void expect_fds_back_to(int baseline)
-{
-    int64_t deadline = npv_vu_now_ns() + TIMEOUT_NS;
-    int n;
-    while ((n = count_fds(server_pid)) != baseline) {
-        ck_assert_msg(npv_vu_now_ns() < deadline, "server holds %d fds, expected %d", n, baseline);
-        usleep(10000);
-    }
-}
-
-static int baseline_fds(void)
-{
-    /* With no client the server holds a fixed set; wait until it is steady. */
-    usleep(50000);
-    return count_fds(server_pid);
-}
-
-START_TEST(version_with_other_major_is_refused_and_closed)
-{
-    int base = baseline_fds();
-    int fd = conn();
-    struct npv_vu_version v = {.major = 1, .minor = 0};
-    expect_error(fd, NPV_VU_CMD_VERSION, &v, sizeof(v), ENOTSUP);
-    expect_disconnect(fd);
-    expect_fds_back_to(base);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(command_before_version_is_refused_and_closed)
-{
-    int fd = conn();
-    struct npv_vu_device_info di = {.argsz = sizeof(di)};
-    expect_error(fd, NPV_VU_CMD_DEVICE_GET_INFO, &di, sizeof(di), EINVAL);
-    expect_disconnect(fd);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(malformed_version_json_is_refused)
-{
-    int fd = conn();
-    char buf[64] = {0};
-    strcpy(buf + 4, "{\"capabilities\":{\"max_msg_fds\":-1}}");
-    expect_error(fd, NPV_VU_CMD_VERSION, buf, 4 + strlen(buf + 4) + 1, EINVAL);
-    expect_disconnect(fd);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(truncated_header_is_a_disconnect)
-{
-    int base = baseline_fds();
-    int fd = handshake();
-    uint8_t half[8] = {1, 0, 4, 0, 16, 0, 0, 0};
-    ck_assert_int_eq(send(fd, half, sizeof(half), MSG_NOSIGNAL), (ssize_t)sizeof(half));
-    shutdown(fd, SHUT_WR);
-    expect_disconnect(fd);
-    expect_fds_back_to(base);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(oversized_length_is_a_disconnect)
-{
-    int fd = handshake();
-    struct npv_vu_hdr h = {.msg_id = 1, .cmd = NPV_VU_CMD_REGION_WRITE, .size = 0xfffffff0u};
-    ck_assert_int_eq(send(fd, &h, sizeof(h), MSG_NOSIGNAL), (ssize_t)sizeof(h));
-    expect_disconnect(fd);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(length_below_header_is_a_disconnect)
-{
-    int fd = handshake();
-    struct npv_vu_hdr h = {.msg_id = 1, .cmd = NPV_VU_CMD_DEVICE_RESET, .size = 8};
-    ck_assert_int_eq(send(fd, &h, sizeof(h), MSG_NOSIGNAL), (ssize_t)sizeof(h));
-    expect_disconnect(fd);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(too_many_fds_are_refused_and_closed)
-{
-    int base = baseline_fds();
-    int fd = handshake();
-    int fds[12];
-    for (int i = 0; i < 12; i++)
-        fds[i] = eventfd(0, EFD_CLOEXEC);
-    struct npv_vu_irq_set s = {.argsz = sizeof(s),
-                               .flags = NPV_VU_IRQ_SET_DATA_EVENTFD | NPV_VU_IRQ_SET_ACTION_TRIGGER,
-                               .index = NPV_VU_PCI_MSIX_IRQ,
-                               .start = 0,
-                               .count = 12};
-    struct npv_vu_hdr h = {.msg_id = 7, .cmd = NPV_VU_CMD_DEVICE_SET_IRQS};
-    ck_assert_int_eq(npv_vu_send(fd, &h, &s, sizeof(s), fds, 12, TIMEOUT_NS), 0);
-    expect_disconnect(fd);
-    for (int i = 0; i < 12; i++)
-        close(fds[i]);
-    expect_fds_back_to(base);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(fds_on_a_command_that_takes_none_are_refused)
-{
-    int base = baseline_fds();
-    int fd = handshake();
-    int efd = eventfd(0, EFD_CLOEXEC);
-    struct npv_vu_device_info di = {.argsz = sizeof(di)};
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DEVICE_GET_INFO, &di, sizeof(di), &efd, 1, &rep), 0);
-    ck_assert(rep.hdr.flags & NPV_VU_F_ERROR);
-    npv_vu_msg_release(&rep);
-    close(efd);
-    close(fd);
-    expect_fds_back_to(base);
-}
-END_TEST
-
-START_TEST(bad_region_index_is_an_error)
-{
-    int fd = handshake();
-    struct npv_vu_region_info ri = {.argsz = sizeof(ri), .index = 99};
-    expect_error(fd, NPV_VU_CMD_DEVICE_GET_REGION_INFO, &ri, sizeof(ri), EINVAL);
-    struct npv_vu_region_access a = {.offset = 0, .region = 0x80000000u, .count = 4};
-    expect_error(fd, NPV_VU_CMD_REGION_READ, &a, sizeof(a), EINVAL);
-    close(fd);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(region_offset_plus_size_overflow_is_an_error)
-{
-    int fd = handshake();
-    struct npv_vu_region_access a = {.offset = UINT64_MAX - 1, .region = 0, .count = 4};
-    expect_error(fd, NPV_VU_CMD_REGION_READ, &a, sizeof(a), EINVAL);
-    a = (struct npv_vu_region_access){.offset = TESTDEV_BAR0_SIZE - 2, .region = 0, .count = 4};
-    expect_error(fd, NPV_VU_CMD_REGION_READ, &a, sizeof(a), EINVAL);
-    a = (struct npv_vu_region_access){
-        .offset = 4094, .region = NPV_VU_PCI_CONFIG_REGION, .count = 4};
-    expect_error(fd, NPV_VU_CMD_REGION_READ, &a, sizeof(a), EINVAL);
-    /* A write whose count disagrees with the data it carries. */
-    uint8_t buf[sizeof(a) + 4] = {0};
-    a = (struct npv_vu_region_access){.offset = 0x40, .region = 0, .count = 8};
-    memcpy(buf, &a, sizeof(a));
-    expect_error(fd, NPV_VU_CMD_REGION_WRITE, buf, sizeof(buf), EINVAL);
-    a.count = 0x7fffffff;
-    memcpy(buf, &a, sizeof(a));
-    expect_error(fd, NPV_VU_CMD_REGION_READ, &a, sizeof(a), EINVAL);
-    close(fd);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(bad_irq_index_and_range_are_errors)
-{
-    int fd = handshake();
-    struct npv_vu_irq_info ii = {.argsz = sizeof(ii), .index = 5};
-    expect_error(fd, NPV_VU_CMD_DEVICE_GET_IRQ_INFO, &ii, sizeof(ii), EINVAL);
-    struct npv_vu_irq_set s = {.argsz = sizeof(s),
-                               .flags = NPV_VU_IRQ_SET_DATA_NONE | NPV_VU_IRQ_SET_ACTION_TRIGGER,
-                               .index = 77,
-                               .start = 0,
-                               .count = 1};
-    expect_error(fd, NPV_VU_CMD_DEVICE_SET_IRQS, &s, sizeof(s), EINVAL);
-    s.index = NPV_VU_PCI_MSIX_IRQ;
-    s.start = 0xffffffffu;
-    s.count = 2;
-    expect_error(fd, NPV_VU_CMD_DEVICE_SET_IRQS, &s, sizeof(s), EINVAL);
-    s.start = 0;
-    s.count = 1;
-    s.flags = NPV_VU_IRQ_SET_DATA_NONE | NPV_VU_IRQ_SET_DATA_BOOL | NPV_VU_IRQ_SET_ACTION_MASK;
-    expect_error(fd, NPV_VU_CMD_DEVICE_SET_IRQS, &s, sizeof(s), EINVAL);
-    s.flags = NPV_VU_IRQ_SET_DATA_BOOL | NPV_VU_IRQ_SET_ACTION_MASK;
-    s.count = 2; /* two bools promised, none sent */
-    expect_error(fd, NPV_VU_CMD_DEVICE_SET_IRQS, &s, sizeof(s), EINVAL);
-    close(fd);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(overlapping_dma_map_is_eexist)
-{
-    int fd = handshake();
-    struct npv_vu_dma_map m = {.argsz = sizeof(m),
-                               .flags = NPV_VU_DMA_FLAG_READ | NPV_VU_DMA_FLAG_WRITE,
-                               .address = 0x100000,
-                               .size = 0x10000};
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), NULL, 0, &rep), 0);
-    ck_assert(!(rep.hdr.flags & NPV_VU_F_ERROR));
-    npv_vu_msg_release(&rep);
-    m.address = 0x10f000;
-    expect_error(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), EEXIST);
-    m.address = 0xf8000;
-    expect_error(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), EEXIST);
-    m.address = UINT64_MAX - 0xfff; /* wraps */
-    expect_error(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), EINVAL);
-    close(fd);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(unmap_not_matching_a_map_is_an_error)
-{
-    int fd = handshake();
-    struct npv_vu_dma_map m = {
-        .argsz = sizeof(m), .flags = NPV_VU_DMA_FLAG_READ, .address = 0x200000, .size = 0x20000};
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), NULL, 0, &rep), 0);
-    npv_vu_msg_release(&rep);
-    struct npv_vu_dma_unmap u = {.argsz = sizeof(u), .address = 0x200000, .size = 0x10000};
-    expect_error(fd, NPV_VU_CMD_DMA_UNMAP, &u, sizeof(u), ENOENT);
-    u = (struct npv_vu_dma_unmap){.argsz = sizeof(u), .address = 0x201000, .size = 0x20000};
-    expect_error(fd, NPV_VU_CMD_DMA_UNMAP, &u, sizeof(u), ENOENT);
-    u = (struct npv_vu_dma_unmap){.argsz = sizeof(u), .address = 0x200000, .size = 0x20000};
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DMA_UNMAP, &u, sizeof(u), NULL, 0, &rep), 0);
-    ck_assert(!(rep.hdr.flags & NPV_VU_F_ERROR));
-    npv_vu_msg_release(&rep);
-    expect_error(fd, NPV_VU_CMD_DMA_UNMAP, &u, sizeof(u), ENOENT);
-    close(fd);
-    well_formed_client_is_served();
-}
-END_TEST
-
-START_TEST(unknown_command_is_enosys)
-{
-    int fd = handshake();
-    expect_error(fd, 200, NULL, 0, ENOSYS);
-    close(fd);
-}
-END_TEST
+static const struct vu_hostile_target testdev_target = {
+    .serve = serve_testdev,
+    .id_region = 0,
+    .id_offset = TESTDEV_REG_ID,
+    .id_width = 4,
+    .id_value = TESTDEV_ID_VALUE,
+    .region_size = TESTDEV_BAR0_SIZE,
+};
 
 /* A 64-bit REGION_WRITE of 8 bytes reaches the model as one access of width 8. */
 START_TEST(region_write_of_8_bytes_is_one_access)
 {
-    int fd = handshake();
+    int fd = vu_raw_handshake();
     reg_write(fd, TESTDEV_REG_SCRATCH64, 0x1122334455667788ull, 8);
     ck_assert_uint_eq(reg_read32(fd, TESTDEV_REG_LAST_WIDTH), 8);
     reg_write(fd, TESTDEV_REG_SCRATCH64, 0xaabbccddu, 4);
@@ -441,8 +68,8 @@ END_TEST
 /* The whole device path: DMA_MAP with fd, mmapped doorbell, a FILL, its IRQ. */
 START_TEST(testdev_fills_through_mapped_memory_and_raises_msix)
 {
-    int base = baseline_fds();
-    int fd = handshake();
+    int base = vu_hostile_baseline_fds();
+    int fd = vu_raw_handshake();
     int mem = memfd_create("t", MFD_CLOEXEC);
     ck_assert_int_ge(mem, 0);
     ck_assert_int_eq(ftruncate(mem, 0x10000), 0);
@@ -453,14 +80,14 @@ START_TEST(testdev_fills_through_mapped_memory_and_raises_msix)
                                .address = 0x40000000,
                                .size = 0x10000};
     struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), &mem, 1, &rep), 0);
+    ck_assert_int_eq(vu_raw_xfer(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), &mem, 1, &rep), 0);
     ck_assert(!(rep.hdr.flags & NPV_VU_F_ERROR));
     npv_vu_msg_release(&rep);
 
     /* The BAR's doorbell page comes as a sparse mmap area with the fd. */
     struct npv_vu_region_info ri = {.argsz = 256, .index = 0};
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DEVICE_GET_REGION_INFO, &ri, sizeof(ri), NULL, 0, &rep),
-                     0);
+    ck_assert_int_eq(
+        vu_raw_xfer(fd, NPV_VU_CMD_DEVICE_GET_REGION_INFO, &ri, sizeof(ri), NULL, 0, &rep), 0);
     ck_assert_uint_eq(rep.nr_fds, 1);
     memcpy(&ri, rep.body, sizeof(ri));
     ck_assert(ri.flags & NPV_VU_REGION_FLAG_MMAP);
@@ -482,7 +109,7 @@ START_TEST(testdev_fills_through_mapped_memory_and_raises_msix)
                                .flags = NPV_VU_IRQ_SET_DATA_EVENTFD | NPV_VU_IRQ_SET_ACTION_TRIGGER,
                                .index = NPV_VU_PCI_MSIX_IRQ,
                                .count = 1};
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DEVICE_SET_IRQS, &s, sizeof(s), &efd, 1, &rep), 0);
+    ck_assert_int_eq(vu_raw_xfer(fd, NPV_VU_CMD_DEVICE_SET_IRQS, &s, sizeof(s), &efd, 1, &rep), 0);
     ck_assert(!(rep.hdr.flags & NPV_VU_F_ERROR));
     npv_vu_msg_release(&rep);
 
@@ -512,7 +139,7 @@ START_TEST(testdev_fills_through_mapped_memory_and_raises_msix)
     ring[1] = (struct npv_testdev_desc){
         .opcode = NPV_TESTDEV_OP_COPY, .src = 0x40002000, .dst = 0x7000000000ull, .len = 64};
     __atomic_store_n(db, 2, __ATOMIC_RELEASE);
-    int64_t deadline = npv_vu_now_ns() + TIMEOUT_NS;
+    int64_t deadline = npv_vu_now_ns() + VU_RAW_TIMEOUT_NS;
     while (!(reg_read32(fd, TESTDEV_REG_STATUS) & TESTDEV_STATUS_FAULT)) {
         ck_assert(npv_vu_now_ns() < deadline);
         usleep(1000);
@@ -527,135 +154,12 @@ START_TEST(testdev_fills_through_mapped_memory_and_raises_msix)
     close(mem);
     close(efd);
     close(fd);
-    expect_fds_back_to(base);
-    well_formed_client_is_served();
+    vu_hostile_expect_fds_back_to(base);
+    vu_hostile_well_formed_client_is_served();
 }
 END_TEST
 
 /* ---- interoperability: unmap-all, VERSION subset, optional features, twin sockets ---- */
-
-static void dma_map_nofd(int fd, uint64_t address, uint64_t size)
-{
-    struct npv_vu_dma_map m = {.argsz = sizeof(m),
-                               .flags = NPV_VU_DMA_FLAG_READ | NPV_VU_DMA_FLAG_WRITE,
-                               .address = address,
-                               .size = size};
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), NULL, 0, &rep), 0);
-    ck_assert_msg(!(rep.hdr.flags & NPV_VU_F_ERROR), "DMA_MAP: error %u", rep.hdr.error);
-    npv_vu_msg_release(&rep);
-}
-
-START_TEST(dma_unmap_all_drops_every_mapping)
-{
-    int fd = handshake();
-    for (uint64_t i = 0; i < 3; i++)
-        dma_map_nofd(fd, 0x100000 + i * 0x10000, 0x10000);
-    struct npv_vu_dma_unmap u = {.argsz = sizeof(u), .flags = NPV_VU_DMA_UNMAP_FLAG_ALL};
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DMA_UNMAP, &u, sizeof(u), NULL, 0, &rep), 0);
-    ck_assert_msg(!(rep.hdr.flags & NPV_VU_F_ERROR), "unmap all: error %u", rep.hdr.error);
-    npv_vu_msg_release(&rep);
-    /* Gone: unmapping one is ENOENT, and the range can be mapped again. */
-    u = (struct npv_vu_dma_unmap){.argsz = sizeof(u), .address = 0x110000, .size = 0x10000};
-    expect_error(fd, NPV_VU_CMD_DMA_UNMAP, &u, sizeof(u), ENOENT);
-    for (uint64_t i = 0; i < 3; i++)
-        dma_map_nofd(fd, 0x100000 + i * 0x10000, 0x10000);
-    close(fd);
-}
-END_TEST
-
-START_TEST(unmap_all_with_a_range_or_dirty_bitmap_is_refused)
-{
-    int fd = handshake();
-    dma_map_nofd(fd, 0x100000, 0x10000);
-    struct npv_vu_dma_unmap u = {.argsz = sizeof(u),
-                                 .flags = NPV_VU_DMA_UNMAP_FLAG_ALL,
-                                 .address = 0x100000,
-                                 .size = 0x10000};
-    expect_error(fd, NPV_VU_CMD_DMA_UNMAP, &u, sizeof(u), EINVAL);
-    u.flags = NPV_VU_DMA_UNMAP_FLAG_GET_DIRTY_BITMAP;
-    expect_error(fd, NPV_VU_CMD_DMA_UNMAP, &u, sizeof(u), ENOTSUP);
-    /* Still mapped after both refusals. */
-    u.flags = 0;
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_DMA_UNMAP, &u, sizeof(u), NULL, 0, &rep), 0);
-    ck_assert(!(rep.hdr.flags & NPV_VU_F_ERROR));
-    npv_vu_msg_release(&rep);
-    close(fd);
-}
-END_TEST
-
-START_TEST(device_feature_and_migration_are_enosys)
-{
-    int fd = handshake();
-    uint8_t feature[16] = {0};
-    expect_error(fd, NPV_VU_CMD_DEVICE_FEATURE, feature, sizeof(feature), ENOSYS);
-    expect_error(fd, NPV_VU_CMD_MIG_DATA_READ, feature, sizeof(feature), ENOSYS);
-    expect_error(fd, NPV_VU_CMD_MIG_DATA_WRITE, feature, sizeof(feature), ENOSYS);
-    expect_error(fd, NPV_VU_CMD_REGION_WRITE_MULTI, feature, sizeof(feature), ENOSYS);
-    close(fd);
-    well_formed_client_is_served();
-}
-END_TEST
-
-/*
- * VERSION with json (NULL: no version data). Returns the connection; the
- * reply's capabilities go to caps and its fds stay in *rep (released by the
- * caller).
- */
-static int handshake_with(const char *json, struct npv_vu_caps *caps, struct npv_vu_msg *rep)
-{
-    int fd = conn();
-    char buf[4 + 256];
-    struct npv_vu_version v = {.major = 0, .minor = 0};
-    memcpy(buf, &v, 4);
-    size_t len = 4;
-    if (json != NULL) {
-        strcpy(buf + 4, json);
-        len += strlen(json) + 1;
-    }
-    ck_assert_int_eq(xfer(fd, NPV_VU_CMD_VERSION, buf, len, NULL, 0, rep), 0);
-    ck_assert(!(rep->hdr.flags & NPV_VU_F_ERROR));
-    ck_assert_uint_ge(rep->body_len, 4);
-    ck_assert_int_eq(npv_vu_caps_parse((char *)rep->body + 4, rep->body_len - 4, caps), 0);
-    return fd;
-}
-
-START_TEST(version_reply_names_only_capabilities_the_client_proposed)
-{
-    static const struct {
-        const char *json;
-        uint32_t proposed;
-    } cases[] = {
-        {NULL, 0},
-        {"{}", 0},
-        {"{\"capabilities\":{}}", 0},
-        {"{\"capabilities\":{\"max_msg_fds\":4}}", NPV_VU_CAP_MAX_MSG_FDS},
-        {"{\"capabilities\":{\"pgsizes\":4096,\"max_data_xfer_size\":65536}}",
-         NPV_VU_CAP_PGSIZES | NPV_VU_CAP_MAX_DATA_XFER_SIZE},
-        {"{\"capabilities\":{\"max_dma_maps\":10,\"write_multiple\":true}}",
-         NPV_VU_CAP_MAX_DMA_MAPS | NPV_VU_CAP_WRITE_MULTIPLE},
-        {"{\"capabilities\":{\"twin_socket\":{\"supported\":false}}}", NPV_VU_CAP_TWIN_SOCKET},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct npv_vu_caps caps;
-        struct npv_vu_msg rep;
-        int fd = handshake_with(cases[i].json, &caps, &rep);
-        ck_assert_msg((caps.present & ~cases[i].proposed) == 0,
-                      "case %zu: reply names keys 0x%x, proposal 0x%x", i, caps.present,
-                      cases[i].proposed);
-        ck_assert_uint_eq(rep.nr_fds, 0);
-        if (cases[i].proposed & NPV_VU_CAP_WRITE_MULTIPLE)
-            ck_assert(!caps.write_multiple); /* REGION_WRITE_MULTI is not served */
-        if (cases[i].proposed & NPV_VU_CAP_MAX_DMA_MAPS)
-            ck_assert_uint_le(caps.max_dma_maps, 10);
-        npv_vu_msg_release(&rep);
-        close(fd);
-    }
-    well_formed_client_is_served();
-}
-END_TEST
 
 #define TWIN_JSON "{\"capabilities\":{\"max_msg_fds\":8,\"twin_socket\":{\"supported\":true}}}"
 
@@ -664,8 +168,8 @@ static int handshake_twin(bool twin, int *tsock)
 {
     struct npv_vu_caps caps;
     struct npv_vu_msg rep;
-    int fd =
-        handshake_with(twin ? TWIN_JSON : "{\"capabilities\":{\"max_msg_fds\":8}}", &caps, &rep);
+    int fd = vu_raw_handshake_with(twin ? TWIN_JSON : "{\"capabilities\":{\"max_msg_fds\":8}}",
+                                   &caps, &rep);
     *tsock = -1;
     ck_assert_int_eq(caps.twin_socket, twin);
     if (twin) {
@@ -690,7 +194,7 @@ static int handshake_twin(bool twin, int *tsock)
 /* Start a FILL of 64 bytes through a ring in memory the server reaches only by messages. */
 static void start_message_dma_fill(int fd, uint8_t *ram)
 {
-    dma_map_nofd(fd, RAM_IOVA, RAM_SIZE);
+    vu_raw_dma_map_nofd(fd, RAM_IOVA, RAM_SIZE);
     memset(ram, 0, RAM_SIZE);
     struct npv_testdev_desc d = npv_testdev_fill(RAM_IOVA + 0x2000, 0x3c, 64, 0);
     memcpy(ram, &d, sizeof(d));
@@ -718,17 +222,17 @@ static void answer_dma(int dsock, const struct npv_vu_msg *m, uint8_t *ram)
     if (m->hdr.cmd == NPV_VU_CMD_DMA_WRITE) {
         ck_assert_uint_eq(m->body_len, sizeof(a) + a.count);
         memcpy(p, m->body + sizeof(a), (size_t)a.count);
-        ck_assert_int_eq(npv_vu_sendv(dsock, &h, iov, 1, NULL, 0, TIMEOUT_NS), 0);
+        ck_assert_int_eq(npv_vu_sendv(dsock, &h, iov, 1, NULL, 0, VU_RAW_TIMEOUT_NS), 0);
     } else {
         ck_assert_uint_eq(m->hdr.cmd, NPV_VU_CMD_DMA_READ);
-        ck_assert_int_eq(npv_vu_sendv(dsock, &h, iov, 2, NULL, 0, TIMEOUT_NS), 0);
+        ck_assert_int_eq(npv_vu_sendv(dsock, &h, iov, 2, NULL, 0, VU_RAW_TIMEOUT_NS), 0);
     }
 }
 
 START_TEST(message_dma_outstanding_does_not_hold_up_requests)
 {
     /* _i: 0 one socket, 1 twin sockets. */
-    int base = baseline_fds();
+    int base = vu_hostile_baseline_fds();
     int tsock;
     int fd = handshake_twin(_i == 1, &tsock);
     int dsock = _i ? tsock : fd;
@@ -739,7 +243,7 @@ START_TEST(message_dma_outstanding_does_not_hold_up_requests)
     for (unsigned n = 0; __atomic_load_n(&st->completed_head, __ATOMIC_ACQUIRE) != 1; n++) {
         ck_assert_uint_lt(n, 16);
         struct npv_vu_msg m;
-        ck_assert_int_eq(npv_vu_recv(dsock, &m, 1u << 20, 0, TIMEOUT_NS), 0);
+        ck_assert_int_eq(npv_vu_recv(dsock, &m, 1u << 20, 0, VU_RAW_TIMEOUT_NS), 0);
         ck_assert_uint_eq(m.hdr.flags & NPV_VU_F_TYPE_MASK, NPV_VU_F_TYPE_COMMAND);
         /* The model waits for this reply; the loop still answers requests meanwhile. */
         ck_assert_uint_eq(reg_read32(fd, TESTDEV_REG_ID), TESTDEV_ID_VALUE);
@@ -754,21 +258,21 @@ START_TEST(message_dma_outstanding_does_not_hold_up_requests)
     close(fd);
     if (tsock >= 0)
         close(tsock);
-    expect_fds_back_to(base);
-    well_formed_client_is_served();
+    vu_hostile_expect_fds_back_to(base);
+    vu_hostile_well_formed_client_is_served();
 }
 END_TEST
 
 START_TEST(twin_socket_out_of_step_drops_the_client)
 {
     /* _i: 0 a reply with another id, 1 a command instead of the reply, 2 twin socket closed. */
-    int base = baseline_fds();
+    int base = vu_hostile_baseline_fds();
     int tsock;
     int fd = handshake_twin(true, &tsock);
     static uint8_t ram[RAM_SIZE];
     start_message_dma_fill(fd, ram);
     struct npv_vu_msg m;
-    ck_assert_int_eq(npv_vu_recv(tsock, &m, 1u << 20, 0, TIMEOUT_NS), 0);
+    ck_assert_int_eq(npv_vu_recv(tsock, &m, 1u << 20, 0, VU_RAW_TIMEOUT_NS), 0);
     if (_i == 2) {
         close(tsock);
         tsock = -1;
@@ -780,14 +284,14 @@ START_TEST(twin_socket_out_of_step_drops_the_client)
         memcpy(&a, m.body, sizeof(a));
         uint8_t body[sizeof(a) + 32] = {0};
         memcpy(body, &a, sizeof(a));
-        ck_assert_int_eq(npv_vu_send(tsock, &h, body, sizeof(body), NULL, 0, TIMEOUT_NS), 0);
+        ck_assert_int_eq(npv_vu_send(tsock, &h, body, sizeof(body), NULL, 0, VU_RAW_TIMEOUT_NS), 0);
     }
     npv_vu_msg_release(&m);
-    expect_disconnect(fd);
+    vu_raw_expect_disconnect(fd);
     if (tsock >= 0)
         close(tsock);
-    expect_fds_back_to(base);
-    well_formed_client_is_served();
+    vu_hostile_expect_fds_back_to(base);
+    vu_hostile_well_formed_client_is_served();
 }
 END_TEST
 
@@ -813,11 +317,11 @@ START_TEST(listen_refuses_a_path_a_live_server_answers_on)
 {
     struct npv_ctx *ctx;
     int r;
-    struct npv_testdev_model *td = listen_model(&ctx, sock_path, &r);
+    struct npv_testdev_model *td = listen_model(&ctx, vu_hostile_srv.path, &r);
     ck_assert_int_eq(r, -EADDRINUSE);
     free_model(ctx, td);
     /* The refusal took nothing from the server already there. */
-    well_formed_client_is_served();
+    vu_hostile_well_formed_client_is_served();
 }
 END_TEST
 
@@ -883,30 +387,12 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("vfio_user_server_hostile");
     TCase *tc = tcase_create("hostile");
-    tcase_add_checked_fixture(tc, server_start, server_stop);
-    tcase_add_test(tc, version_with_other_major_is_refused_and_closed);
-    tcase_add_test(tc, command_before_version_is_refused_and_closed);
-    tcase_add_test(tc, malformed_version_json_is_refused);
-    tcase_add_test(tc, truncated_header_is_a_disconnect);
-    tcase_add_test(tc, oversized_length_is_a_disconnect);
-    tcase_add_test(tc, length_below_header_is_a_disconnect);
-    tcase_add_test(tc, too_many_fds_are_refused_and_closed);
-    tcase_add_test(tc, fds_on_a_command_that_takes_none_are_refused);
-    tcase_add_test(tc, bad_region_index_is_an_error);
-    tcase_add_test(tc, region_offset_plus_size_overflow_is_an_error);
-    tcase_add_test(tc, bad_irq_index_and_range_are_errors);
-    tcase_add_test(tc, overlapping_dma_map_is_eexist);
-    tcase_add_test(tc, unmap_not_matching_a_map_is_an_error);
-    tcase_add_test(tc, unknown_command_is_enosys);
+    TCase *interop = tcase_create("interop");
+    vu_hostile_add_tests(tc, interop, &testdev_target);
     tcase_add_test(tc, region_write_of_8_bytes_is_one_access);
     tcase_add_test(tc, testdev_fills_through_mapped_memory_and_raises_msix);
     suite_add_tcase(s, tc);
-    tc = tcase_create("interop");
-    tcase_add_checked_fixture(tc, server_start, server_stop);
-    tcase_add_test(tc, dma_unmap_all_drops_every_mapping);
-    tcase_add_test(tc, unmap_all_with_a_range_or_dirty_bitmap_is_refused);
-    tcase_add_test(tc, device_feature_and_migration_are_enosys);
-    tcase_add_test(tc, version_reply_names_only_capabilities_the_client_proposed);
+    tc = interop;
     tcase_add_loop_test(tc, message_dma_outstanding_does_not_hold_up_requests, 0, 2);
     tcase_add_loop_test(tc, twin_socket_out_of_step_drops_the_client, 0, 3);
     tcase_add_test(tc, listen_refuses_a_path_a_live_server_answers_on);
