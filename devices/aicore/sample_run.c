@@ -67,13 +67,20 @@ static int run_all(struct npv_aicore *ac, struct aicore_sample_graph g[2], uint3
             r = prepare(ac, &g[next], i + 1, &run[next]);
         if (r == 0)
             r = finish(run[s], &g[s], res, pmu, &lat[i]);
-        run[s] = NULL;
+        if (r == 0)
+            run[s] = NULL; /* released */
         if (r == 0 && i + 1 < n)
             r = npv_aicore_launch(run[next]);
     }
-    for (unsigned s = 0; s < 2; s++)
-        if (run[s] != NULL && npv_aicore_release(run[s]) == -EBUSY)
-            (void)npv_aicore_reset(ac), (void)npv_aicore_release(run[s]);
+    /* After a failure: a run still executing is stopped by a reset, then both slots freed. */
+    for (unsigned s = 0; s < 2; s++) {
+        if (run[s] == NULL)
+            continue;
+        if (npv_aicore_release(run[s]) == -EBUSY) {
+            (void)npv_aicore_reset(ac);
+            (void)npv_aicore_release(run[s]);
+        }
+    }
     return r;
 }
 
