@@ -197,6 +197,7 @@ int aicore_device_reset(struct npv_aicore *ac)
     if (r < 0)
         return r;
     ac->poisoned = false;
+    aicore_pmu_forget(ac);
     /* A new topology changes the tables' content: upload again, into the blocks already owned. */
     aicore_table_build(ac, &ac->ctrl_table, ac->ctrl_reg_base);
     aicore_table_build(ac, &ac->pmu_table, ac->pmu_reg_base);

@@ -105,6 +105,18 @@ struct npv_aicore_run {
     struct npv_aicore_result result;
 };
 
+/*
+ * A sub-core's counters as the driver last left them: its selectors, and the
+ * counts at the end of the last collected run, which the next run's counts
+ * are taken from (counting is off between runs, so nothing moves them).
+ */
+struct aicore_pmu_core {
+    bool valid;
+    uint32_t events[NPV_AICORE_PMU_EVENTS];
+    uint32_t base[NPV_AICORE_PMU_EVENTS];
+    uint64_t base_total;
+};
+
 struct npv_aicore {
     struct npv_ctx *ctx;
     struct npv_dev *dev;
@@ -124,6 +136,7 @@ struct npv_aicore {
     struct npv_dma *staging; /* the two tables' images */
     struct aicore_table ctrl_table, pmu_table;
 
+    struct aicore_pmu_core pmu_core[AICORE_MAX_SUBCORES]; /* by physical id */
     struct npv_aicore_run runs[NPV_AICORE_SLOTS];
     uint64_t next_epoch;
     struct npv_aicore_run *active;
@@ -159,8 +172,12 @@ int aicore_runs_init(struct npv_aicore *ac);
 void aicore_runs_fini(struct npv_aicore *ac);
 /* Stop the active run with err (reset, close). */
 void aicore_run_abandon(struct npv_aicore_run *run, int err);
+/* driver_pmu.c */
+int aicore_pmu_arm(struct npv_aicore_run *run);
 /* Read a finished PMU run's counters and stop counting. */
 int aicore_pmu_collect(struct npv_aicore_run *run);
+/* The counters' baselines no longer hold (reset, a run abandoned): program in full next time. */
+void aicore_pmu_forget(struct npv_aicore *ac);
 
 /* driver_dispatch.c: the decide-transition rule of ../shared/hw/aicore.md section 2 step 8. */
 struct aicore_transition {

@@ -170,59 +170,6 @@ int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot, const struct npv_ai
     return 0;
 }
 
-/* Program every launched core's counters: selectors, an open cycle window, zeroed counts. */
-static int pmu_arm(struct npv_aicore_run *run)
-{
-    struct npv_aicore *ac = run->ac;
-    int r = 0;
-    for (uint32_t c = 0; r == 0 && c < run->nr_cores; c++) {
-        uint32_t p = run->cores[c].phys;
-        for (uint32_t i = 0; r == 0 && i < NPV_AICORE_PMU_EVENTS; i++) {
-            r = aicore_pmu_write(ac, p, AICORE_PMU_EVT_IDX(i), run->pmu_events[i]);
-            if (r == 0)
-                r = aicore_pmu_write(ac, p, AICORE_PMU_CNT(i), 0);
-        }
-        static const uint32_t zero[] = {AICORE_PMU_CNT_TOTAL_LO, AICORE_PMU_CNT_TOTAL_HI,
-                                        AICORE_PMU_START_CYC_LO, AICORE_PMU_START_CYC_HI};
-        for (size_t i = 0; r == 0 && i < sizeof(zero) / sizeof(zero[0]); i++)
-            r = aicore_pmu_write(ac, p, zero[i], 0);
-        if (r == 0)
-            r = aicore_pmu_write(ac, p, AICORE_PMU_STOP_CYC_LO, UINT32_MAX);
-        if (r == 0)
-            r = aicore_pmu_write(ac, p, AICORE_PMU_STOP_CYC_HI, UINT32_MAX);
-        if (r == 0)
-            r = aicore_pmu_write(ac, p, AICORE_PMU_CTRL_0, AICORE_PMU_CTRL_ENABLE_PART);
-    }
-    return r;
-}
-
-/* The counters of a finished PMU run, then counting off so a later run without PMU counts nothing.
- */
-int aicore_pmu_collect(struct npv_aicore_run *run)
-{
-    struct npv_aicore *ac = run->ac;
-    int r = 0;
-    for (uint32_t c = 0; r == 0 && c < run->nr_cores; c++) {
-        uint32_t p = run->cores[c].phys, lo = 0, hi = 0;
-        struct npv_aicore_core_pmu *o = &run->pmu_out[c];
-        memset(o, 0, sizeof(*o));
-        o->core = p;
-        r = aicore_pmu_write(ac, p, AICORE_PMU_CTRL_0, 0);
-        for (uint32_t i = 0; r == 0 && i < NPV_AICORE_PMU_EVENTS; i++) {
-            uint32_t v = 0;
-            o->events[i] = run->pmu_events[i];
-            r = aicore_pmu_read(ac, p, AICORE_PMU_CNT(i), &v);
-            o->counters[i] = v;
-        }
-        if (r == 0)
-            r = aicore_pmu_read(ac, p, AICORE_PMU_CNT_TOTAL_LO, &lo);
-        if (r == 0)
-            r = aicore_pmu_read(ac, p, AICORE_PMU_CNT_TOTAL_HI, &hi);
-        o->total_cycles = (uint64_t)hi << 32 | lo;
-    }
-    return r;
-}
-
 static int write_run_params(struct npv_aicore_run *run)
 {
     struct npv_aicore *ac = run->ac;
@@ -275,7 +222,7 @@ int npv_aicore_launch(struct npv_aicore_run *run)
         return r;
     reset_core_state(run);
     if (run->pmu)
-        r = pmu_arm(run);
+        r = aicore_pmu_arm(run);
     run->epoch = ac->next_epoch++;
     if (r == 0)
         r = write_run_params(run);
@@ -316,6 +263,8 @@ void aicore_run_abandon(struct npv_aicore_run *run, int err)
     ac->active = NULL;
     /* The device may still be in the middle of the run: reset before its next use. */
     ac->poisoned = true;
+    if (run->pmu)
+        aicore_pmu_forget(ac); /* counted part of a run nobody collected */
     if (err == -ETIMEDOUT)
         ac->counters.timeouts++;
 }
