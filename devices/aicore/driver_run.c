@@ -204,6 +204,18 @@ static void reset_core_state(struct npv_aicore_run *run)
     memset(run->workers, 0, run->nr_cores * sizeof(*run->workers));
 }
 
+/* The sub-cores the run was prepared for are the ones the device launches now, rank by rank. */
+static bool same_cores(const struct npv_aicore_run *run)
+{
+    const struct npv_aicore *ac = run->ac;
+    if (run->nr_cores != ac->nr_usable)
+        return false;
+    for (uint32_t r = 0; r < run->nr_cores; r++)
+        if (run->cores[r].phys != ac->rank_phys[r])
+            return false;
+    return true;
+}
+
 int npv_aicore_launch(struct npv_aicore_run *run)
 {
     if (run == NULL || run->state != RUN_PREPARED)
@@ -215,8 +227,8 @@ int npv_aicore_launch(struct npv_aicore_run *run)
     if (r == 0)
         r = aicore_launch_check_topology(ac);
     /* A reset may have found a new topology: the run's tables and cores must still hold. */
-    if (r == 0 && (!ac->ctrl_table.committed || (run->pmu && !ac->pmu_table.committed) ||
-                   run->nr_cores != ac->nr_usable))
+    if (r == 0 &&
+        (!ac->ctrl_table.committed || (run->pmu && !ac->pmu_table.committed) || !same_cores(run)))
         r = -ESTALE;
     if (r < 0)
         return r;
@@ -229,16 +241,18 @@ int npv_aicore_launch(struct npv_aicore_run *run)
     atomic_thread_fence(memory_order_release); /* cleared records before LAUNCH */
     if (r == 0)
         r = aicore_global_write(ac, AICORE_REG_LAUNCH, AICORE_LAUNCH_VALUE);
+    bool launch_written = r == 0;
     uint64_t st = 0;
     if (r == 0)
         r = aicore_global_read(ac, AICORE_REG_LAUNCH_STATUS, &st);
-    if (r == 0 && st != AICORE_LAUNCH_ACCEPTED) {
-        if (st == AICORE_LAUNCH_REFUSED_POISONED)
-            ac->poisoned = true;
+    if (r == 0 && st != AICORE_LAUNCH_ACCEPTED)
         r = st == AICORE_LAUNCH_REFUSED_BUSY ? -EBUSY : -EIO;
-    }
-    if (r < 0)
+    if (r < 0) {
+        /* The device may run, or be poisoned, without a run of ours: reset before its next use. */
+        if (launch_written)
+            ac->poisoned = true;
         return r;
+    }
     ac->counters.runs++;
     run->state = RUN_ACTIVE;
     run->winding_down = false;

@@ -123,16 +123,16 @@ START_TEST(many_tasks_per_core_use_both_payload_slots_and_cross_core_dependencie
                                           .a = op_iova(&b, i),
                                           .b = op_iova(&b, i + 1),
                                           .c = op_iova(&b, 10 + i)};
-    /* aiv1: a chain, op 20+i = op 20+i-1 + op 7 (op 19 is an input). */
+    /* aiv1: a chain after aiv0's last add, op 20+i = op 20+i-1 + op 7 (op 19 is an input). */
     for (uint32_t i = 0, at = n; i < 5; i++, n++)
         t[n] = (struct npv_aicore_task){.op = NPV_AICORE_OP_VADD,
                                         .core = aiv1,
                                         .n = N,
-                                        .dep = i == 0 ? NPV_AICORE_NO_DEP : at + i - 1,
+                                        .dep = i == 0 ? 5 : at + i - 1,
                                         .a = op_iova(&b, 19 + i),
                                         .b = op_iova(&b, 7),
                                         .c = op_iova(&b, 20 + i)};
-    /* aic: three 16x16 matmuls; the last waits for aiv0's last add and aiv1's chain end. */
+    /* aic: three 16x16 matmuls; the last reads both AIVs' last results, after aiv1's chain end. */
     for (uint32_t i = 0; i < 3; i++)
         t[n++] = (struct npv_aicore_task){.op = NPV_AICORE_OP_MATMUL,
                                           .core = aic,
