@@ -171,7 +171,8 @@ NPV_API int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot,
 /*
  * Start a prepared run: reset a poisoned device first, stamp a new epoch,
  * LAUNCH. -EBUSY while the other slot's run is active, -EINVAL when run is
- * not prepared, -EIO when the device refuses.
+ * not prepared, -ESTALE when PRESENT or POWER_ON changed since it was
+ * prepared (reset and prepare again), -EIO when the device refuses.
  */
 NPV_API int npv_aicore_launch(struct npv_aicore_run *run);
 /*
