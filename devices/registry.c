@@ -2,10 +2,14 @@
 #include <errno.h>
 #include <string.h>
 
+#include <npuvfio/aicore.h>
 #include <npuvfio/edgetpu.h>
 #include <npuvfio/rknpu.h>
 #include <npuvfio/testdev.h>
 
+#include "aicore/model.h"
+#include "aicore/regs.h"
+#include "aicore/sample_run.h"
 #include "edgetpu/model.h"
 #include "edgetpu/regs.h"
 #include "edgetpu/sample_run.h"
@@ -124,6 +128,42 @@ static int rknpu_sample(void *drv, const struct npv_sample_opts *opts,
     return rknpu_sample_run(drv, opts, res);
 }
 
+static int aicore_model_create(struct npv_ctx *ctx, void **model, struct npv_vus **srv)
+{
+    struct npv_aicore_model *m;
+    int r = npv_aicore_model_new(ctx, NULL, &m);
+    if (r < 0)
+        return r;
+    *model = m;
+    *srv = npv_aicore_model_server(m);
+    return 0;
+}
+
+static void aicore_model_destroy(void *model)
+{
+    npv_aicore_model_free(model);
+}
+
+static int aicore_driver_open(struct npv_dev *dev, void **drv)
+{
+    struct npv_aicore *ac;
+    int r = npv_aicore_open(dev, NULL, &ac);
+    if (r == 0)
+        *drv = ac;
+    return r;
+}
+
+static void aicore_driver_close(void *drv)
+{
+    npv_aicore_close(drv);
+}
+
+static int aicore_sample(void *drv, const struct npv_sample_opts *opts,
+                         struct npv_sample_result *res)
+{
+    return aicore_sample_run(drv, opts, res);
+}
+
 static const struct npv_device_entry devices[] = {
     {
         .name = "testdev",
@@ -148,11 +188,6 @@ static const struct npv_device_entry devices[] = {
         .sample_run = edgetpu_sample,
     },
     {
-        .name = "aicore",
-        .summary = "Huawei Ascend AICore-class (Ascend 310, 910)",
-        .pci_ids = {{0x19e5, 0xd100}, {0x19e5, 0xd801}},
-    },
-    {
         .name = "rknpu",
         .summary = "Rockchip RK3588 NPU (3 cores; a platform device, model PCI-shaped)",
         /*
@@ -167,6 +202,17 @@ static const struct npv_device_entry devices[] = {
         .driver_open = rknpu_driver_open,
         .driver_close = rknpu_driver_close,
         .sample_run = rknpu_sample,
+    },
+    {
+        .name = "aicore",
+        .summary = "Huawei Ascend AICore-class (Ascend 310, 910); model: the stand-in of regs.h",
+        .pci_ids = {{0x19e5, 0xd100}, {0x19e5, 0xd801}, {AICORE_PCI_VENDOR, AICORE_PCI_DEVICE}},
+        .class_code = AICORE_PCI_CLASS,
+        .model_create = aicore_model_create,
+        .model_destroy = aicore_model_destroy,
+        .driver_open = aicore_driver_open,
+        .driver_close = aicore_driver_close,
+        .sample_run = aicore_sample,
     },
 };
 

@@ -22,6 +22,7 @@ struct npv_sample_result {
     uint64_t p99_ns;
     uint64_t mismatches; /* bytes that differ from the CPU reference */
     char what[128];      /* one iteration, in words */
+    char detail[256];    /* the device's own figures (PMU counters, ...); empty if none */
 };
 
 #endif

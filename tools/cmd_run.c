@@ -20,7 +20,8 @@ static void help(void)
            "\n"
            "Run the device's sample workload through its driver and check every result\n"
            "against the same work done on the CPU; print the round-trip latency of one\n"
-           "iteration (p50, p99) and the rate. Exit status 1 when a job fails or a result\n"
+           "iteration (p50, p99), the rate and the device's own counters where it has\n"
+           "them (aicore: its PMU counts). Exit status 1 when a job fails or a result\n"
            "differs.\n"
            "\n"
            "Without --socket or --pci, the device's model is started in a child process on\n"
@@ -56,6 +57,8 @@ static void print_text(const struct npv_device_entry *e, const char *where,
     if (secs > 0)
         printf("rate:       %.0f jobs/s, %.1f MB/s written by the device\n", (double)r->jobs / secs,
                (double)r->bytes / secs / 1e6);
+    if (r->detail[0] != '\0')
+        printf("counters:   %s\n", r->detail);
 }
 
 static void print_json(const struct npv_device_entry *e, const char *where,
@@ -74,6 +77,8 @@ static void print_json(const struct npv_device_entry *e, const char *where,
     json_kv_int(&j, "p50_ns", (long long)r->p50_ns);
     json_kv_int(&j, "p99_ns", (long long)r->p99_ns);
     json_kv_int(&j, "mismatches", (long long)r->mismatches);
+    if (r->detail[0] != '\0')
+        json_kv_string(&j, "detail", r->detail);
     json_kv_bool(&j, "ok", r->mismatches == 0);
     json_end_object(&j);
     json_finish(&j);

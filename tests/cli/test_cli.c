@@ -601,9 +601,6 @@ END_TEST
 
 START_TEST(run_refuses_devices_without_a_sample_and_bad_arguments)
 {
-    run_cli(&r, NULL, ARGS("run", "--device", "aicore"));
-    ck_assert_int_eq(r.status, 2);
-    ck_assert_int_eq(count_lines(r.err), 1);
     run_cli(&r, NULL, ARGS("run", "--device", "nosuch"));
     ck_assert_int_eq(r.status, 2);
     run_cli(&r, NULL, ARGS("run"));
@@ -631,7 +628,7 @@ START_TEST(list_help_names_the_known_npus_from_the_device_table)
     ck_assert_int_eq(r.status, 0);
     ck_assert_msg(strstr(r.out, "testdev   1234:4e50") != NULL, "%s", r.out);
     ck_assert_msg(strstr(r.out, "edgetpu   1ac1:089a") != NULL, "%s", r.out);
-    ck_assert_msg(strstr(r.out, "aicore    19e5:d100,19e5:d801") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "aicore    19e5:d100,19e5:d801,1234:4e41") != NULL, "%s", r.out);
 }
 END_TEST
 

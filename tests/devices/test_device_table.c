@@ -16,6 +16,8 @@ START_TEST(table_finds_devices_by_name_and_pci_id)
     ck_assert_str_eq(npv_device_by_pci_id(0x1ac1, 0x089a)->name, "edgetpu");
     ck_assert_str_eq(npv_device_by_pci_id(0x19e5, 0xd100)->name, "aicore");
     ck_assert_str_eq(npv_device_by_pci_id(0x19e5, 0xd801)->name, "aicore");
+    /* The stand-in model of the AICore part, under ids no shipping device has. */
+    ck_assert_str_eq(npv_device_by_pci_id(0x1234, 0x4e41)->name, "aicore");
     ck_assert_ptr_null(npv_device_by_pci_id(0x8086, 0x10d3));
     ck_assert_ptr_null(npv_device_by_pci_id(NPV_TESTDEV_VENDOR_ID, 0x1111));
     /* The 0:0 that ends an id list is no device. */

@@ -69,4 +69,11 @@ cc -std=gnu17 -Wall -Wextra -Werror $extra -o "$tmp/edgetpu_sample" "$example" \
     $(pkg-config --cflags --libs npuvfio-edgetpu)
 LD_LIBRARY_PATH=$libdir "$src/tests/devices/run_example.sh" "$prefix/bin/npuvfio" edgetpu \
     "$tmp/edgetpu_sample" --expect "matches the CPU reference bit for bit"
+echo "== the installed AICore driver: header and library through pkg-config"
+[ -f "$prefix/include/npuvfio/aicore.h" ] || { echo "FAIL: npuvfio/aicore.h not installed"; exit 1; }
+pkg-config --exists npuvfio-aicore || { echo "FAIL: pkg-config does not find npuvfio-aicore.pc"; exit 1; }
+# shellcheck disable=SC2046,SC2086
+cc -std=gnu17 -Wall -Werror $extra -o "$tmp/aicore_consumer" "$src/tests/packaging/aicore_consumer.c" \
+    $(pkg-config --cflags --libs npuvfio-aicore)
+LD_LIBRARY_PATH=$libdir "$tmp/aicore_consumer"
 echo "PASS: installed library consumed through pkg-config and find_package"

@@ -19,7 +19,8 @@ man3=$prefix/share/man/man3
 [ -d "$man3" ] || { echo "FAIL: no share/man/man3 installed"; exit 1; }
 
 mapfile -t libs < <(find "$prefix" -name 'libnpuvfio*.so' | sort)
-for want in libnpuvfio.so libnpuvfio-server.so libnpuvfio-testdev.so libnpuvfio-edgetpu.so libnpuvfio-rknpu.so; do
+for want in libnpuvfio.so libnpuvfio-server.so libnpuvfio-testdev.so libnpuvfio-edgetpu.so libnpuvfio-rknpu.so \
+    libnpuvfio-aicore.so; do
     printf '%s\n' "${libs[@]}" | grep -q "/$want\$" ||
         { echo "FAIL: $want not installed, found: ${libs[*]}"; exit 1; }
 done
@@ -57,6 +58,8 @@ check_man npv_ring_submit "int npv_ring_submit(struct npv_ring"
 check_man npv_ring_next "npv_ring_submit, npv_ring_next, npv_ring_push"
 check_man 3 npv_edgetpu_open "int npv_edgetpu_open(struct npv_dev"
 check_man npv_edgetpu_run "npv_edgetpu_load, npv_edgetpu_unload"
+check_man 3 npv_aicore_prepare "int npv_aicore_prepare(struct npv_aicore"
+check_man npv_aicore_wait "npv_aicore_poll, npv_aicore_wait"
 check_man npuvfio "npuvfio demo"
 check_man npuvfio-bench "--json FILE"
 echo "PASS: man pages cover the exported API and are found in the install prefix"

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The host as the on-chip scheduler: handshake, dispatch, ACK/FIN polling
+ * (../shared/hw/aicore.md section 2). Everything the device wrote (ready
+ * records, COND, the result record) is input, checked before use. No system
+ * call, lock, allocation or log line here: this is the poll path.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "driver_internal.h"
+
+/*
+ * Section 2 step 8: a pending task's ACK or FIN implies the running one is
+ * done (the sub-core takes tasks in order); the running task's ACK frees the
+ * pending slot; its FIN completes it. IDLE, or the FIN of the task finished
+ * before, say nothing new. Anything else names no task of this core.
+ */
+struct aicore_transition aicore_decide(uint32_t cond, uint32_t running_token, bool running_acked,
+                                       uint32_t pending_token, uint32_t done_token)
+{
+    struct aicore_transition t = {0};
+    uint32_t id = cond & AICORE_COND_ID_MASK;
+    bool fin = (cond & AICORE_COND_FIN_BIT) != 0;
+    if (running_token == 0) {
+        t.slot_free = true;
+        return t;
+    }
+    if (pending_token != 0 && id == pending_token) {
+        t.complete_running = t.promote_pending = t.pending_acked = true;
+        t.complete_pending = fin;
+        t.slot_free = true;
+        return t;
+    }
+    if (id == running_token) {
+        t.running_acked = true;
+        t.complete_running = fin;
+        /* The pending task, written behind it, is the core's next: it runs, not yet ACKed. */
+        t.promote_pending = fin && pending_token != 0;
+        t.slot_free = pending_token == 0;
+        return t;
+    }
+    if (cond == AICORE_COND_IDLE || (done_token != 0 && cond == AICORE_COND_FIN(done_token))) {
+        t.slot_free = running_acked && pending_token == 0;
+        return t;
+    }
+    t.invalid = true;
+    return t;
+}
+
+static uint32_t work_cycles(const struct npv_aicore_task *t)
+{
+    uint64_t w = t->op == NPV_AICORE_OP_MATMUL ? (uint64_t)t->m * t->n * t->k : t->n;
+    return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+}
+
+/* Fill payload slot [token & 1], make it visible, then write DMB = token. */
+static int dispatch(struct npv_aicore_run *run, struct aicore_core_run *c, uint32_t task)
+{
+    const struct npv_aicore_task *t = &run->tasks[task];
+    uint32_t token = c->last_token + 1;
+    if (token > AICORE_TOKEN_MAX)
+        return -EOVERFLOW;
+    struct aicore_task_payload *p = &c->payload[token & 1u];
+    *p = (struct aicore_task_payload){
+        .token = token,
+        .kernel = t->op == NPV_AICORE_OP_MATMUL ? AICORE_KERNEL_MATMUL : AICORE_KERNEL_VADD,
+        .m = t->op == NPV_AICORE_OP_MATMUL ? t->m : 0,
+        .n = t->n,
+        .k = t->op == NPV_AICORE_OP_MATMUL ? t->k : 0,
+        .work_cycles = work_cycles(t),
+        .a = t->a,
+        .b = t->b,
+        .c = t->c,
+    };
+    size_t off = (size_t)((uint8_t *)p - (uint8_t *)npv_dma_vaddr(run->dma));
+    npv_dma_sync_for_device(run->dma, off, sizeof(*p));
+    atomic_thread_fence(memory_order_release);
+    int r = aicore_ctrl_write(run->ac, c->phys, AICORE_CTRL_DMB, token);
+    if (r < 0)
+        return r;
+    c->last_token = token;
+    uint64_t deadline = aicore_now_ns() + run->ac->cfg.task_timeout_ns;
+    if (c->running == AICORE_NO_TASK) {
+        c->running = task;
+        c->running_token = token;
+        c->running_acked = false;
+        c->deadline_ns = deadline;
+    } else {
+        c->pending = task;
+        c->pending_token = token;
+    }
+    c->next++;
+    return 0;
+}
+
+static void complete(struct npv_aicore_run *run, struct aicore_core_run *c)
+{
+    run->task_done[c->running] = 1;
+    run->tasks_done++;
+    c->done_token = c->running_token;
+    c->running = AICORE_NO_TASK;
+    c->running_token = 0;
+    c->running_acked = false;
+}
+
+static bool next_ready(const struct npv_aicore_run *run, const struct aicore_core_run *c)
+{
+    if (c->next >= c->count)
+        return false;
+    uint32_t dep = run->tasks[run->core_order[c->first + c->next]].dep;
+    return dep == NPV_AICORE_NO_DEP || run->task_done[dep];
+}
+
+/* One sweep of a working core: read COND, account, dispatch what may go, exit when done. */
+static int step_working(struct npv_aicore_run *run, struct aicore_core_run *c, uint64_t now)
+{
+    struct npv_aicore *ac = run->ac;
+    if (c->running != AICORE_NO_TASK) {
+        uint32_t cond;
+        int r = aicore_ctrl_read(ac, c->phys, AICORE_CTRL_COND, &cond);
+        if (r < 0)
+            return r;
+        atomic_thread_fence(memory_order_acquire); /* COND before the results it announces */
+        struct aicore_transition t = aicore_decide(cond, c->running_token, c->running_acked,
+                                                   c->pending_token, c->done_token);
+        if (t.invalid)
+            return -EPROTO;
+        if (t.running_acked)
+            c->running_acked = true;
+        if (t.complete_running)
+            complete(run, c);
+        if (t.promote_pending) {
+            c->running = c->pending;
+            c->running_token = c->pending_token;
+            c->running_acked = t.pending_acked;
+            c->deadline_ns = now + ac->cfg.task_timeout_ns;
+            c->pending = AICORE_NO_TASK;
+            c->pending_token = 0;
+            if (t.complete_pending)
+                complete(run, c);
+        }
+    }
+    bool slot_free =
+        c->running == AICORE_NO_TASK || (c->running_acked && c->pending == AICORE_NO_TASK);
+    if (slot_free && next_ready(run, c)) {
+        int r = dispatch(run, c, run->core_order[c->first + c->next]);
+        if (r < 0)
+            return r;
+    }
+    if (c->running != AICORE_NO_TASK && now > c->deadline_ns)
+        return -ETIMEDOUT;
+    if (c->running == AICORE_NO_TASK && c->next >= c->count) {
+        int r = aicore_ctrl_write(ac, c->phys, AICORE_CTRL_DMB, AICORE_DMB_EXIT);
+        if (r < 0)
+            return r;
+        c->phase = CORE_EXITING;
+    }
+    return 0;
+}
+
+/* Ready record of rank r: it must name the sub-core that rank belongs to. */
+static int step_ready(struct npv_aicore_run *run, uint32_t rank)
+{
+    struct aicore_core_run *c = &run->cores[rank];
+    volatile struct aicore_handshake *w = &run->workers[rank];
+    uint32_t done = w->done;
+    if (done == 0)
+        return 0;
+    atomic_thread_fence(memory_order_acquire); /* done is written after the rest */
+    uint32_t phys = w->physical_core_id, type = w->core_type;
+    if (done != rank + 1 || phys != c->phys ||
+        type != aicore_core_type(run->ac->topo.clusters, c->phys))
+        return -EPROTO;
+    w->task = c->payload_iova;
+    atomic_thread_fence(memory_order_release); /* the payload pointer before the window opens */
+    int r = aicore_ctrl_write(run->ac, c->phys, AICORE_CTRL_FAST_PATH, AICORE_FAST_PATH_OPEN);
+    if (r == 0)
+        r = aicore_ctrl_write(run->ac, c->phys, AICORE_CTRL_DMB, AICORE_DMB_IDLE);
+    if (r == 0)
+        c->phase = CORE_WAIT_IDLE;
+    return r;
+}
+
+static int step_cond(struct npv_aicore_run *run, struct aicore_core_run *c, uint32_t want,
+                     uint8_t next_phase)
+{
+    uint32_t cond;
+    int r = aicore_ctrl_read(run->ac, c->phys, AICORE_CTRL_COND, &cond);
+    if (r < 0)
+        return r;
+    if (cond == want)
+        c->phase = next_phase;
+    return 0;
+}
+
+/* The record says how the run ended; its epoch says whether it is this run's at all. */
+static int check_record(struct npv_aicore_run *run, bool all_exited)
+{
+    volatile struct aicore_result *rec = run->result_rec;
+    if (rec->epoch != run->epoch)
+        return -EINPROGRESS; /* stale: a previous run's, or none yet */
+    atomic_thread_fence(memory_order_acquire);
+    struct aicore_result copy;
+    memcpy(&copy, (const void *)run->result_rec, sizeof(copy));
+    if (copy.epoch != run->epoch)
+        return -EINPROGRESS;
+    run->result.verdict = copy.verdict;
+    run->result.code = (int32_t)(uint32_t)copy.error;
+    if (copy.verdict == AICORE_VERDICT_ERROR)
+        return -EIO;
+    if (copy.verdict == AICORE_VERDICT_OK && !all_exited)
+        return -EINPROGRESS; /* the host has not seen every EXITED yet: it checks, not trusts */
+    if (copy.verdict != AICORE_VERDICT_OK || copy.tasks_done != run->nr_tasks ||
+        copy.cores_exited != run->nr_cores || run->tasks_done != run->nr_tasks)
+        return -EPROTO; /* an OK that does not add up is no success */
+    return 0;
+}
+
+static int finish(struct npv_aicore_run *run)
+{
+    struct npv_aicore *ac = run->ac;
+    int r = run->pmu ? aicore_pmu_collect(run) : 0;
+    if (r < 0)
+        return r;
+    run->end_ns = aicore_now_ns();
+    run->result.epoch = run->epoch;
+    run->result.status = 0;
+    run->result.tasks_done = run->tasks_done;
+    run->result.nr_cores = run->nr_cores;
+    run->result.elapsed_ns = run->end_ns - run->start_ns;
+    run->state = RUN_FINISHED;
+    ac->active = NULL;
+    return 0;
+}
+
+int aicore_run_step(struct npv_aicore_run *run)
+{
+    uint64_t now = aicore_now_ns();
+    bool handshaking = false, all_exited = true;
+    for (uint32_t rank = 0; rank < run->nr_cores; rank++) {
+        struct aicore_core_run *c = &run->cores[rank];
+        int r = 0;
+        switch (c->phase) {
+        case CORE_WAIT_READY:
+            r = step_ready(run, rank);
+            break;
+        case CORE_WAIT_IDLE:
+            r = step_cond(run, c, AICORE_COND_IDLE, CORE_WORKING);
+            break;
+        case CORE_WORKING:
+            r = step_working(run, c, now);
+            break;
+        case CORE_EXITING:
+            r = step_cond(run, c, AICORE_COND_EXITED, CORE_EXITED);
+            break;
+        default:
+            break;
+        }
+        if (r < 0)
+            return r;
+        handshaking |= c->phase == CORE_WAIT_READY || c->phase == CORE_WAIT_IDLE;
+        all_exited &= c->phase == CORE_EXITED;
+    }
+    /* A fatal device error ends the run with a record before every core exits. */
+    int r = check_record(run, all_exited);
+    if (r != -EINPROGRESS)
+        return r == 0 ? finish(run) : r;
+    if (handshaking && now > run->phase_deadline_ns)
+        return -ETIMEDOUT; /* a sub-core that never got ready: a bad table entry hangs it */
+    if (all_exited) {
+        if (!run->winding_down) {
+            run->winding_down = true;
+            run->phase_deadline_ns = now + run->ac->cfg.poll_timeout_ns;
+        } else if (now > run->phase_deadline_ns) {
+            return -ETIMEDOUT;
+        }
+    }
+    return -EINPROGRESS;
+}

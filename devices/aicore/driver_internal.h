@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/* The AICore driver's state, shared by its files (context, device memory, tables, runs). */
+#ifndef NPV_AICORE_DRIVER_INTERNAL_H
+#define NPV_AICORE_DRIVER_INTERNAL_H
+
+#include <npuvfio/aicore.h>
+#include <npuvfio/bar.h>
+#include <npuvfio/dma.h>
+#include <npuvfio/domain.h>
+
+#include "regs.h"
+
+static_assert(AICORE_MAX_SUBCORES <= NPV_AICORE_MAX_CORES, "the public bitmaps hold every id");
+static_assert(AICORE_PMU_COUNTERS == NPV_AICORE_PMU_EVENTS, "one public counter per Pmu counter");
+
+#define AICORE_DEVMEM_BLOCKS_MAX 64u
+#define AICORE_DEVMEM_ALIGN      64u
+#define AICORE_NO_TASK           UINT32_MAX
+
+/* The driver's allocator of device memory: a sorted array of allocated blocks, first fit. */
+struct aicore_devmem_block {
+    uint64_t addr, len;
+};
+struct aicore_devmem {
+    uint64_t base, size;
+    struct aicore_devmem_block blocks[AICORE_DEVMEM_BLOCKS_MAX];
+    uint32_t nr_blocks;
+};
+
+/*
+ * A device-constant register table (Ctrl or Pmu) in device memory. `owned`
+ * (the block is ours: addr valid, freed at close) and `committed` (its
+ * content is on the device) are separate: a failed upload whose rollback
+ * free also failed leaves it owned and uncommitted, and the next ensure
+ * uploads into the same block.
+ */
+struct aicore_table {
+    uint64_t *host; /* the image, in the context's staging DMA memory */
+    npv_iova_t host_iova;
+    size_t len;
+    uint64_t addr;
+    bool owned, committed;
+    uint64_t uploads, commits;
+};
+
+enum aicore_run_state {
+    RUN_FREE = 0,
+    RUN_PREPARED,
+    RUN_ACTIVE,
+    RUN_FINISHED,
+};
+
+enum aicore_core_phase {
+    CORE_WAIT_READY = 0, /* launched, its ready record not seen yet */
+    CORE_WAIT_IDLE,      /* window opened, COND = IDLE not seen yet */
+    CORE_WORKING,        /* tasks may be dispatched */
+    CORE_EXITING,        /* DMB = EXIT written */
+    CORE_EXITED,
+};
+
+/* The host's view of one launched sub-core during a run (the AICPU's per-core state). */
+struct aicore_core_run {
+    uint32_t phys;
+    uint8_t phase;
+    uint32_t next;    /* index into the run's per-core task order of the next task to dispatch */
+    uint32_t running; /* task index, or AICORE_NO_TASK */
+    uint32_t pending; /* task index dispatched behind it, or AICORE_NO_TASK */
+    uint32_t running_token, pending_token;
+    bool running_acked;
+    uint32_t last_token;                 /* the last dispatched */
+    uint32_t done_token;                 /* the last completed */
+    uint64_t deadline_ns;                /* of the running task */
+    struct aicore_task_payload *payload; /* its two slots (host DMA memory) */
+    npv_iova_t payload_iova;
+    uint32_t first, count; /* its tasks in the run's core_order[] */
+};
+
+struct npv_aicore_run {
+    struct npv_aicore *ac;
+    unsigned slot;
+    enum aicore_run_state state;
+    /* Per slot DMA memory: workers, payloads, the result record. */
+    struct npv_dma *dma;
+    npv_iova_t iova;
+    struct aicore_handshake *workers;
+    struct aicore_result *result_rec;
+    npv_iova_t workers_iova, result_iova;
+
+    struct npv_aicore_task *tasks; /* [max_tasks] */
+    uint8_t *task_done;            /* [max_tasks] */
+    uint32_t *core_order;          /* [max_tasks] task indices grouped by core */
+    uint32_t nr_tasks, tasks_done;
+    struct aicore_core_run cores[AICORE_MAX_SUBCORES]; /* by rank */
+    uint32_t nr_cores;
+    bool pmu;
+    uint32_t pmu_events[NPV_AICORE_PMU_EVENTS];
+    struct npv_aicore_core_pmu pmu_out[AICORE_MAX_SUBCORES];
+
+    uint64_t epoch;
+    uint64_t ctrl_table, pmu_table;
+    uint64_t start_ns, end_ns;
+    uint64_t phase_deadline_ns; /* handshake, or exit and record */
+    int status;                 /* the run's error, kept while it winds down */
+    bool winding_down;          /* every core told to exit; waiting for the record */
+    struct npv_aicore_result result;
+};
+
+/*
+ * A sub-core's counters as the driver last left them: its selectors, and the
+ * counts at the end of the last collected run, which the next run's counts
+ * are taken from (counting is off between runs, so nothing moves them).
+ */
+struct aicore_pmu_core {
+    bool valid;
+    uint32_t events[NPV_AICORE_PMU_EVENTS];
+    uint32_t base[NPV_AICORE_PMU_EVENTS];
+    uint64_t base_total;
+};
+
+struct npv_aicore {
+    struct npv_ctx *ctx;
+    struct npv_dev *dev;
+    struct npv_domain *dom;
+    struct npv_aicore_config cfg;
+    const struct npv_aicore_mem_ops *ops;
+    struct npv_bar *global, *ctrl, *pmu_bar;
+    bool pmu_in_ctrl, gone, poisoned;
+
+    struct npv_aicore_topology topo;
+    uint64_t stride, ctrl_reg_base, pmu_reg_base;
+    uint32_t nr_usable;
+    uint32_t rank_phys[AICORE_MAX_SUBCORES]; /* launched sub-cores by rank */
+    uint32_t phys_rank[AICORE_MAX_SUBCORES]; /* the inverse, for usable ids */
+
+    struct aicore_devmem devmem;
+    struct npv_dma *staging; /* the two tables' images */
+    struct aicore_table ctrl_table, pmu_table;
+
+    struct aicore_pmu_core pmu_core[AICORE_MAX_SUBCORES]; /* by physical id */
+    struct npv_aicore_run runs[NPV_AICORE_SLOTS];
+    uint64_t next_epoch;
+    struct npv_aicore_run *active;
+    struct npv_aicore_counters counters;
+};
+
+/* driver.c */
+uint64_t aicore_now_ns(void);
+int aicore_global_read(struct npv_aicore *ac, uint64_t off, uint64_t *v);
+int aicore_global_write(struct npv_aicore *ac, uint64_t off, uint64_t v);
+int aicore_ctrl_read(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t *v);
+int aicore_ctrl_write(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t v);
+int aicore_pmu_read(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t *v);
+int aicore_pmu_write(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t v);
+bool aicore_core_usable(const struct npv_aicore *ac, uint32_t phys);
+/* Reset the device, wait for it, read its topology again. */
+int aicore_device_reset(struct npv_aicore *ac);
+/* -ESTALE when PRESENT or POWER_ON differ from the topology the tables were built from. */
+int aicore_launch_check_topology(struct npv_aicore *ac);
+
+/* driver_devmem.c */
+void aicore_devmem_init(struct aicore_devmem *m, uint64_t base, uint64_t size);
+
+/* driver_table.c */
+void aicore_table_build(struct npv_aicore *ac, struct aicore_table *t, uint64_t reg_base);
+/* Upload t on first use (or after a failed one); 0 once committed. */
+int aicore_table_ensure(struct npv_aicore *ac, struct aicore_table *t);
+/* Free an owned block (close): keyed on the address, whatever the committed flag says. */
+void aicore_table_release(struct npv_aicore *ac, struct aicore_table *t);
+
+/* driver_run.c */
+int aicore_runs_init(struct npv_aicore *ac);
+void aicore_runs_fini(struct npv_aicore *ac);
+/* Stop the active run with err (reset, close). */
+void aicore_run_abandon(struct npv_aicore_run *run, int err);
+/* driver_pmu.c */
+int aicore_pmu_arm(struct npv_aicore_run *run);
+/* Read a finished PMU run's counters and stop counting. */
+int aicore_pmu_collect(struct npv_aicore_run *run);
+/* The counters' baselines no longer hold (reset, a run abandoned): program in full next time. */
+void aicore_pmu_forget(struct npv_aicore *ac);
+
+/* driver_dispatch.c: the decide-transition rule of ../shared/hw/aicore.md section 2 step 8. */
+struct aicore_transition {
+    bool running_acked;    /* COND names the running task */
+    bool complete_running; /* the running task finished */
+    bool promote_pending;  /* the pending task is now the running one */
+    bool pending_acked;    /* ... and it is ACKed already */
+    bool complete_pending; /* ... and it is FINished already */
+    bool slot_free;        /* a next task may be dispatched */
+    bool invalid;          /* COND names neither task: the device is confused */
+};
+struct aicore_transition aicore_decide(uint32_t cond, uint32_t running_token, bool running_acked,
+                                       uint32_t pending_token, uint32_t done_token);
+int aicore_run_step(struct npv_aicore_run *run);
+
+#endif

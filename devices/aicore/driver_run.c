@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Runs in two pipeline slots: admission, preparation, launch, result. The
+ * device executes one run at a time (LAUNCH resets every dispatch register),
+ * so the pipeline overlaps the preparation of one run with the execution of
+ * its predecessor, as the part's runtime admits a "prepared successor" only
+ * while its predecessor holds the execution claim (../shared/hw/aicore.md
+ * section 3).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "driver_internal.h"
+
+/* Per slot DMA memory: handshake records, two payload slots per sub-core, the result record. */
+#define WORKERS_OFF  0u
+#define PAYLOADS_OFF (AICORE_MAX_SUBCORES * sizeof(struct aicore_handshake))
+#define RESULT_OFF   (PAYLOADS_OFF + AICORE_MAX_SUBCORES * AICORE_PAYLOAD_SLOTS * 64u)
+#define SLOT_BYTES   (RESULT_OFF + sizeof(struct aicore_result))
+
+static int run_init(struct npv_aicore *ac, struct npv_aicore_run *run, unsigned slot)
+{
+    run->ac = ac;
+    run->slot = slot;
+    size_t n = ac->cfg.max_tasks;
+    run->tasks = calloc(n, sizeof(*run->tasks));
+    run->task_done = calloc(n, 1);
+    run->core_order = calloc(n, sizeof(*run->core_order));
+    if (run->tasks == NULL || run->task_done == NULL || run->core_order == NULL)
+        return -ENOMEM;
+    int r = npv_dma_alloc(ac->ctx, SLOT_BYTES, NULL, &run->dma);
+    if (r == 0)
+        r = npv_dma_map(run->dma, ac->dom, NPV_DMA_RW, &run->iova);
+    if (r < 0)
+        return r;
+    uint8_t *va = npv_dma_vaddr(run->dma);
+    memset(va, 0, SLOT_BYTES);
+    run->workers = (struct aicore_handshake *)(va + WORKERS_OFF);
+    run->workers_iova = run->iova + WORKERS_OFF;
+    run->result_rec = (struct aicore_result *)(va + RESULT_OFF);
+    run->result_iova = run->iova + RESULT_OFF;
+    return 0;
+}
+
+int aicore_runs_init(struct npv_aicore *ac)
+{
+    for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++) {
+        int r = run_init(ac, &ac->runs[s], s);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+void aicore_runs_fini(struct npv_aicore *ac)
+{
+    for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++) {
+        struct npv_aicore_run *run = &ac->runs[s];
+        if (run->dma != NULL) {
+            (void)npv_dma_unmap(run->dma, ac->dom);
+            npv_dma_free(run->dma);
+        }
+        free(run->tasks);
+        free(run->task_done);
+        free(run->core_order);
+        memset(run, 0, sizeof(*run));
+    }
+}
+
+static int check_task(const struct npv_aicore *ac, const struct npv_aicore_task *t, uint32_t i)
+{
+    if (t->a == 0 || t->b == 0 || t->c == 0)
+        return -EINVAL;
+    if (t->dep != NPV_AICORE_NO_DEP && t->dep >= i)
+        return -EINVAL; /* a dependency on an earlier task only: no cycles */
+    if (t->core >= ac->topo.nr_cores)
+        return -EINVAL;
+    if (!aicore_core_usable(ac, t->core))
+        return -ENXIO;
+    uint32_t type = aicore_core_type(ac->topo.clusters, t->core);
+    switch (t->op) {
+    case NPV_AICORE_OP_VADD:
+        if (type != AICORE_CORE_TYPE_AIV || t->n == 0 || t->n > AICORE_VADD_MAX_N)
+            return -EINVAL;
+        return 0;
+    case NPV_AICORE_OP_MATMUL:
+        if (type != AICORE_CORE_TYPE_AIC || t->m == 0 || t->n == 0 || t->k == 0 ||
+            t->m > AICORE_MATMUL_MAX || t->n > AICORE_MATMUL_MAX || t->k > AICORE_MATMUL_MAX)
+            return -EINVAL;
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
+/* Task indices grouped by the rank of their core, in graph order within a core. */
+static void order_by_core(struct npv_aicore_run *run)
+{
+    struct npv_aicore *ac = run->ac;
+    run->nr_cores = ac->nr_usable;
+    for (uint32_t r = 0; r < run->nr_cores; r++)
+        run->cores[r] = (struct aicore_core_run){.phys = ac->rank_phys[r]};
+    for (uint32_t i = 0; i < run->nr_tasks; i++)
+        run->cores[ac->phys_rank[run->tasks[i].core]].count++;
+    uint32_t at = 0;
+    for (uint32_t r = 0; r < run->nr_cores; r++) {
+        run->cores[r].first = at;
+        at += run->cores[r].count;
+        run->cores[r].count = 0;
+    }
+    for (uint32_t i = 0; i < run->nr_tasks; i++) {
+        struct aicore_core_run *c = &run->cores[ac->phys_rank[run->tasks[i].core]];
+        run->core_order[c->first + c->count++] = i;
+    }
+}
+
+/* A device that failed is reset before anything uses it again. */
+static int ready_device(struct npv_aicore *ac)
+{
+    if (ac->gone)
+        return -ENODEV;
+    if (!ac->poisoned)
+        return 0;
+    int r = aicore_device_reset(ac);
+    return r;
+}
+
+int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot, const struct npv_aicore_run_desc *d,
+                       struct npv_aicore_run **out)
+{
+    if (ac == NULL || d == NULL || out == NULL || slot >= NPV_AICORE_SLOTS ||
+        (d->nr_tasks > 0 && d->tasks == NULL))
+        return -EINVAL;
+    if (d->nr_tasks > ac->cfg.max_tasks)
+        return -E2BIG;
+    struct npv_aicore_run *run = &ac->runs[slot];
+    /* One preparation at a time, and only behind a run that already holds the device. */
+    if (run->state != RUN_FREE || ac->runs[slot ^ 1u].state == RUN_PREPARED)
+        return -EBUSY;
+    int r = ac->active == NULL ? ready_device(ac) : (ac->gone ? -ENODEV : 0);
+    if (r < 0)
+        return r;
+    for (uint32_t i = 0; i < d->nr_tasks; i++) {
+        r = check_task(ac, &d->tasks[i], i);
+        if (r < 0)
+            return r;
+    }
+    r = aicore_table_ensure(ac, &ac->ctrl_table);
+    if (r == 0 && d->pmu)
+        r = aicore_table_ensure(ac, &ac->pmu_table);
+    if (r < 0)
+        return r;
+
+    if (d->nr_tasks > 0)
+        memcpy(run->tasks, d->tasks, d->nr_tasks * sizeof(*run->tasks));
+    run->nr_tasks = d->nr_tasks;
+    run->pmu = d->pmu;
+    memcpy(run->pmu_events, d->pmu_events, sizeof(run->pmu_events));
+    run->ctrl_table = ac->ctrl_table.addr;
+    run->pmu_table = d->pmu ? ac->pmu_table.addr : 0;
+    run->epoch = 0;
+    memset(&run->result, 0, sizeof(run->result));
+    order_by_core(run);
+    run->state = RUN_PREPARED;
+    *out = run;
+    return 0;
+}
+
+static int write_run_params(struct npv_aicore_run *run)
+{
+    struct npv_aicore *ac = run->ac;
+    const uint64_t regs[][2] = {
+        {AICORE_REG_RUN_CTRL_TABLE, run->ctrl_table}, {AICORE_REG_RUN_PMU_TABLE, run->pmu_table},
+        {AICORE_REG_RUN_WORKERS, run->workers_iova},  {AICORE_REG_RUN_WORKERS_COUNT, run->nr_cores},
+        {AICORE_REG_RUN_RESULT, run->result_iova},    {AICORE_REG_RUN_EPOCH, run->epoch},
+    };
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < sizeof(regs) / sizeof(regs[0]); i++)
+        r = aicore_global_write(ac, regs[i][0], regs[i][1]);
+    return r;
+}
+
+static void reset_core_state(struct npv_aicore_run *run)
+{
+    uint8_t *payloads = (uint8_t *)npv_dma_vaddr(run->dma) + PAYLOADS_OFF;
+    for (uint32_t c = 0; c < run->nr_cores; c++) {
+        struct aicore_core_run *cr = &run->cores[c];
+        cr->phase = CORE_WAIT_READY;
+        cr->next = 0;
+        cr->running = cr->pending = AICORE_NO_TASK;
+        cr->running_token = cr->pending_token = cr->last_token = cr->done_token = 0;
+        cr->running_acked = false;
+        cr->payload = (struct aicore_task_payload *)(payloads + c * AICORE_PAYLOAD_SLOTS * 64u);
+        cr->payload_iova = run->iova + PAYLOADS_OFF + c * AICORE_PAYLOAD_SLOTS * 64u;
+    }
+    memset(run->task_done, 0, run->nr_tasks);
+    run->tasks_done = 0;
+    run->status = 0;
+    /* The records are reused across runs: a stale ready flag would be taken for this run's. */
+    memset(run->workers, 0, run->nr_cores * sizeof(*run->workers));
+}
+
+/* The sub-cores the run was prepared for are the ones the device launches now, rank by rank. */
+static bool same_cores(const struct npv_aicore_run *run)
+{
+    const struct npv_aicore *ac = run->ac;
+    if (run->nr_cores != ac->nr_usable)
+        return false;
+    for (uint32_t r = 0; r < run->nr_cores; r++)
+        if (run->cores[r].phys != ac->rank_phys[r])
+            return false;
+    return true;
+}
+
+int npv_aicore_launch(struct npv_aicore_run *run)
+{
+    if (run == NULL || run->state != RUN_PREPARED)
+        return -EINVAL;
+    struct npv_aicore *ac = run->ac;
+    if (ac->active != NULL)
+        return -EBUSY;
+    int r = ready_device(ac);
+    if (r == 0)
+        r = aicore_launch_check_topology(ac);
+    /* A reset may have found a new topology: the run's tables and cores must still hold. */
+    if (r == 0 &&
+        (!ac->ctrl_table.committed || (run->pmu && !ac->pmu_table.committed) || !same_cores(run)))
+        r = -ESTALE;
+    if (r < 0)
+        return r;
+    reset_core_state(run);
+    if (run->pmu)
+        r = aicore_pmu_arm(run);
+    run->epoch = ac->next_epoch++;
+    if (r == 0)
+        r = write_run_params(run);
+    atomic_thread_fence(memory_order_release); /* cleared records before LAUNCH */
+    if (r == 0)
+        r = aicore_global_write(ac, AICORE_REG_LAUNCH, AICORE_LAUNCH_VALUE);
+    bool launch_written = r == 0;
+    uint64_t st = 0;
+    if (r == 0)
+        r = aicore_global_read(ac, AICORE_REG_LAUNCH_STATUS, &st);
+    if (r == 0 && st != AICORE_LAUNCH_ACCEPTED)
+        r = st == AICORE_LAUNCH_REFUSED_BUSY ? -EBUSY : -EIO;
+    if (r < 0) {
+        /* The device may run, or be poisoned, without a run of ours: reset before its next use. */
+        if (launch_written)
+            ac->poisoned = true;
+        return r;
+    }
+    ac->counters.runs++;
+    run->state = RUN_ACTIVE;
+    run->winding_down = false;
+    ac->active = run;
+    run->start_ns = aicore_now_ns();
+    run->phase_deadline_ns = run->start_ns + ac->cfg.handshake_timeout_ns;
+    return 0;
+}
+
+void aicore_run_abandon(struct npv_aicore_run *run, int err)
+{
+    struct npv_aicore *ac = run->ac;
+    run->status = err;
+    run->end_ns = aicore_now_ns();
+    /* verdict and code stay as an epoch-matching record set them (0 without one). */
+    run->result.epoch = run->epoch;
+    run->result.status = err;
+    run->result.tasks_done = run->tasks_done;
+    run->result.nr_cores = run->nr_cores;
+    run->result.elapsed_ns = run->end_ns - run->start_ns;
+    run->state = RUN_FINISHED;
+    ac->active = NULL;
+    /* The device may still be in the middle of the run: reset before its next use. */
+    ac->poisoned = true;
+    if (run->pmu)
+        aicore_pmu_forget(ac); /* counted part of a run nobody collected */
+    if (err == -ETIMEDOUT)
+        ac->counters.timeouts++;
+}
+
+int npv_aicore_poll(struct npv_aicore_run *run)
+{
+    if (run == NULL)
+        return -EINVAL;
+    if (run->state == RUN_FINISHED)
+        return run->result.status;
+    if (run->state != RUN_ACTIVE)
+        return -EINVAL;
+    int r = aicore_run_step(run);
+    if (r != -EINPROGRESS && r != 0)
+        aicore_run_abandon(run, r);
+    return r;
+}
+
+int npv_aicore_wait(struct npv_aicore_run *run, uint64_t timeout_ns)
+{
+    uint64_t deadline = aicore_now_ns() + timeout_ns;
+    for (;;) {
+        int r = npv_aicore_poll(run);
+        if (r != -EINPROGRESS || aicore_now_ns() >= deadline)
+            return r;
+        /* A blocking wait may give the CPU to the device (a model on this machine). */
+        sched_yield();
+    }
+}
+
+void npv_aicore_run_info(const struct npv_aicore_run *run, struct npv_aicore_run_info *out)
+{
+    *out = (struct npv_aicore_run_info){
+        .slot = run->slot,
+        .epoch = run->epoch,
+        .ctrl_table = run->ctrl_table,
+        .pmu_table = run->pmu_table,
+    };
+}
+
+int npv_aicore_result(const struct npv_aicore_run *run, struct npv_aicore_result *out)
+{
+    if (run->state != RUN_FINISHED)
+        return -EINPROGRESS;
+    *out = run->result;
+    return 0;
+}
+
+int npv_aicore_pmu(const struct npv_aicore_run *run, struct npv_aicore_core_pmu *out, size_t max)
+{
+    if (run->state != RUN_FINISHED)
+        return -EINPROGRESS;
+    if (!run->pmu || run->result.status != 0)
+        return 0;
+    size_t n = run->nr_cores < max ? run->nr_cores : max;
+    memcpy(out, run->pmu_out, n * sizeof(*out));
+    return (int)n;
+}
+
+int npv_aicore_release(struct npv_aicore_run *run)
+{
+    if (run == NULL || run->state == RUN_FREE)
+        return -EINVAL;
+    if (run->state == RUN_ACTIVE)
+        return -EBUSY;
+    run->state = RUN_FREE;
+    return 0;
+}

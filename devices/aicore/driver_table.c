@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Ctrl and Pmu register-address tables: device constants, one per
+ * context (../shared/hw/aicore.md section 3, the per-context lifetime the
+ * part's runtime settled on). Reuse keys on the committed flag, release on
+ * the address: an upload that failed and whose rollback free failed too
+ * leaves a block we still own, which the next ensure fills and close frees.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "driver_internal.h"
+
+/* Entry i: the device address of sub-core i's window, 0 where no sub-core can use it. */
+void aicore_table_build(struct npv_aicore *ac, struct aicore_table *t, uint64_t reg_base)
+{
+    size_t len = (size_t)ac->topo.nr_cores * AICORE_TABLE_ENTRY_SIZE;
+    bool changed = len != t->len;
+    for (uint32_t i = 0; i < ac->topo.nr_cores; i++) {
+        uint64_t e = aicore_core_usable(ac, i) ? reg_base + (uint64_t)i * ac->stride : 0;
+        changed |= t->host[i] != e;
+        t->host[i] = e;
+    }
+    if (!changed)
+        return;
+    t->len = len;
+    /* The device holds the old image: upload the new one into the block already owned. */
+    t->committed = false;
+}
+
+int aicore_table_ensure(struct npv_aicore *ac, struct aicore_table *t)
+{
+    if (t->committed)
+        return 0;
+    if (!t->owned) {
+        /* Sized for the largest topology, so a new image always fits the block. */
+        int r = ac->ops->alloc(ac, ac->ops->arg,
+                               (size_t)AICORE_MAX_SUBCORES * AICORE_TABLE_ENTRY_SIZE, &t->addr);
+        if (r < 0)
+            return r;
+        t->owned = true;
+    }
+    t->uploads++;
+    int r = ac->ops->copy_h2d(ac, ac->ops->arg, t->addr, t->host_iova, t->len);
+    if (r == 0) {
+        t->committed = true;
+        t->commits++;
+        return 0;
+    }
+    /* Roll back; a failed free keeps the block ours (owned, not committed) for the next try. */
+    if (ac->ops->free(ac, ac->ops->arg, t->addr) == 0) {
+        t->owned = false;
+        t->addr = 0;
+    }
+    return r;
+}
+
+void aicore_table_release(struct npv_aicore *ac, struct aicore_table *t)
+{
+    if (t->owned && ac->ops->free(ac, ac->ops->arg, t->addr) == 0) {
+        t->owned = false;
+        t->addr = 0;
+    }
+    t->committed = false;
+}
