@@ -133,8 +133,21 @@ static void walk_device(const struct npv_device_entry *e)
 START_TEST(walk_every_failure_point_of_each_device)
 {
     const struct npv_device_entry *e = rel_device_or_note((size_t)_i, "walk", "");
-    if (e != NULL)
-        walk_device(e);
+    if (e == NULL)
+        return;
+    /*
+     * The RKNPU and AICore samples run every core through trapped registers,
+     * about a second per injection point on this machine: hundreds of points
+     * do not fit the default run. NPV_WALK_ALL=1 (the reliability-stress
+     * target) walks them; rknpu_driver_failpoints walks mem_create and submit.
+     */
+    if ((strcmp(e->name, "rknpu") == 0 || strcmp(e->name, "aicore") == 0) &&
+        getenv("NPV_WALK_ALL") == NULL) {
+        printf("walk device=%s not-covered in the default run (set NPV_WALK_ALL=1)\n", e->name);
+        fflush(stdout);
+        return;
+    }
+    walk_device(e);
 }
 END_TEST
 
