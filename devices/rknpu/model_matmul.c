@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp16.h"
 #include "model_internal.h"
 
 #define R(off) regs[(off) / 4u]
@@ -150,13 +151,6 @@ uint64_t rknpu_matmul_c_bytes(const struct rknpu_matmul *mm)
     return (uint64_t)mm->m * ((mm->n + 3u) / 4u) * 4u * 4u;
 }
 
-static float fp16_to_float(uint16_t h)
-{
-    _Float16 f;
-    memcpy(&f, &h, sizeof(f));
-    return (float)f;
-}
-
 /*
  * The operands are first gathered out of their tiled layouts into rows of A
  * and columns of B (k contiguous), so the dot products walk memory linearly.
@@ -193,10 +187,10 @@ static void compute_fp16(const struct rknpu_matmul *mm, const uint16_t *a, const
     uint32_t M = mm->m, K = mm->k, N = mm->n;
     for (uint32_t m = 0; m < M; m++)
         for (uint32_t k = 0; k < K; k++)
-            ar[(size_t)m * K + k] = fp16_to_float(a[rknpu_a_index_fp16(m, k, M)]);
+            ar[(size_t)m * K + k] = rknpu_f16_to_f32(a[rknpu_a_index_fp16(m, k, M)]);
     for (uint32_t n = 0; n < N; n++)
         for (uint32_t k = 0; k < K; k++)
-            bc[(size_t)n * K + k] = fp16_to_float(b[rknpu_b_index_fp16(k, n, K)]);
+            bc[(size_t)n * K + k] = rknpu_f16_to_f32(b[rknpu_b_index_fp16(k, n, K)]);
     for (uint32_t n = 0; n < N; n++) {
         const float *col = bc + (size_t)n * K;
         for (uint32_t m = 0; m < M; m++) {

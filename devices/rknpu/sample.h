@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <npuvfio/rknpu.h>
 
+#include "fp16.h"
+
 /*
  * fp16: |npu - cpu| <= TOL * sum_k |a_k * b_k| + TOL_ABS per element. The
  * products are exact in fp32 (11-bit significands); only the order of the
@@ -54,9 +56,5 @@ void rknpu_sample_mm_free(struct rknpu_sample_mm *s);
 void rknpu_sample_mm_poison(struct rknpu_sample_mm *s);
 /* Elements of C that differ from the CPU reference (beyond the fp16 tolerance). */
 uint64_t rknpu_sample_mm_check(const struct rknpu_sample_mm *s);
-
-/* IEEE binary16 <-> binary32, round to nearest even. */
-uint16_t rknpu_f32_to_f16(float f);
-float rknpu_f16_to_f32(uint16_t h);
 
 #endif

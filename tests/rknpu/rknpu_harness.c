@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rknpu/fp16.h"
 #include "rknpu/model.h"
 
 int64_t rknpu_now_ns(void)
@@ -140,21 +141,6 @@ static uint32_t next_rand(uint32_t *s)
     return *s >> 8;
 }
 
-static uint16_t float_to_fp16(float f)
-{
-    _Float16 h = (_Float16)f;
-    uint16_t v;
-    memcpy(&v, &h, sizeof(v));
-    return v;
-}
-
-static float fp16_to_float(uint16_t v)
-{
-    _Float16 h;
-    memcpy(&h, &v, sizeof(h));
-    return (float)h;
-}
-
 static void fill_int8(struct rknpu_mm *mm, int8_t *a, int8_t *b, int32_t *bias, uint32_t *seed)
 {
     const struct rknpu_matmul_desc *d = &mm->desc;
@@ -188,9 +174,9 @@ static void fill_fp16(struct rknpu_mm *mm, uint16_t *a, uint16_t *b, float *bias
     const struct rknpu_matmul_desc *d = &mm->desc;
     uint16_t *pa = mm->a.va, *pb = mm->b.va;
     for (uint32_t i = 0; i < d->m * d->k; i++)
-        a[i] = float_to_fp16((float)((int)(next_rand(seed) % 2001u) - 1000) / 500.0f);
+        a[i] = rknpu_f32_to_f16((float)((int)(next_rand(seed) % 2001u) - 1000) / 500.0f);
     for (uint32_t i = 0; i < d->k * d->n; i++)
-        b[i] = float_to_fp16((float)((int)(next_rand(seed) % 2001u) - 1000) / 500.0f);
+        b[i] = rknpu_f32_to_f16((float)((int)(next_rand(seed) % 2001u) - 1000) / 500.0f);
     for (uint32_t i = 0; bias && i < d->n; i++)
         bias[i] = (float)((int)(next_rand(seed) % 2001u) - 1000) / 100.0f;
     for (uint32_t m = 0; m < d->m; m++)
@@ -204,7 +190,8 @@ static void fill_fp16(struct rknpu_mm *mm, uint16_t *a, uint16_t *b, float *bias
         for (uint32_t n = 0; n < d->n; n++) {
             double acc = bias ? bias[n] : 0.0;
             for (uint32_t k = 0; k < d->k; k++)
-                acc += (double)fp16_to_float(a[m * d->k + k]) * fp16_to_float(b[k * d->n + n]);
+                acc +=
+                    (double)rknpu_f16_to_f32(a[m * d->k + k]) * rknpu_f16_to_f32(b[k * d->n + n]);
             if (d->relu && acc < 0)
                 acc = 0;
             want[rknpu_c_index(m, n, d->m)] = (float)acc;
