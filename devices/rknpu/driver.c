@@ -169,10 +169,22 @@ static int find_cores(struct npv_rknpu *npu)
     return npu->nr_cores != 0 ? 0 : -ENODEV;
 }
 
-static int check_cores(struct npv_rknpu *npu)
+static int bring_up_cores(struct npv_rknpu *npu)
 {
     for (unsigned c = 0; c < npu->nr_cores; c++) {
+        /*
+         * A previous owner may have died mid-run, between the enable's 1 and
+         * 0 (the next 1 would be no edge and nothing would start), or with
+         * the core held in reset (it then reads 0): every core starts from a
+         * soft reset, as after power-on.
+         */
         uint32_t version = core_read(npu, c, RKNPU_PC_VERSION);
+        bool was_reset = false;
+        if (version == 0) {
+            rknpu_core_recover(npu, c);
+            was_reset = true;
+            version = core_read(npu, c, RKNPU_PC_VERSION);
+        }
         if (version == UINT32_MAX)
             return -ENODEV;
         if (version != RKNPU_VERSION_VALUE) {
@@ -181,9 +193,13 @@ static int check_cores(struct npv_rknpu *npu)
                         version, RKNPU_VERSION_VALUE);
             return -EPROTO;
         }
-        core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, 0);
-        core_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
+        if (!was_reset)
+            rknpu_core_recover(npu, c);
+        if (npu->dead)
+            return -EIO;
     }
+    /* The bring-up resets are not recoveries. */
+    npu->counters = (struct npv_rknpu_counters){0};
     return 0;
 }
 
@@ -234,7 +250,7 @@ int npv_rknpu_open(struct npv_dev *dev, const struct npv_rknpu_config *cfg, stru
     r = find_cores(npu);
     if (r < 0)
         goto err_bars;
-    r = check_cores(npu);
+    r = bring_up_cores(npu);
     if (r < 0)
         goto err_bars;
     r = rknpu_jobs_init(npu);

@@ -115,6 +115,9 @@ int rknpu_core_start(struct npv_rknpu *npu, unsigned core, npv_iova_t regcmd, ui
 /* 1 finished, 0 still running, < 0 error; *status gets the interrupt status then. */
 int rknpu_core_check(struct npv_rknpu *npu, unsigned core, uint32_t nr_tasks, uint32_t *status);
 int rknpu_core_reset(struct npv_rknpu *npu, unsigned core);
+/* Soft resets of one core, tried RESET_ATTEMPTS times, counted; npu->dead when none took. */
+#define RESET_ATTEMPTS 3
+void rknpu_core_recover(struct npv_rknpu *npu, unsigned core);
 
 /*
  * Register-command trailers (driver_matmul.c): every task's list ends with

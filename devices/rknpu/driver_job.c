@@ -22,8 +22,6 @@
 
 #include "driver_internal.h"
 
-#define RESET_ATTEMPTS 3
-
 static const uint32_t WORDS_ALIGN = RKNPU_REGCMD_ALIGN / 8u;
 
 uint64_t rknpu_now_ns(void)
@@ -337,7 +335,7 @@ int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job)
 }
 
 /* A core that failed its job is soft-reset; one that cannot be is retried, then the NPU is dead. */
-static void reset_core(struct npv_rknpu *npu, unsigned c)
+void rknpu_core_recover(struct npv_rknpu *npu, unsigned c)
 {
     for (int attempt = 1; attempt <= RESET_ATTEMPTS; attempt++) {
         int r = rknpu_core_reset(npu, c);
@@ -391,7 +389,7 @@ static void check_core(struct npv_rknpu *npu, unsigned c, uint64_t now)
         return;
     core->running = RKNPU_NO_JOB;
     if (need_reset)
-        reset_core(npu, c);
+        rknpu_core_recover(npu, c);
     part_finished(npu, idx, part, cpl.status, cpl.dev_error);
 }
 
@@ -512,7 +510,7 @@ int npv_rknpu_reset(struct npv_rknpu *npu)
     rknpu_jobs_cancel_all(npu);
     npu->dead = false;
     for (unsigned c = 0; c < npu->nr_cores; c++)
-        reset_core(npu, c);
+        rknpu_core_recover(npu, c);
     return npu->dead ? -EIO : 0;
 }
 

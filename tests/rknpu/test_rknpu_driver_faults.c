@@ -4,11 +4,15 @@
  * stalled core fails its job with -ETIMEDOUT within the job's deadline, is
  * soft-reset, and the jobs queued behind it run exact; a reset that fails
  * once is retried and reported; a DMA error and impossible status bits fail
- * only their job. The model only: a real NPU cannot be told to fail.
+ * only their job; a driver opening cores a dead owner left running, enabled
+ * or held in reset starts them from a soft reset. The model only: a real NPU
+ * cannot be told to fail.
  */
 #include <check.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <npuvfio/ctx.h>
 
@@ -91,6 +95,7 @@ START_TEST(a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_r
     struct rknpu_sample_mm *s[3];
     for (unsigned i = 0; i < 3; i++)
         ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 20 + i, &s[i]), 0);
+    uint32_t model_resets = rk_port_read(&t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS);
     rk_fault(&t, 1, RKNPU_FAULT_STALL);
     submit(s[0], 0x2, 0); /* stalls */
     submit(s[1], 0x2, 1); /* queued behind it on the same core */
@@ -105,7 +110,7 @@ START_TEST(a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_r
     struct npv_rknpu_counters c = counters();
     ck_assert_uint_eq(c.timeouts, 1);
     ck_assert_uint_eq(c.resets, 1);
-    ck_assert_uint_eq(rk_port_read(&t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS), 1);
+    ck_assert_uint_eq(rk_port_read(&t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS), model_resets + 1);
     /* The next job on the reset core is exact. */
     rk_assert_exact(&t, s[0], 0x2);
     for (unsigned i = 0; i < 3; i++)
@@ -185,6 +190,51 @@ START_TEST(reset_fails_every_job_in_flight_with_ecanceled)
 }
 END_TEST
 
+/*
+ * A previous owner dies leaving core 0's enable high (the next 1 would be no
+ * edge), core 1 stalled mid-run and core 2 held in reset: a new driver must
+ * start every core from a soft reset and run exact on each at once.
+ */
+START_TEST(cores_a_dead_owner_left_running_enabled_or_in_reset_are_reset_at_open)
+{
+    const struct npv_rknpu_config cfg = {.job_timeout_ns = 300 * MS, .reset_timeout_ns = 50 * MS};
+    rk_close_client(&t);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        rk_reopen(&t, &cfg);
+        struct rknpu_sample_mm *s;
+        struct npv_bar *bar;
+        int ok = rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 60, &s) == 0 &&
+                 npv_bar_map(t.dev, RKNPU_BAR_INDEX, &bar) == 0;
+        if (ok) {
+            rk_fault(&t, 1, RKNPU_FAULT_STALL);
+            submit(s, 0x2, 0);
+            wait_stalled(1);
+            ok = npv_bar_write(bar, RKNPU_CORE_BASE(0) + RKNPU_PC_OPERATION_ENABLE, 4,
+                               RKNPU_PC_OP_EN) == 0 &&
+                 npv_bar_write(bar, RKNPU_CORE_BASE(2) + RKNPU_GLOBAL_SOFT_RESET, 4,
+                               RKNPU_SOFT_RESET_LINES) == 0;
+        }
+        _exit(ok ? 0 : 1); /* no close: the owner is gone */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the dying owner: status %d",
+                  status);
+    rk_reopen(&t, &cfg);
+    ck_assert_uint_eq(counters().resets, 0);
+    struct rknpu_sample_mm *s;
+    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 61, &s), 0);
+    for (unsigned c = 0; c < 3; c++)
+        rk_assert_exact(&t, s, 1u << c);
+    struct npv_rknpu_counters c = counters();
+    ck_assert_uint_eq(c.timeouts, 0);
+    ck_assert_uint_eq(c.resets, 0);
+    rknpu_sample_mm_free(s);
+}
+END_TEST
+
 int main(void)
 {
     rk_require_model("fault injection is the model's test port");
@@ -197,6 +247,7 @@ int main(void)
     tcase_add_test(tc, a_dma_error_fails_only_its_job_with_eio_and_the_core_recovers);
     tcase_add_test(tc, impossible_status_bits_are_a_device_fault_never_a_completion);
     tcase_add_test(tc, reset_fails_every_job_in_flight_with_ecanceled);
+    tcase_add_test(tc, cores_a_dead_owner_left_running_enabled_or_in_reset_are_reset_at_open);
     suite_add_tcase(s, tc);
     /* Sleeping on interrupts: a stalled core raises none, its deadline still ends the wait. */
     TCase *irq = tcase_create("irq");
