@@ -273,8 +273,17 @@ static int run_pipeline(struct npv_aicore *ac, struct graph g[NPV_AICORE_SLOTS],
     int r = prepare(ac, &g[0], 0, &run[0]);
     if (r == 0)
         r = npv_aicore_launch(run[0]);
-    if (r < 0)
+    if (r < 0) {
+        if (run[0] != NULL)
+            (void)npv_aicore_release(run[0]);
         return fail("the first run", r);
+    }
+    /* The device finds each sub-core's registers through this table; the context keeps it. */
+    struct npv_aicore_run_info info;
+    npv_aicore_run_info(run[0], &info);
+    printf("  Ctrl table (one window address per physical sub-core) at device address 0x%llx, "
+           "shared by every run\n",
+           (unsigned long long)info.ctrl_table);
     int ret = 0;
     for (uint32_t i = 0; i < RUNS && ret == 0; i++) {
         unsigned s = i % NPV_AICORE_SLOTS, next = (i + 1) % NPV_AICORE_SLOTS;
