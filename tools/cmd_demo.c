@@ -6,7 +6,9 @@
  * every result checked on the CPU); the results make one table, followed by
  * what the host offers (`npuvfio status`). Devices the tree cannot run yet are
  * listed with what they lack. --device NAME [ADDR] runs one device, on the
- * hardware at ADDR (bound to vfio-pci) when an address is given.
+ * hardware at ADDR when an address is given: a PCI function bound to
+ * vfio-pci, or a platform device (the RK3588 NPU, "fdab0000.npu") bound to
+ * vfio-platform.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include <npuvfio/host.h>
+#include <npuvfio/platform.h>
 
 #include "cli.h"
 #include "device_run.h"
@@ -41,13 +44,15 @@ static void help(void)
            "iteration, rate); devices that cannot run yet are listed with what they lack.\n"
            "Then print what this host offers (npuvfio status).\n"
            "\n"
-           "  --device NAME [ADDR]  only this device; with ADDR, the hardware function at\n"
-           "                        ADDR (bound to vfio-pci) instead of the model\n"
+           "  --device NAME [ADDR]  only this device; with ADDR, the hardware instead of the\n"
+           "                        model: a PCI address (bound to vfio-pci) or a platform\n"
+           "                        device name such as fdab0000.npu (bound to vfio-platform)\n"
            "  --iterations N        iterations of each workload (default: the workload's own)\n"
            "  --json                one JSON document: {\"devices\": [...], \"host\": {...}}\n"
            "\n"
-           "Exit status 1 when a device that ran failed or a result differs from the CPU's;\n"
-           "skipped devices do not fail the demo.\n"
+           "Exit status 1 when a device that ran failed or a result differs from the CPU's,\n"
+           "or when ADDR names no device or a platform device not on vfio-platform; 2 for a\n"
+           "malformed ADDR. Skipped devices do not fail the demo.\n"
            "\n"
            "Devices:\n");
     for (size_t i = 0; npv_device_at(i) != NULL; i++)
@@ -75,25 +80,27 @@ static void missing_parts(const struct npv_device_entry *e, bool on_hw, char *bu
              n > 1 ? parts[1] : "", n == 3 ? " or " : "", n == 3 ? parts[2] : "");
 }
 
-static void run_row(struct npv_cli *cli, struct demo_row *row, const char *pci,
+static void run_row(struct npv_cli *cli, struct demo_row *row, const struct device_where *hw,
                     const struct npv_sample_opts *opts)
 {
-    missing_parts(row->e, pci != NULL, row->reason, sizeof(row->reason));
+    missing_parts(row->e, hw != NULL, row->reason, sizeof(row->reason));
     if (row->reason[0] != '\0') {
         row->state = ROW_SKIPPED;
         snprintf(row->transport, sizeof(row->transport), "-");
         return;
     }
     int ret;
-    if (pci != NULL) {
-        snprintf(row->transport, sizeof(row->transport), "vfio-pci %s", pci);
-        ret = device_run_sample(cli, row->e, NULL, pci, opts, &row->res);
+    if (hw != NULL) {
+        snprintf(row->transport, sizeof(row->transport), "%s %s",
+                 hw->platform ? "vfio-platform" : "vfio-pci", hw->hw);
+        ret = device_run_sample(cli, row->e, hw, opts, &row->res);
     } else {
         struct model_child m = {0};
         snprintf(row->transport, sizeof(row->transport), "vfio-user (model)");
         ret = model_start(cli, row->e, &m);
+        struct device_where model = {.socket = m.path};
         if (ret == CLI_OK)
-            ret = device_run_sample(cli, row->e, m.path, NULL, opts, &row->res);
+            ret = device_run_sample(cli, row->e, &model, opts, &row->res);
         model_stop(&m);
     }
     if (ret != CLI_OK)
@@ -188,9 +195,10 @@ int cmd_demo(struct npv_cli *cli, int argc, char **argv)
         {"iterations", required_argument, NULL, 'n'},
         {NULL, 0, NULL, 0},
     };
-    const char *device = NULL, *pci = NULL;
+    const char *device = NULL, *addr = NULL;
     struct npv_sample_opts sopts = {0};
-    char canon[NPV_PCI_ADDR_LEN];
+    char canon[NPV_PLATFORM_NAME_LEN];
+    struct device_where hw = {0};
     int c;
 
     while ((c = cli_getopt(cli, argc, argv, ":h", opts)) != -1) {
@@ -221,7 +229,7 @@ int cmd_demo(struct npv_cli *cli, int argc, char **argv)
     if (optind < argc && device == NULL)
         return cli_usage(cli, "an address needs --device NAME");
     if (optind < argc)
-        pci = argv[optind++];
+        addr = argv[optind++];
     if (optind < argc)
         return cli_usage(cli, "unexpected argument '%s'", argv[optind]);
 
@@ -231,14 +239,13 @@ int cmd_demo(struct npv_cli *cli, int argc, char **argv)
         if (one == NULL)
             return cli_usage(cli, "no device named '%s'", device);
         char why[96];
-        missing_parts(one, pci != NULL, why, sizeof(why));
+        missing_parts(one, addr != NULL, why, sizeof(why));
         if (why[0] != '\0')
-            return cli_usage(cli, "%s cannot run%s: %s", device, pci ? " on hardware" : "", why);
-        if (pci != NULL) {
-            int st = cli_pci_function(cli, pci, canon);
+            return cli_usage(cli, "%s cannot run%s: %s", device, addr ? " on hardware" : "", why);
+        if (addr != NULL) {
+            int st = device_where_hw(cli, addr, canon, &hw);
             if (st != CLI_OK)
                 return st;
-            pci = canon;
         }
     }
     size_t n = 0;
@@ -257,7 +264,7 @@ int cmd_demo(struct npv_cli *cli, int argc, char **argv)
 
     int ret = CLI_OK;
     for (size_t i = 0; i < n; i++) {
-        run_row(cli, &rows[i], pci, &sopts);
+        run_row(cli, &rows[i], addr != NULL ? &hw : NULL, &sopts);
         if (rows[i].state == ROW_FAILED || rows[i].state == ROW_MISMATCH)
             ret = CLI_FAILED;
     }

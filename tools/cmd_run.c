@@ -3,7 +3,8 @@
  * npuvfio run: a device's sample workload through its driver, every result
  * compared with the CPU's. By default the device's model is started on a
  * private socket in a child process and driven over vfio-user; --socket
- * drives a model already running, --pci a device bound to vfio-pci.
+ * drives a model already running, --pci the hardware: a PCI function bound to
+ * vfio-pci or a platform device (no ':' in its name) bound to vfio-platform.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,6 +14,7 @@
 #include "cli.h"
 #include "device_run.h"
 #include "json_out.h"
+#include "platform_cli.h"
 
 static void help(void)
 {
@@ -21,8 +23,9 @@ static void help(void)
            "Run the device's sample workload through its driver and check every result\n"
            "against the same work done on the CPU; print the round-trip latency of one\n"
            "iteration (p50, p99), the rate and the device's own counters where it has\n"
-           "them (aicore: its PMU counts). Exit status 1 when a job fails or a result\n"
-           "differs.\n"
+           "them (aicore: its PMU counts). Exit status 1 when a job fails, a result\n"
+           "differs, or ADDR names no device or a platform device not on vfio-platform;\n"
+           "2 for a malformed ADDR.\n"
            "\n"
            "Without --socket or --pci, the device's model is started in a child process on\n"
            "a private socket and driven over vfio-user.\n"
@@ -30,7 +33,9 @@ static void help(void)
            "  --device NAME     the device (see below)\n"
            "  --iterations N    iterations of the workload (default: the workload's own)\n"
            "  --socket PATH     drive a model already serving on PATH (npuvfio sim)\n"
-           "  --pci ADDR        drive the device at ADDR, bound to vfio-pci\n"
+           "  --pci ADDR        drive the hardware at ADDR: a PCI address (bound to\n"
+           "                    vfio-pci) or a platform device name such as fdab0000.npu\n"
+           "                    (the RK3588 NPU, bound to vfio-platform)\n"
            "\n"
            "Devices with a sample workload:\n");
     for (size_t i = 0; npv_device_at(i) != NULL; i++) {
@@ -85,12 +90,12 @@ static void print_json(const struct npv_device_entry *e, const char *where,
 }
 
 /* The sample through the driver on socket or pci; print the report. */
-static int run_on(struct npv_cli *cli, const struct npv_device_entry *e, const char *socket,
-                  const char *pci, const struct npv_sample_opts *opts)
+static int run_on(struct npv_cli *cli, const struct npv_device_entry *e,
+                  const struct device_where *w, const struct npv_sample_opts *opts)
 {
     struct npv_sample_result res;
-    const char *where = socket != NULL ? socket : pci;
-    int ret = device_run_sample(cli, e, socket, pci, opts, &res);
+    const char *where = w->socket != NULL ? w->socket : w->hw;
+    int ret = device_run_sample(cli, e, w, opts, &res);
     if (ret != CLI_OK)
         return ret;
     if (cli->json)
@@ -159,12 +164,19 @@ int cmd_run(struct npv_cli *cli, int argc, char **argv)
     if (socket == NULL && pci == NULL && e->model_create == NULL)
         return cli_usage(cli, "%s has no model to start: give --pci or --socket", device);
 
-    if (socket != NULL || pci != NULL)
-        return run_on(cli, e, socket, pci, &sopts);
+    struct device_where w = {.socket = socket};
+    if (pci != NULL) {
+        char canon[NPV_PLATFORM_NAME_LEN];
+        int st = device_where_hw(cli, pci, canon, &w);
+        return st != CLI_OK ? st : run_on(cli, e, &w, &sopts);
+    }
+    if (socket != NULL)
+        return run_on(cli, e, &w, &sopts);
     struct model_child m = {0};
     int ret = model_start(cli, e, &m);
+    w.socket = m.path;
     if (ret == CLI_OK)
-        ret = run_on(cli, e, m.path, NULL, &sopts);
+        ret = run_on(cli, e, &w, &sopts);
     model_stop(&m);
     return ret;
 }

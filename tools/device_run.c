@@ -12,8 +12,10 @@
 
 #include <npuvfio/dev.h>
 #include <npuvfio/domain.h>
+#include <npuvfio/platform.h>
 
 #include "device_run.h"
+#include "platform_cli.h"
 
 #define MODEL_START_TIMEOUT_NS (10ull * 1000000000ull)
 
@@ -76,19 +78,50 @@ int model_start(struct npv_cli *cli, const struct npv_device_entry *e, struct mo
     }
 }
 
-int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e, const char *socket,
-                      const char *pci, const struct npv_sample_opts *opts,
+int device_where_hw(struct npv_cli *cli, const char *text, char *canon, struct device_where *w)
+{
+    enum cli_dev_kind kind;
+    int st = cli_resolve_device(cli, text, canon, &kind);
+    if (st != CLI_OK)
+        return st;
+    *w = (struct device_where){.hw = canon, .platform = kind == CLI_DEV_PLATFORM};
+    if (!w->platform)
+        return CLI_OK;
+    /* vfio-platform takes the device only through a bind (driver_override), never by itself. */
+    struct npv_platform_dev pd;
+    int r = npv_platform_dev_read(cli->ctx, canon, &pd);
+    if (r < 0)
+        return cli_fail(cli, canon, r);
+    if (!pd.vfio_bound) {
+        cli_error(cli, "%s: platform device on %s, not on vfio-platform (npuvfio bind %s)", canon,
+                  pd.driver[0] != '\0' ? pd.driver : "no driver", canon);
+        return CLI_FAILED;
+    }
+    return CLI_OK;
+}
+
+static int open_where(struct npv_cli *cli, const struct device_where *w, struct npv_domain *dom,
+                      struct npv_dev **dev)
+{
+    if (w->socket != NULL)
+        return npv_dev_open_vfio_user(cli->ctx, w->socket, dom, NULL, dev);
+    if (w->platform)
+        return npv_dev_open_platform(cli->ctx, w->hw, dom, NULL, dev);
+    return npv_dev_open_pci(cli->ctx, w->hw, dom, NULL, dev);
+}
+
+int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e,
+                      const struct device_where *w, const struct npv_sample_opts *opts,
                       struct npv_sample_result *res)
 {
     struct npv_domain *dom;
     struct npv_dev *dev;
     void *drv;
-    const char *where = socket != NULL ? socket : pci;
+    const char *where = w->socket != NULL ? w->socket : w->hw;
     int r = npv_domain_new(cli->ctx, NULL, &dom);
     if (r < 0)
         return cli_fail(cli, "domain", r);
-    r = socket != NULL ? npv_dev_open_vfio_user(cli->ctx, socket, dom, NULL, &dev)
-                       : npv_dev_open_pci(cli->ctx, pci, dom, NULL, &dev);
+    r = open_where(cli, w, dom, &dev);
     if (r < 0) {
         npv_domain_put(dom);
         return cli_fail(cli, where, r);

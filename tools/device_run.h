@@ -9,6 +9,7 @@
 #ifndef NPV_TOOLS_DEVICE_RUN_H
 #define NPV_TOOLS_DEVICE_RUN_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "cli.h"
@@ -29,13 +30,29 @@ int model_start(struct npv_cli *cli, const struct npv_device_entry *e, struct mo
 /* Stop the child and remove its socket and directory; harmless when nothing was started. */
 void model_stop(struct model_child *m);
 
+/* Where a device is opened: a model's socket, or hardware named by its address. */
+struct device_where {
+    const char *socket; /* vfio-user */
+    const char *hw;     /* a PCI address (vfio-pci) or a platform device name (vfio-platform) */
+    bool platform;      /* hw is a platform device */
+};
+
 /*
- * Open the device at socket (vfio-user) or pci (vfio-pci), e's driver on it,
- * and run e's sample workload into res. CLI_OK when it ran (res->mismatches
- * may still be nonzero), else prints one line and returns CLI_FAILED.
+ * Resolve a hardware address argument (cli_resolve_device: a platform device
+ * when sysfs has one by that name, else a PCI address) into w, its canonical
+ * form kept in canon (NPV_PLATFORM_NAME_LEN bytes). A platform device must be
+ * on vfio-platform already. Prints the error and returns CLI_USAGE (malformed)
+ * or CLI_FAILED (absent, or not bound), else CLI_OK.
  */
-int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e, const char *socket,
-                      const char *pci, const struct npv_sample_opts *opts,
+int device_where_hw(struct npv_cli *cli, const char *text, char *canon, struct device_where *w);
+
+/*
+ * Open the device at w, e's driver on it, and run e's sample workload into
+ * res. CLI_OK when it ran (res->mismatches may still be nonzero), else prints
+ * one line and returns CLI_FAILED.
+ */
+int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e,
+                      const struct device_where *w, const struct npv_sample_opts *opts,
                       struct npv_sample_result *res);
 
 #endif

@@ -574,8 +574,9 @@ static int apply_config(struct npv_aicore_model *m, const struct npv_aicore_mode
     }
     if (!cfg->custom_topology && AICORE_DEFAULT_ABSENT_CLUSTER < m->clusters) {
         uint32_t c = AICORE_DEFAULT_ABSENT_CLUSTER;
-        uint32_t ids[3] = {aicore_phys_aic(m->clusters, c), aicore_phys_aiv(m->clusters, c, 0),
-                           aicore_phys_aiv(m->clusters, c, 1)};
+        uint32_t ids[3] = {npv_aicore_phys_aic(m->clusters, c),
+                           npv_aicore_phys_aiv(m->clusters, c, 0),
+                           npv_aicore_phys_aiv(m->clusters, c, 1)};
         for (unsigned k = 0; k < 3; k++)
             m->present[ids[k] / 64u] &= ~(1ull << (ids[k] % 64u));
     }

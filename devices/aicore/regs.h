@@ -36,6 +36,7 @@
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <npuvfio/aicore.h> /* physical ids and kernel limits, which users need too */
 
 /* ---- PCI identity (experimental range, see above) ---- */
 #define AICORE_PCI_VENDOR 0x1234u
@@ -54,7 +55,7 @@
 /* ---- topology limits and defaults ---- */
 #define AICORE_MAX_CLUSTERS         32u
 #define AICORE_AIC_PER_CLUSTER      1u
-#define AICORE_AIV_PER_CLUSTER      2u
+#define AICORE_AIV_PER_CLUSTER      NPV_AICORE_AIV_PER_CLUSTER
 #define AICORE_SUBCORES_PER_CLUSTER 3u
 #define AICORE_MAX_SUBCORES         (AICORE_MAX_CLUSTERS * AICORE_SUBCORES_PER_CLUSTER)
 #define AICORE_DEFAULT_CLUSTERS     24u
@@ -74,18 +75,11 @@ static_assert(AICORE_MAX_SUBCORES * AICORE_WINDOW_STRIDE <= AICORE_CTRL_BAR_SIZE
 #define AICORE_CORE_TYPE_AIC 1u /* cube: matmul */
 #define AICORE_CORE_TYPE_AIV 2u /* vector: vector add */
 
-static inline uint32_t aicore_phys_aic(uint32_t clusters, uint32_t cluster)
-{
-    (void)clusters;
-    return cluster;
-}
-static inline uint32_t aicore_phys_aiv(uint32_t clusters, uint32_t cluster, uint32_t j)
-{
-    return clusters + 2u * cluster + j;
-}
+/* Physical ids: npv_aicore_phys_aic / npv_aicore_phys_aiv (npuvfio/aicore.h). */
 static inline uint32_t aicore_core_type(uint32_t clusters, uint32_t phys)
 {
-    return phys < clusters ? AICORE_CORE_TYPE_AIC : AICORE_CORE_TYPE_AIV;
+    return npv_aicore_core_type(clusters, phys) == NPV_AICORE_AIC ? AICORE_CORE_TYPE_AIC
+                                                                  : AICORE_CORE_TYPE_AIV;
 }
 
 /* ---- BAR0: global registers (64-bit, 8-byte accesses) ---- */
@@ -318,8 +312,8 @@ static_assert(offsetof(struct aicore_handshake, task) == 16, "handshake layout")
  */
 #define AICORE_KERNEL_VADD   1u
 #define AICORE_KERNEL_MATMUL 2u
-#define AICORE_VADD_MAX_N    (1u << 20)
-#define AICORE_MATMUL_MAX    512u /* each of m, n, k */
+#define AICORE_VADD_MAX_N    NPV_AICORE_VADD_MAX_N
+#define AICORE_MATMUL_MAX    NPV_AICORE_MATMUL_MAX /* each of m, n, k */
 
 struct aicore_task_payload {
     uint32_t token;       /* the DMB value that dispatched this slot */

@@ -10,11 +10,6 @@
 
 #define BUF_BYTES (AICORE_SAMPLE_ELEMS * sizeof(float))
 
-static bool usable(const struct npv_aicore_topology *t, uint32_t phys)
-{
-    return ((t->present[phys / 64] & t->powered[phys / 64]) >> (phys % 64)) & 1u;
-}
-
 static float *buf(const struct aicore_sample_graph *g, uint32_t cluster, unsigned which)
 {
     return g->mem + ((size_t)cluster * SAMPLE_BUFFERS + which) * AICORE_SAMPLE_ELEMS;
@@ -36,8 +31,8 @@ static void build_cluster(struct aicore_sample_graph *g, const struct npv_aicore
 {
     uint32_t aiv[2], nr_aiv = 0;
     for (uint32_t j = 0; j < AICORE_AIV_PER_CLUSTER; j++)
-        if (usable(t, aicore_phys_aiv(t->clusters, c, j)))
-            aiv[nr_aiv++] = aicore_phys_aiv(t->clusters, c, j);
+        if (npv_aicore_core_usable(t, npv_aicore_phys_aiv(t->clusters, c, j)))
+            aiv[nr_aiv++] = npv_aicore_phys_aiv(t->clusters, c, j);
     g->task_x[c] = g->task_y[c] = g->task_z[c] = -1;
     npv_iova_t x = buf_iova(g, c, SAMPLE_A), y = buf_iova(g, c, SAMPLE_B);
     uint32_t last = NPV_AICORE_NO_DEP;
@@ -63,8 +58,8 @@ static void build_cluster(struct aicore_sample_graph *g, const struct npv_aicore
         y = buf_iova(g, c, SAMPLE_Y);
         last = (uint32_t)g->task_y[c];
     }
-    uint32_t aic = aicore_phys_aic(t->clusters, c);
-    if (usable(t, aic))
+    uint32_t aic = npv_aicore_phys_aic(t->clusters, c);
+    if (npv_aicore_core_usable(t, aic))
         g->task_z[c] = add_task(g, &(struct npv_aicore_task){.op = NPV_AICORE_OP_MATMUL,
                                                              .core = aic,
                                                              .m = AICORE_SAMPLE_DIM,

@@ -85,10 +85,42 @@ enum npv_aicore_core_type {
     NPV_AICORE_AIV = 1, /* vector: vector add */
 };
 
+/*
+ * Physical sub-core ids, as a task names its core (npv_aicore_task.core) and
+ * the topology's bitmaps index them: the device numbers the cubes first, the
+ * AIC of cluster c is id c; the two AIVs of cluster c follow all the cubes,
+ * ids clusters + 2c and clusters + 2c + 1.
+ */
+#define NPV_AICORE_AIV_PER_CLUSTER 2u
+static inline uint32_t npv_aicore_phys_aic(uint32_t clusters, uint32_t cluster)
+{
+    (void)clusters;
+    return cluster;
+}
+static inline uint32_t npv_aicore_phys_aiv(uint32_t clusters, uint32_t cluster, uint32_t j)
+{
+    return clusters + NPV_AICORE_AIV_PER_CLUSTER * cluster + j;
+}
+static inline enum npv_aicore_core_type npv_aicore_core_type(uint32_t clusters, uint32_t phys)
+{
+    return phys < clusters ? NPV_AICORE_AIC : NPV_AICORE_AIV;
+}
+/* Whether a task may name phys: present (not fused off) and powered. */
+static inline bool npv_aicore_core_usable(const struct npv_aicore_topology *t, uint32_t phys)
+{
+    return phys < NPV_AICORE_MAX_CORES &&
+           (((t->present[phys / 64] & t->powered[phys / 64]) >> (phys % 64)) & 1u) != 0;
+}
+
 enum npv_aicore_op {
     NPV_AICORE_OP_VADD = 1,   /* c[i] = a[i] + b[i], i < n */
     NPV_AICORE_OP_MATMUL = 2, /* c[m x n] = a[m x k] * b[k x n], row-major, k ascending */
 };
+
+/* The kernels' limits: VADD n in 1..NPV_AICORE_VADD_MAX_N, MATMUL m, n, k each
+ * in 1..NPV_AICORE_MATMUL_MAX. */
+#define NPV_AICORE_VADD_MAX_N (1u << 20)
+#define NPV_AICORE_MATMUL_MAX 512u
 
 /* One fp32 task; operands are IOVAs of DMA memory mapped into the device's domain. */
 struct npv_aicore_task {

@@ -57,7 +57,7 @@ static void next_run_is_exact_after_one_reset(void)
 START_TEST(watchdog_fault_fails_the_run_resets_the_device_and_the_next_run_is_exact)
 {
     struct npv_aicore_result res;
-    ck_assert_int_eq(faulted_run(aicore_phys_aic(d.t.clusters, 0), AICORE_FAULT_HANG, 0, &res),
+    ck_assert_int_eq(faulted_run(npv_aicore_phys_aic(d.t.clusters, 0), AICORE_FAULT_HANG, 0, &res),
                      -EIO);
     ck_assert_uint_ne((uint64_t)(uint32_t)res.code & AICORE_ERR_WATCHDOG, 0);
     ck_assert_uint_eq(res.verdict, AICORE_VERDICT_ERROR);
@@ -73,8 +73,9 @@ END_TEST
 START_TEST(dropped_fin_times_out_the_task_and_the_next_run_is_exact)
 {
     struct npv_aicore_result res;
-    ck_assert_int_eq(faulted_run(aicore_phys_aic(d.t.clusters, 0), AICORE_FAULT_DROP_FIN, 0, &res),
-                     -ETIMEDOUT);
+    ck_assert_int_eq(
+        faulted_run(npv_aicore_phys_aic(d.t.clusters, 0), AICORE_FAULT_DROP_FIN, 0, &res),
+        -ETIMEDOUT);
     struct npv_aicore_counters c;
     npv_aicore_counters(d.ac, &c);
     ck_assert_uint_eq(c.timeouts, 1);
@@ -86,7 +87,7 @@ START_TEST(bad_physical_id_in_a_ready_record_is_a_protocol_error)
 {
     struct npv_aicore_result res;
     ck_assert_int_eq(
-        faulted_run(aicore_phys_aiv(d.t.clusters, 3, 1), AICORE_FAULT_BAD_PHYS_ID, 0, &res),
+        faulted_run(npv_aicore_phys_aiv(d.t.clusters, 3, 1), AICORE_FAULT_BAD_PHYS_ID, 0, &res),
         -EPROTO);
     ck_assert_uint_eq(res.tasks_done, 0);
     next_run_is_exact_after_one_reset();
@@ -97,7 +98,8 @@ START_TEST(a_late_ack_within_the_deadline_is_no_error)
 {
     struct npv_aicore_result res;
     ck_assert_int_eq(
-        faulted_run(aicore_phys_aiv(d.t.clusters, 1, 0), AICORE_FAULT_DELAY_ACK, 100000, &res), 0);
+        faulted_run(npv_aicore_phys_aiv(d.t.clusters, 1, 0), AICORE_FAULT_DELAY_ACK, 100000, &res),
+        0);
     ck_assert_uint_eq(aicore_sample_check(&d.g[0]), 0);
     struct npv_aicore_counters c;
     npv_aicore_counters(d.ac, &c);

@@ -105,8 +105,9 @@ static npv_iova_t op_iova(struct aic_buf *b, uint32_t i)
 START_TEST(many_tasks_per_core_use_both_payload_slots_and_cross_core_dependencies)
 {
     const uint32_t clusters = d.t.clusters;
-    const uint32_t aiv0 = aicore_phys_aiv(clusters, 0, 0), aiv1 = aicore_phys_aiv(clusters, 0, 1);
-    const uint32_t aic = aicore_phys_aic(clusters, 0);
+    const uint32_t aiv0 = npv_aicore_phys_aiv(clusters, 0, 0),
+                   aiv1 = npv_aicore_phys_aiv(clusters, 0, 1);
+    const uint32_t aic = npv_aicore_phys_aic(clusters, 0);
     struct aic_buf b;
     aic_buf_new(&d.t, SLOTS * N * sizeof(float), &b);
     for (uint32_t i = 0; i < SLOTS; i++)

@@ -34,11 +34,12 @@ static void gated_topology(struct npv_aicore_model_config *m)
         set_bit(m->present, i, true);
         set_bit(m->power_on, i, true);
     }
-    const uint32_t absent[] = {aicore_phys_aic(CLUSTERS, 13), aicore_phys_aiv(CLUSTERS, 13, 0),
-                               aicore_phys_aiv(CLUSTERS, 13, 1)};
-    const uint32_t off[] = {aicore_phys_aic(CLUSTERS, 7), aicore_phys_aiv(CLUSTERS, 7, 0),
-                            aicore_phys_aiv(CLUSTERS, 7, 1), aicore_phys_aic(CLUSTERS, 5),
-                            aicore_phys_aiv(CLUSTERS, 2, 1)};
+    const uint32_t absent[] = {npv_aicore_phys_aic(CLUSTERS, 13),
+                               npv_aicore_phys_aiv(CLUSTERS, 13, 0),
+                               npv_aicore_phys_aiv(CLUSTERS, 13, 1)};
+    const uint32_t off[] = {npv_aicore_phys_aic(CLUSTERS, 7), npv_aicore_phys_aiv(CLUSTERS, 7, 0),
+                            npv_aicore_phys_aiv(CLUSTERS, 7, 1), npv_aicore_phys_aic(CLUSTERS, 5),
+                            npv_aicore_phys_aiv(CLUSTERS, 2, 1)};
     for (size_t i = 0; i < 3; i++)
         set_bit(m->present, absent[i], false);
     for (size_t i = 0; i < 5; i++)
@@ -130,9 +131,9 @@ static void run_gated(bool pmu_in_ctrl)
     struct npv_aicore_task task = d.g[0].tasks[0];
     struct npv_aicore_run_desc desc = {.tasks = &task, .nr_tasks = 1};
     struct npv_aicore_run *run;
-    task.core = aicore_phys_aiv(CLUSTERS, 13, 0);
+    task.core = npv_aicore_phys_aiv(CLUSTERS, 13, 0);
     ck_assert_int_eq(npv_aicore_prepare(d.ac, 0, &desc, &run), -ENXIO);
-    task.core = aicore_phys_aiv(CLUSTERS, 2, 1);
+    task.core = npv_aicore_phys_aiv(CLUSTERS, 2, 1);
     ck_assert_int_eq(npv_aicore_prepare(d.ac, 0, &desc, &run), -ENXIO);
     aicd_close(&d);
 }

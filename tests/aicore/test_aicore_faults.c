@@ -178,7 +178,7 @@ END_TEST
 
 START_TEST(a_bad_physical_id_in_a_ready_record_is_out_of_range_and_the_run_still_ends)
 {
-    uint32_t victim = aicore_phys_aiv(t.clusters, 2, 1);
+    uint32_t victim = npv_aicore_phys_aiv(t.clusters, 2, 1);
     aic_fault(&t, victim, AICORE_FAULT_BAD_PHYS_ID, 0);
     ck_assert_uint_eq(aic_run_launch(&t, &r, CTRL_TABLE, 0, 1), AICORE_LAUNCH_ACCEPTED);
     aic_run_wait_ready(&t, &r, r.nr);
@@ -304,7 +304,7 @@ END_TEST
 
 START_TEST(faults_are_one_shot_and_fault_none_disarms_them)
 {
-    aic_fault(&t, aicore_phys_aiv(t.clusters, 0, 0), AICORE_FAULT_HANG, 0);
+    aic_fault(&t, npv_aicore_phys_aiv(t.clusters, 0, 0), AICORE_FAULT_HANG, 0);
     aic_fault(&t, 0, AICORE_FAULT_FAIL_COPY, 0);
     aic_port_wr(&t, AICORE_TP_FAULT, AICORE_FAULT_NONE);
     healthy_run(1);

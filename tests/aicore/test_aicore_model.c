@@ -86,9 +86,9 @@ START_TEST(identity_and_topology_registers_describe_the_default_part)
     /* 72 sub-cores, one cluster fused off: its AIC and its two AIVs. */
     uint32_t c = AICORE_DEFAULT_ABSENT_CLUSTER, n = 0;
     for (uint32_t i = 0; i < t.nsub; i++) {
-        bool absent = i == aicore_phys_aic(t.clusters, c) ||
-                      i == aicore_phys_aiv(t.clusters, c, 0) ||
-                      i == aicore_phys_aiv(t.clusters, c, 1);
+        bool absent = i == npv_aicore_phys_aic(t.clusters, c) ||
+                      i == npv_aicore_phys_aiv(t.clusters, c, 0) ||
+                      i == npv_aicore_phys_aiv(t.clusters, c, 1);
         ck_assert_msg(aic_live(&t, i) == !absent, "sub-core %u", i);
         if (!absent) {
             ck_assert_uint_eq(aic_ctrl_rd(&t, i, AICORE_CTRL_PHYS_ID), i);
@@ -108,8 +108,8 @@ END_TEST
 
 START_TEST(absent_and_powered_off_windows_read_zero_and_a_dispatch_there_is_an_error)
 {
-    uint32_t absent = aicore_phys_aic(t.clusters, AICORE_DEFAULT_ABSENT_CLUSTER);
-    uint32_t off = aicore_phys_aiv(t.clusters, 3, 1);
+    uint32_t absent = npv_aicore_phys_aic(t.clusters, AICORE_DEFAULT_ABSENT_CLUSTER);
+    uint32_t off = npv_aicore_phys_aiv(t.clusters, 3, 1);
     aic_port_wr(&t, AICORE_TP_POWER_ON_LO, t.power_on[0] & ~(1ull << off));
     aic_topology(&t);
     ck_assert(!aic_live(&t, off));
@@ -249,7 +249,7 @@ END_TEST
 START_TEST(a_table_entry_that_is_not_the_window_leaves_that_core_never_ready)
 {
     /* Two entries swapped: both sub-cores find a window that is not theirs. */
-    uint32_t x = aicore_phys_aiv(t.clusters, 0, 0), y = aicore_phys_aiv(t.clusters, 0, 1);
+    uint32_t x = npv_aicore_phys_aiv(t.clusters, 0, 0), y = npv_aicore_phys_aiv(t.clusters, 0, 1);
     struct aic_buf b;
     aic_buf_new(&t, t.nsub * 8u, &b);
     uint64_t *e = b.va;

@@ -340,6 +340,83 @@ START_TEST(bind_refuses_without_vfio_platform_driver)
 }
 END_TEST
 
+/* ---- demo and run on a platform device (the RK3588 NPU's vfio-platform path) ---- */
+
+START_TEST(demo_platform_device_not_on_vfio_platform_says_bind_it)
+{
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "demo", "--device", "rknpu", "fdab0000.npu"));
+    ck_assert_int_eq(r.status, 1);
+    assert_one_line_error("npuvfio demo: fdab0000.npu: platform device on rknpu, not on "
+                          "vfio-platform (npuvfio bind fdab0000.npu)");
+    ck_assert_msg(r.out[0] == '\0', "nothing runs: %s", r.out);
+}
+END_TEST
+
+START_TEST(demo_absent_platform_device_is_one_line_failure)
+{
+    char want[PATH_MAX + 256];
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "demo", "--device", "rknpu", "fdff0000.npu"));
+    ck_assert_int_eq(r.status, 1);
+    snprintf(want, sizeof(want),
+             "npuvfio demo: fdff0000.npu: no such device: not a PCI address (DDDD:BB:DD.F) and "
+             "not a platform device in %s/bus/platform/devices\n",
+             fs.root);
+    ck_assert_str_eq(r.err, want);
+}
+END_TEST
+
+START_TEST(demo_malformed_address_is_usage_error)
+{
+    static const char *const bad[] = {"fdab0000/npu", "..", "0000:zz:00.0"};
+    for (size_t i = 0; i < 3; i++) {
+        run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "demo", "--device", "rknpu", bad[i]));
+        ck_assert_msg(r.status == 2, "%s: %d %s", bad[i], r.status, r.err);
+        ck_assert_int_eq(count_lines(r.err), 1);
+    }
+}
+END_TEST
+
+/*
+ * Bound to vfio-platform, the device is opened through vfio-platform (the
+ * row says so); the fake tree has no /dev/vfio behind it, so the open fails
+ * and the demo fails with the device named.
+ */
+START_TEST(demo_platform_device_on_vfio_platform_opens_through_vfio_platform)
+{
+    bind("fdab0000.npu");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "demo", "--device", "rknpu", "fdab0000.npu"));
+    ck_assert_msg(r.status == 1, "%d %s %s", r.status, r.out, r.err);
+    char line[512];
+    ck_assert_msg(line_of(r.out, "rknpu", line, sizeof(line)) != NULL, "%s", r.out);
+    ck_assert_msg(strstr(line, "vfio-platform fdab0000.npu") != NULL && strstr(line, "FAILED"),
+                  "%s", line);
+    ck_assert_msg(strstr(r.err, "npuvfio demo: fdab0000.npu: ") != NULL, "%s", r.err);
+}
+END_TEST
+
+START_TEST(run_pci_option_takes_a_platform_device_name)
+{
+    run_cli(&r, NULL,
+            ARGS("--sysfs-root", fs.root, "run", "--device", "rknpu", "--pci", "fdac0000.npu"));
+    ck_assert_int_eq(r.status, 1);
+    assert_one_line_error("npuvfio run: fdac0000.npu: platform device on rocket, not on "
+                          "vfio-platform (npuvfio bind fdac0000.npu)");
+    run_cli(&r, NULL,
+            ARGS("--sysfs-root", fs.root, "run", "--device", "rknpu", "--pci", "fdff0000.npu"));
+    ck_assert_int_eq(r.status, 1);
+    assert_one_line_error("npuvfio run: fdff0000.npu: no such device");
+    run_cli(&r, NULL,
+            ARGS("--sysfs-root", fs.root, "run", "--device", "rknpu", "--pci", "fdab0000/npu"));
+    ck_assert_int_eq(r.status, 2);
+    bind("fdab0000.npu");
+    run_cli(&r, NULL,
+            ARGS("--sysfs-root", fs.root, "run", "--device", "rknpu", "--pci", "fdab0000.npu"));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "npuvfio run: fdab0000.npu: ") != NULL, "%s", r.err);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cli_platform");
@@ -366,6 +443,16 @@ static Suite *suite(void)
     tcase_add_test(b, bind_refuses_platform_device_without_iommu_group);
     tcase_add_test(b, bind_refuses_without_vfio_platform_driver);
     suite_add_tcase(s, b);
+
+    TCase *d = tcase_create("demo_run");
+    tcase_set_timeout(d, 60);
+    tcase_add_checked_fixture(d, setup, teardown);
+    tcase_add_test(d, demo_platform_device_not_on_vfio_platform_says_bind_it);
+    tcase_add_test(d, demo_absent_platform_device_is_one_line_failure);
+    tcase_add_test(d, demo_malformed_address_is_usage_error);
+    tcase_add_test(d, demo_platform_device_on_vfio_platform_opens_through_vfio_platform);
+    tcase_add_test(d, run_pci_option_takes_a_platform_device_name);
+    suite_add_tcase(s, d);
     return s;
 }
 

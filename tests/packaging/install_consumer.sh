@@ -76,4 +76,18 @@ pkg-config --exists npuvfio-aicore || { echo "FAIL: pkg-config does not find npu
 cc -std=gnu17 -Wall -Werror $extra -o "$tmp/aicore_consumer" "$src/tests/packaging/aicore_consumer.c" \
     $(pkg-config --cflags --libs npuvfio-aicore)
 LD_LIBRARY_PATH=$libdir "$tmp/aicore_consumer"
+echo "== the installed RKNPU and AICore examples, from the installed headers and driver libraries"
+for pair in rknpu_matmul:npuvfio-rknpu aicore_cluster_graph:npuvfio-aicore; do
+    name=${pair%%:*} pc=${pair#*:}
+    example=$(find "$prefix" -name "$name.c" | head -n1)
+    [ -n "$example" ] || { echo "FAIL: examples/$name.c not installed with the docs"; exit 1; }
+    pkg-config --exists "$pc" || { echo "FAIL: pkg-config does not find $pc.pc"; exit 1; }
+    # shellcheck disable=SC2046,SC2086
+    cc -std=gnu17 -Wall -Wextra -Werror $extra -o "$tmp/$name" "$example" \
+        $(pkg-config --cflags --libs "$pc")
+done
+LD_LIBRARY_PATH=$libdir "$src/tests/devices/run_example.sh" "$prefix/bin/npuvfio" rknpu \
+    "$tmp/rknpu_matmul" --expect "matches the CPU reference bit for bit"
+LD_LIBRARY_PATH=$libdir "$src/tests/devices/run_example.sh" "$prefix/bin/npuvfio" aicore \
+    "$tmp/aicore_cluster_graph" --expect "matches the CPU reference bit for bit"
 echo "PASS: installed library consumed through pkg-config and find_package"
