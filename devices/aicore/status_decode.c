@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "driver_internal.h"
 #include "status_decode.h"
 
 static bool bit_set(const uint64_t *map, uint32_t i)
@@ -40,6 +41,14 @@ int aicore_decode_topology(const struct aicore_topology_regs *regs, struct aicor
     t.nr_cores = t.clusters * AICORE_SUBCORES_PER_CLUSTER;
     if (regs->stride < AICORE_WINDOW_STRIDE || regs->stride > AICORE_CTRL_BAR_SIZE / t.nr_cores ||
         regs->ctrl_reg_base == 0 || (!t.pmu_aliased && regs->pmu_reg_base == 0))
+        return -EPROTO;
+    /*
+     * Device memory is only ever named by address (the host cannot map it): a range that is
+     * empty, wraps, or starts off the allocator's alignment would have it hand out blocks
+     * outside the device's memory.
+     */
+    if (regs->devmem_size == 0 || regs->devmem_base % AICORE_DEVMEM_ALIGN != 0 ||
+        regs->devmem_size > UINT64_MAX - regs->devmem_base)
         return -EPROTO;
     t.present[0] = regs->present[0];
     t.present[1] = regs->present[1];

@@ -7,7 +7,8 @@
  * bitmaps. The input is the eleven 64-bit registers in that order (missing
  * bytes read 0); byte 0 bit 0 of a short input forces the right ID.
  * Aborts when an accepted shape does not fit the driver's tables (sub-core
- * count, windows inside the Ctrl BAR, a zero table base), when a rank names
+ * count, windows inside the Ctrl BAR, a zero table base, device memory that
+ * is empty, unaligned or wraps past 2^64), when a rank names
  * a sub-core that is not present and powered or the two rank tables
  * disagree, or when a refused shape changed what the driver keeps.
  */
@@ -72,6 +73,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             "a Ctrl window outside the BAR", shape.stride);
     require(shape.ctrl_reg_base != 0 && (t->pmu_aliased || shape.pmu_reg_base != 0),
             "a zero register-table base", shape.ctrl_reg_base);
+    require(t->device_memory != 0 && shape.devmem_base % 64u == 0 &&
+                t->device_memory <= UINT64_MAX - shape.devmem_base,
+            "device memory that is empty, unaligned or wraps", shape.devmem_base);
     require(t->nr_usable <= t->nr_cores, "more usable sub-cores than sub-cores", t->nr_usable);
     uint32_t usable = 0;
     for (uint32_t i = 0; i < t->nr_cores; i++)
