@@ -45,11 +45,6 @@ NOT_COVERED = [
     "but the walk runs over vfio-user only (kernel VFIO needs the VM tests' guest).",
     "Release paths are not failed on purpose: IOMMU_DESTROY and DETACH ioctls call the "
     "kernel directly (a failed release cannot be undone by its caller).",
-    "The Edge TPU's own completion path beside the ring (the SC_HOST_0 interrupt counter "
-    "in npv_edgetpu_wait) and its error-register snapshot have no fuzz harness of their own: "
-    "they read the chip's registers, so a harness needs the driver over a fake register "
-    "file. Its status block (masked head, fatal word) is fuzzed through the ring engine "
-    "(`fuzz_ring_status`, Edge TPU shape).",
     "The 30-minute soak of the stress target was not run for this report (the 30 s one was). "
     "Of three 1,000,000-job load runs on the shared 2-core build machine, one ended with a "
     "testdev job past its 1 s deadline (-ETIMEDOUT) while other builds loaded the machine: "

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "driver_internal.h"
+#include "status_decode.h"
 
 #define DEFAULT_TIMEOUT_NS 1000000000ull
 #define DEFAULT_MAX_TASKS  1024u
@@ -61,77 +62,54 @@ int aicore_pmu_write(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_
     return npv_bar_write(ac->pmu_in_ctrl ? ac->ctrl : ac->pmu_bar, phys * ac->stride + off, 4, v);
 }
 
-static bool bit_set(const uint64_t *map, uint32_t i)
-{
-    return (map[i / 64] >> (i % 64)) & 1u;
-}
-
 bool aicore_core_usable(const struct npv_aicore *ac, uint32_t phys)
 {
-    return phys < ac->topo.nr_cores && bit_set(ac->topo.present, phys) &&
-           bit_set(ac->topo.powered, phys);
+    return aicore_topology_usable(&ac->topo, phys);
 }
 
-/* Identity, shape, bitmaps and addresses; a shape the driver cannot hold is -EPROTO. */
+/* Identity, shape, bitmaps and addresses, decided by aicore_decode_topology. */
 static int read_topology(struct npv_aicore *ac)
 {
-    uint64_t id = 0, caps = 0, stride = 0, v[4] = {0};
-    int r = aicore_global_read(ac, AICORE_REG_ID, &id);
+    struct aicore_topology_regs regs = {0};
+    int r = aicore_global_read(ac, AICORE_REG_ID, &regs.id);
     if (r < 0)
         return r;
-    if (id == ~0ull)
+    if (regs.id == ~0ull)
         ac->gone = true; /* off the bus: every read returns all-ones */
-    if (id != AICORE_ID_VALUE)
+    if (regs.id != AICORE_ID_VALUE)
         return -ENODEV;
-    r = aicore_global_read(ac, AICORE_REG_CAPS, &caps);
-    if (r == 0)
-        r = aicore_global_read(ac, AICORE_REG_WINDOW_STRIDE, &stride);
-    if (r == 0)
-        r = aicore_global_read(ac, AICORE_REG_CTRL_REG_BASE, &ac->ctrl_reg_base);
-    if (r == 0)
-        r = aicore_global_read(ac, AICORE_REG_PMU_REG_BASE, &ac->pmu_reg_base);
-    if (r == 0)
-        r = aicore_global_read(ac, AICORE_REG_DEVMEM_BASE, &ac->devmem.base);
-    if (r == 0)
-        r = aicore_global_read(ac, AICORE_REG_DEVMEM_SIZE, &ac->topo.device_memory);
-    static const uint64_t maps[4] = {AICORE_REG_PRESENT_LO, AICORE_REG_PRESENT_HI,
-                                     AICORE_REG_POWER_ON_LO, AICORE_REG_POWER_ON_HI};
-    for (int i = 0; r == 0 && i < 4; i++)
-        r = aicore_global_read(ac, maps[i], &v[i]);
+    const struct {
+        uint64_t off;
+        uint64_t *v;
+    } reads[] = {
+        {AICORE_REG_CAPS, &regs.caps},
+        {AICORE_REG_WINDOW_STRIDE, &regs.stride},
+        {AICORE_REG_CTRL_REG_BASE, &regs.ctrl_reg_base},
+        {AICORE_REG_PMU_REG_BASE, &regs.pmu_reg_base},
+        {AICORE_REG_DEVMEM_BASE, &regs.devmem_base},
+        {AICORE_REG_DEVMEM_SIZE, &regs.devmem_size},
+        {AICORE_REG_PRESENT_LO, &regs.present[0]},
+        {AICORE_REG_PRESENT_HI, &regs.present[1]},
+        {AICORE_REG_POWER_ON_LO, &regs.powered[0]},
+        {AICORE_REG_POWER_ON_HI, &regs.powered[1]},
+    };
+    for (size_t i = 0; r == 0 && i < sizeof(reads) / sizeof(reads[0]); i++)
+        r = aicore_global_read(ac, reads[i].off, reads[i].v);
     if (r < 0)
         return r;
-
-    struct npv_aicore_topology *t = &ac->topo;
-    t->clusters = AICORE_CAPS_CLUSTERS(caps);
-    t->aic_per_cluster = AICORE_CAPS_AIC_PER_CLUSTER(caps);
-    t->aiv_per_cluster = AICORE_CAPS_AIV_PER_CLUSTER(caps);
-    t->pmu_counters = AICORE_CAPS_PMU_COUNTERS(caps);
-    t->pmu_aliased = (caps & AICORE_CAPS_PMU_IN_CTRL) != 0;
-    /* Physical ids follow the a2a3 table order, which assumes 1C2V clusters. */
-    if (t->clusters == 0 || t->clusters > AICORE_MAX_CLUSTERS ||
-        t->aic_per_cluster != AICORE_AIC_PER_CLUSTER ||
-        t->aiv_per_cluster != AICORE_AIV_PER_CLUSTER || t->pmu_counters < AICORE_PMU_COUNTERS)
-        return -EPROTO;
-    t->nr_cores = t->clusters * AICORE_SUBCORES_PER_CLUSTER;
-    if (stride < AICORE_WINDOW_STRIDE || stride > AICORE_CTRL_BAR_SIZE / t->nr_cores ||
-        ac->ctrl_reg_base == 0 || (!t->pmu_aliased && ac->pmu_reg_base == 0))
-        return -EPROTO;
-    ac->stride = stride;
-    ac->pmu_in_ctrl = t->pmu_aliased;
-    memset(t->present, 0, sizeof(t->present));
-    memset(t->powered, 0, sizeof(t->powered));
-    t->present[0] = v[0];
-    t->present[1] = v[1];
-    t->powered[0] = v[2];
-    t->powered[1] = v[3];
-    ac->nr_usable = 0;
-    for (uint32_t i = 0; i < t->nr_cores; i++)
-        if (aicore_core_usable(ac, i)) {
-            /* Ranks: AICs by id, then AIVs by id, which is id order (regs.h). */
-            ac->phys_rank[i] = ac->nr_usable;
-            ac->rank_phys[ac->nr_usable++] = i;
-        }
-    t->nr_usable = ac->nr_usable;
+    struct aicore_shape shape;
+    r = aicore_decode_topology(&regs, &shape);
+    if (r < 0)
+        return r;
+    ac->topo = shape.topo;
+    ac->stride = shape.stride;
+    ac->ctrl_reg_base = shape.ctrl_reg_base;
+    ac->pmu_reg_base = shape.pmu_reg_base;
+    ac->devmem.base = shape.devmem_base;
+    ac->pmu_in_ctrl = shape.topo.pmu_aliased;
+    ac->nr_usable = shape.topo.nr_usable;
+    memcpy(ac->rank_phys, shape.rank_phys, sizeof(ac->rank_phys));
+    memcpy(ac->phys_rank, shape.phys_rank, sizeof(ac->phys_rank));
     return 0;
 }
 
@@ -179,11 +157,12 @@ int aicore_device_reset(struct npv_aicore *ac)
             r = aicore_global_read(ac, AICORE_REG_GLOBAL_ERR, &err);
         if (r < 0)
             return r;
-        if (status == ~0ull) {
+        int state = aicore_decode_reset(status, err);
+        if (state == -ENODEV)
             ac->gone = true;
-            return -ENODEV;
-        }
-        if ((status & (AICORE_STATUS_RUNNING | AICORE_STATUS_POISONED)) == 0 && err == 0)
+        if (state < 0)
+            return state;
+        if (state == 0)
             break;
         if (aicore_now_ns() >= deadline)
             return -ETIMEDOUT;

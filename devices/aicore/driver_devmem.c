@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "driver_internal.h"
+#include "status_decode.h"
 
 void aicore_devmem_init(struct aicore_devmem *m, uint64_t base, uint64_t size)
 {
@@ -91,15 +92,11 @@ static int devmem_copy_h2d(struct npv_aicore *ac, void *arg, uint64_t dev_addr, 
         r = aicore_global_read(ac, AICORE_REG_COPY_DONE, &done);
         if (r < 0)
             return r;
-        /*
-         * DONE and ERROR stay until the next GO, so only a new COPY_DONE count says the status
-         * is this copy's; read after it, the status is final (read before, it may still be BUSY).
-         */
-        if (done != done_before) {
+        if (aicore_copy_finished(done_before, done)) {
             r = aicore_global_read(ac, AICORE_REG_COPY_STATUS, &status);
             if (r < 0)
                 return r;
-            return status == AICORE_COPY_DONE ? 0 : -EIO;
+            return aicore_decode_copy_status(status);
         }
         if (aicore_now_ns() >= deadline)
             return -ETIMEDOUT;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "driver_internal.h"
+#include "status_decode.h"
 
 /*
  * Section 2 step 8: a pending task's ACK or FIN implies the running one is
@@ -80,29 +81,60 @@ static int dispatch(struct npv_aicore_run *run, struct aicore_core_run *c, uint3
     int r = aicore_ctrl_write(run->ac, c->phys, AICORE_CTRL_DMB, token);
     if (r < 0)
         return r;
+    aicore_core_dispatched(c, task, token, aicore_now_ns() + run->ac->cfg.task_timeout_ns);
+    return 0;
+}
+
+void aicore_core_dispatched(struct aicore_core_run *c, uint32_t task, uint32_t token,
+                            uint64_t deadline_ns)
+{
     c->last_token = token;
-    uint64_t deadline = aicore_now_ns() + run->ac->cfg.task_timeout_ns;
     if (c->running == AICORE_NO_TASK) {
         c->running = task;
         c->running_token = token;
         c->running_acked = false;
-        c->deadline_ns = deadline;
+        c->deadline_ns = deadline_ns;
     } else {
         c->pending = task;
         c->pending_token = token;
     }
     c->next++;
-    return 0;
 }
 
-static void complete(struct npv_aicore_run *run, struct aicore_core_run *c)
+bool aicore_core_slot_free(const struct aicore_core_run *c)
 {
-    run->task_done[c->running] = 1;
-    run->tasks_done++;
+    return c->running == AICORE_NO_TASK || (c->running_acked && c->pending == AICORE_NO_TASK);
+}
+
+static uint32_t retire_running(struct aicore_core_run *c)
+{
+    uint32_t task = c->running;
     c->done_token = c->running_token;
     c->running = AICORE_NO_TASK;
     c->running_token = 0;
     c->running_acked = false;
+    return task;
+}
+
+unsigned aicore_core_apply(struct aicore_core_run *c, struct aicore_transition t,
+                           uint64_t next_deadline_ns, uint32_t done[2])
+{
+    unsigned n = 0;
+    if (t.running_acked)
+        c->running_acked = true;
+    if (t.complete_running)
+        done[n++] = retire_running(c);
+    if (t.promote_pending) {
+        c->running = c->pending;
+        c->running_token = c->pending_token;
+        c->running_acked = t.pending_acked;
+        c->deadline_ns = next_deadline_ns;
+        c->pending = AICORE_NO_TASK;
+        c->pending_token = 0;
+        if (t.complete_pending)
+            done[n++] = retire_running(c);
+    }
+    return n;
 }
 
 static bool next_ready(const struct npv_aicore_run *run, const struct aicore_core_run *c)
@@ -127,24 +159,14 @@ static int step_working(struct npv_aicore_run *run, struct aicore_core_run *c, u
                                                    c->pending_token, c->done_token);
         if (t.invalid)
             return -EPROTO;
-        if (t.running_acked)
-            c->running_acked = true;
-        if (t.complete_running)
-            complete(run, c);
-        if (t.promote_pending) {
-            c->running = c->pending;
-            c->running_token = c->pending_token;
-            c->running_acked = t.pending_acked;
-            c->deadline_ns = now + ac->cfg.task_timeout_ns;
-            c->pending = AICORE_NO_TASK;
-            c->pending_token = 0;
-            if (t.complete_pending)
-                complete(run, c);
+        uint32_t done[2];
+        unsigned n = aicore_core_apply(c, t, now + ac->cfg.task_timeout_ns, done);
+        for (unsigned i = 0; i < n; i++) {
+            run->task_done[done[i]] = 1;
+            run->tasks_done++;
         }
     }
-    bool slot_free =
-        c->running == AICORE_NO_TASK || (c->running_acked && c->pending == AICORE_NO_TASK);
-    if (slot_free && next_ready(run, c)) {
+    if (aicore_core_slot_free(c) && next_ready(run, c)) {
         int r = dispatch(run, c, run->core_order[c->first + c->next]);
         if (r < 0)
             return r;
@@ -169,10 +191,10 @@ static int step_ready(struct npv_aicore_run *run, uint32_t rank)
     if (done == 0)
         return 0;
     atomic_thread_fence(memory_order_acquire); /* done is written after the rest */
-    uint32_t phys = w->physical_core_id, type = w->core_type;
-    if (done != rank + 1 || phys != c->phys ||
-        type != aicore_core_type(run->ac->topo.clusters, c->phys))
-        return -EPROTO;
+    int ready = aicore_decode_ready(done, w->physical_core_id, w->core_type, rank, c->phys,
+                                    run->ac->topo.clusters);
+    if (ready < 0)
+        return ready;
     w->task = c->payload_iova;
     atomic_thread_fence(memory_order_release); /* the payload pointer before the window opens */
     int r = aicore_ctrl_write(run->ac, c->phys, AICORE_CTRL_FAST_PATH, AICORE_FAST_PATH_OPEN);
@@ -204,18 +226,12 @@ static int check_record(struct npv_aicore_run *run, bool all_exited)
     atomic_thread_fence(memory_order_acquire);
     struct aicore_result copy;
     memcpy(&copy, (const void *)run->result_rec, sizeof(copy));
-    if (copy.epoch != run->epoch)
-        return -EINPROGRESS;
-    run->result.verdict = copy.verdict;
-    run->result.code = (int32_t)(uint32_t)copy.error;
-    if (copy.verdict == AICORE_VERDICT_ERROR)
-        return -EIO;
-    if (copy.verdict == AICORE_VERDICT_OK && !all_exited)
-        return -EINPROGRESS; /* the host has not seen every EXITED yet: it checks, not trusts */
-    if (copy.verdict != AICORE_VERDICT_OK || copy.tasks_done != run->nr_tasks ||
-        copy.cores_exited != run->nr_cores || run->tasks_done != run->nr_tasks)
-        return -EPROTO; /* an OK that does not add up is no success */
-    return 0;
+    if (copy.epoch == run->epoch) {
+        run->result.verdict = copy.verdict;
+        run->result.code = (int32_t)(uint32_t)copy.error;
+    }
+    return aicore_decode_record(&copy, run->epoch, run->nr_tasks, run->nr_cores, run->tasks_done,
+                                all_exited);
 }
 
 static int finish(struct npv_aicore_run *run)

@@ -191,6 +191,14 @@ struct aicore_transition {
 };
 struct aicore_transition aicore_decide(uint32_t cond, uint32_t running_token, bool running_acked,
                                        uint32_t pending_token, uint32_t done_token);
+/* A task written to the core's DMB with token: it runs, or waits behind the running one. */
+void aicore_core_dispatched(struct aicore_core_run *c, uint32_t task, uint32_t token,
+                            uint64_t deadline_ns);
+/* A next task may be written: nothing runs, or the running one is ACKed and none waits. */
+bool aicore_core_slot_free(const struct aicore_core_run *c);
+/* Account a (valid) transition; the tasks it completed go to done[], oldest first: 0..2. */
+unsigned aicore_core_apply(struct aicore_core_run *c, struct aicore_transition t,
+                           uint64_t next_deadline_ns, uint32_t done[2]);
 int aicore_run_step(struct npv_aicore_run *run);
 
 #endif

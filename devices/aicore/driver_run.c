@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "driver_internal.h"
+#include "status_decode.h"
 
 /* Per slot DMA memory: handshake records, two payload slots per sub-core, the result record. */
 #define WORKERS_OFF  0u
@@ -245,8 +246,8 @@ int npv_aicore_launch(struct npv_aicore_run *run)
     uint64_t st = 0;
     if (r == 0)
         r = aicore_global_read(ac, AICORE_REG_LAUNCH_STATUS, &st);
-    if (r == 0 && st != AICORE_LAUNCH_ACCEPTED)
-        r = st == AICORE_LAUNCH_REFUSED_BUSY ? -EBUSY : -EIO;
+    if (r == 0)
+        r = aicore_decode_launch_status(st);
     if (r < 0) {
         /* The device may run, or be poisoned, without a run of ours: reset before its next use. */
         if (launch_written)

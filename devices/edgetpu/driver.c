@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "driver_internal.h"
+#include "status_decode.h"
 
 #define DEFAULT_ENTRIES 256u
 #define DEFAULT_SIMPLE  6144u
@@ -35,9 +36,7 @@ int edgetpu_write64(struct npv_edgetpu *tpu, uint64_t off, uint64_t v)
 static int read64(struct npv_edgetpu *tpu, uint64_t off, uint64_t *v)
 {
     int r = npv_bar_read(tpu->bar, off, 8, v);
-    if (r == 0 && *v == ~0ull)
-        return -ENODEV; /* off the bus: every read returns all-ones */
-    return r;
+    return r < 0 ? r : edgetpu_decode_csr(*v);
 }
 
 static int scu_read(struct npv_edgetpu *tpu, uint64_t off, uint32_t *v)
@@ -47,7 +46,7 @@ static int scu_read(struct npv_edgetpu *tpu, uint64_t off, uint32_t *v)
     if (r < 0)
         return r;
     *v = (uint32_t)x;
-    return *v == UINT32_MAX ? -ENODEV : 0;
+    return edgetpu_decode_scu(*v);
 }
 
 static int scu_write(struct npv_edgetpu *tpu, uint64_t off, uint32_t v)
@@ -72,7 +71,7 @@ static int poll_reg(struct npv_edgetpu *tpu, uint64_t off, unsigned width, uint6
         }
         if (r < 0)
             return r;
-        if (v != EDGETPU_DEADFEED && (v & mask) == want)
+        if (edgetpu_reg_settled(v, mask, want))
             return 0;
         if (mono_ns() >= deadline)
             return -ETIMEDOUT;
@@ -90,7 +89,7 @@ static int poll_nonzero(struct npv_edgetpu *tpu, uint64_t off)
         int r = read64(tpu, off, &v);
         if (r < 0)
             return r;
-        if (v != 0 && v != EDGETPU_DEADFEED)
+        if (edgetpu_reg_init_done(v))
             return 0;
         if (mono_ns() >= deadline)
             return -ETIMEDOUT;
@@ -223,8 +222,9 @@ static int open_queue(struct npv_edgetpu *tpu)
     int r = read64(tpu, EDGETPU_IQ_DESCRIPTOR_SIZE, &v);
     if (r < 0)
         return r;
-    if (v != EDGETPU_IQ_DESC_SIZE_VALUE)
-        return -EPROTO; /* libedgetpu refuses any other descriptor size */
+    r = edgetpu_decode_desc_size(v);
+    if (r < 0)
+        return r;
     memset(npv_dma_vaddr(tpu->queue_dma), 0, QUEUE_BYTES);
     npv_dma_sync_for_device(tpu->queue_dma, 0, QUEUE_BYTES);
     /* The tail is not reset by the hardware; the engine starts at index 0. */
@@ -277,10 +277,10 @@ static int chip_init(struct npv_edgetpu *tpu)
         r = edgetpu_write64(tpu, EDGETPU_KHIB_EXTENDED_TABLE, tpu->cfg.simple_entries);
     if (r == 0)
         r = read64(tpu, EDGETPU_HIB_ERROR_STATUS, &err);
+    if (r == 0)
+        r = edgetpu_decode_bringup_error(err);
     if (r < 0)
         return r;
-    if (err != 0)
-        return -EPROTO;
     r = edgetpu_write64(tpu, EDGETPU_DMA_BURST_LIMITER, 0);
     /*
      * The page-table RAM comes out of reset initialised (page_table_init):
@@ -316,13 +316,12 @@ static void snapshot_error(struct npv_edgetpu *tpu)
         (const void *)((uint8_t *)npv_dma_vaddr(tpu->queue_dma) + EDGETPU_PAGE_SIZE);
     npv_dma_sync_for_cpu(tpu->queue_dma, EDGETPU_PAGE_SIZE, sizeof(*sb));
     e.fatal_word = __atomic_load_n(&sb->fatal_error, __ATOMIC_ACQUIRE);
-    if (read64(tpu, EDGETPU_HIB_ERROR_STATUS, &e.hib_error_status) < 0 ||
-        e.hib_error_status == EDGETPU_DEADFEED)
+    if (read64(tpu, EDGETPU_HIB_ERROR_STATUS, &e.hib_error_status) < 0)
         e.hib_error_status = 0;
     (void)read64(tpu, EDGETPU_HIB_FIRST_ERROR_STATUS, &e.hib_first_error_status);
     (void)read64(tpu, EDGETPU_PAGE_FAULT_ADDRESS, &e.page_fault_address);
     (void)read64(tpu, EDGETPU_SC_ERROR_SCALAR_CORE, &e.scalar_core_error);
-    if (e.hib_error_status != 0 || e.fatal_word != 0 || e.scalar_core_error != 0)
+    if (edgetpu_decode_error(&e))
         tpu->last_error = e;
 }
 

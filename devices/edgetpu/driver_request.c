@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "driver_internal.h"
+#include "status_decode.h"
 
 static size_t page_round(size_t n)
 {
@@ -273,11 +274,8 @@ static int wait_sc_host(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_
         uint64_t now = mono_ns();
         if (now >= deadline)
             return (int)got;
-        uint32_t finished =
-            ((uint32_t)npv_bar_read64(tpu->bar, EDGETPU_SC_HOST_INT_COUNT) - tpu->sc_host_base) &
-            0xffff;
-        int16_t ahead = (int16_t)(uint16_t)(finished - tpu->sc_host_reaped);
-        if (ahead > 0) {
+        if (edgetpu_sc_host_pending(npv_bar_read64(tpu->bar, EDGETPU_SC_HOST_INT_COUNT),
+                                    tpu->sc_host_base, &tpu->sc_host_reaped) > 0) {
             /*
              * Finished on the chip, its status block still on the way. The
              * interrupt woke us on the CPU of whoever raised it (a model's
@@ -286,8 +284,6 @@ static int wait_sc_host(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_
             sched_yield();
             continue;
         }
-        if (ahead < 0)
-            tpu->sc_host_reaped = finished; /* requests that raised no SC_HOST_0 */
         uint64_t left = deadline - now;
         int64_t w = npv_irq_wait(tpu->irq, EDGETPU_VEC_SC_HOST_0,
                                  left < SC_HOST_RECHECK_NS ? left : SC_HOST_RECHECK_NS);

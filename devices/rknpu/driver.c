@@ -14,6 +14,7 @@
 #include <npuvfio/failpoint.h>
 
 #include "driver_internal.h"
+#include "status_decode.h"
 
 static_assert(NPV_RKNPU_NUM_CORES == RKNPU_NUM_CORES, "public and register-map core counts");
 static_assert(NPV_RKNPU_ENABLE_CNA == RKNPU_ENABLE_CNA &&
@@ -73,32 +74,18 @@ int rknpu_core_start(struct npv_rknpu *npu, unsigned c, npv_iova_t regcmd, uint3
     return 0;
 }
 
-/*
- * The interrupt status and task counter are values the device writes: bits
- * that do not exist, a completion bit of a block the task does not end with
- * (PPU for our DPU-ending tasks), a counter beyond the chain's length or an
- * all-ones read (the device is gone) are a device fault, never taken as
- * completion.
- */
+/* Completion is decided by status_decode.c from the two values the core writes. */
 int rknpu_core_check(struct npv_rknpu *npu, unsigned c, uint32_t nr_tasks, uint32_t *status)
 {
     uint32_t raw = core_read(npu, c, RKNPU_PC_INTERRUPT_RAW_STATUS);
     *status = raw;
-    if ((raw & ~RKNPU_INT_VALID_MASK) != 0)
-        return -NPV_EDEVFAULT;
-    if (raw & RKNPU_INT_DMA_ERROR)
-        return -EIO;
-    if (raw & (RKNPU_INT_PPU_0 | RKNPU_INT_PPU_1))
-        return -NPV_EDEVFAULT;
-    if ((raw & RKNPU_INT_DPU_DONE) == 0)
-        return 0;
-    uint32_t done = core_read(npu, c, RKNPU_PC_TASK_STATUS) & RKNPU_TASK_STATUS_COUNT_MASK;
-    if (done > nr_tasks)
-        return -NPV_EDEVFAULT;
-    if (done < nr_tasks)
-        return 0; /* an earlier task of the chain raised its DPU bit */
-    core_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
-    return 1;
+    int r = rknpu_decode_irq_status(raw);
+    if (r != 1)
+        return r;
+    r = rknpu_decode_task_status(core_read(npu, c, RKNPU_PC_TASK_STATUS), nr_tasks);
+    if (r == 1)
+        core_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
+    return r;
 }
 
 /*
@@ -115,10 +102,10 @@ int rknpu_core_reset(struct npv_rknpu *npu, unsigned c)
     core_write(npu, c, RKNPU_GLOBAL_SOFT_RESET, 0);
     uint64_t deadline = rknpu_now_ns() + npu->cfg.reset_timeout_ns;
     for (;;) {
-        uint32_t v = core_read(npu, c, RKNPU_GLOBAL_SOFT_RESET);
-        if (v == UINT32_MAX)
-            return -ENODEV;
-        if ((v & RKNPU_SOFT_RESET_IN_RESET) == 0)
+        int state = rknpu_decode_reset_state(core_read(npu, c, RKNPU_GLOBAL_SOFT_RESET));
+        if (state < 0)
+            return state;
+        if (state == 0)
             break;
         if (rknpu_now_ns() >= deadline)
             return -EIO;
@@ -185,14 +172,13 @@ static int bring_up_cores(struct npv_rknpu *npu)
             was_reset = true;
             version = core_read(npu, c, RKNPU_PC_VERSION);
         }
-        if (version == UINT32_MAX)
-            return -ENODEV;
-        if (version != RKNPU_VERSION_VALUE) {
+        int r = rknpu_decode_version(version);
+        if (r == -EPROTO)
             npv_ctx_log(npu->ctx, NPV_LOG_ERROR,
                         "rknpu: core %u reports version 0x%08x, not the RK3588's 0x%08x", c,
                         version, RKNPU_VERSION_VALUE);
-            return -EPROTO;
-        }
+        if (r < 0)
+            return r;
         if (!was_reset)
             rknpu_core_recover(npu, c);
         if (npu->dead)
