@@ -178,6 +178,8 @@ static int step_working(struct npv_aicore_run *run, struct aicore_core_run *c, u
         if (r < 0)
             return r;
         c->phase = CORE_EXITING;
+        /* No task runs any more: the deadline now bounds the exit itself. */
+        c->deadline_ns = now + ac->cfg.poll_timeout_ns;
     }
     return 0;
 }
@@ -270,6 +272,9 @@ int aicore_run_step(struct npv_aicore_run *run)
             break;
         case CORE_EXITING:
             r = step_cond(run, c, AICORE_COND_EXITED, CORE_EXITED);
+            /* A sub-core that never leaves its loop writes no record either. */
+            if (r == 0 && c->phase == CORE_EXITING && now > c->deadline_ns)
+                r = -ETIMEDOUT;
             break;
         default:
             break;

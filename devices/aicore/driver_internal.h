@@ -69,7 +69,7 @@ struct aicore_core_run {
     bool running_acked;
     uint32_t last_token;                 /* the last dispatched */
     uint32_t done_token;                 /* the last completed */
-    uint64_t deadline_ns;                /* of the running task */
+    uint64_t deadline_ns;                /* of the running task; while EXITING, of the exit */
     struct aicore_task_payload *payload; /* its two slots (host DMA memory) */
     npv_iova_t payload_iova;
     uint32_t first, count; /* its tasks in the run's core_order[] */

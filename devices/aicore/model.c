@@ -351,6 +351,7 @@ static int arm_fault(struct npv_aicore_model *m, uint64_t kind)
     if (kind == AICORE_FAULT_NONE) {
         for (uint32_t i = 0; i < AICORE_MAX_SUBCORES; i++) {
             m->core[i].arm_hang = m->core[i].arm_drop_fin = m->core[i].arm_bad_phys = false;
+            m->core[i].arm_stuck_exit = false;
             m->core[i].arm_delay_ack_us = 0;
         }
         m->arm_fail_copy = false;
@@ -377,6 +378,9 @@ static int arm_fault(struct npv_aicore_model *m, uint64_t kind)
         return 0;
     case AICORE_FAULT_BAD_PHYS_ID:
         c->arm_bad_phys = true;
+        return 0;
+    case AICORE_FAULT_STUCK_EXIT:
+        c->arm_stuck_exit = true;
         return 0;
     default:
         return -EINVAL;

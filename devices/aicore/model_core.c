@@ -172,6 +172,12 @@ static bool dma_landed(struct npv_aicore_model *m, uint32_t id, uint64_t gen, in
 static void core_exit(struct npv_aicore_model *m, struct aicore_subcore *c)
 {
     c->last_dmb = AICORE_DMB_EXIT;
+    if (c->arm_stuck_exit) {
+        /* It never leaves its loop: no EXITED, no end of run, until a reset. */
+        c->arm_stuck_exit = false;
+        c->state = CORE_LOST;
+        return;
+    }
     c->cond = AICORE_COND_EXITED;
     c->state = CORE_EXITED;
     m->exited++;

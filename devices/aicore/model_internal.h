@@ -43,7 +43,7 @@ struct aicore_subcore {
     struct aicore_pmu pmu;
     uint64_t cycles; /* the virtual PMU cycle clock: declared work of every task run */
     /* one-shot faults armed through the test port */
-    bool arm_hang, arm_drop_fin, arm_bad_phys;
+    bool arm_hang, arm_drop_fin, arm_bad_phys, arm_stuck_exit;
     uint64_t arm_delay_ack_us; /* 0 = none */
 };
 

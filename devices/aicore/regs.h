@@ -414,6 +414,7 @@ enum aicore_fault {
     AICORE_FAULT_DELAY_ACK = 3,   /* the next task's ACK comes TP_FAULT_ARG us late */
     AICORE_FAULT_BAD_PHYS_ID = 4, /* the next ready record says AICORE_BAD_PHYS_ID(id) */
     AICORE_FAULT_FAIL_COPY = 5,   /* the next copy ends in ERROR, nothing copied */
+    AICORE_FAULT_STUCK_EXIT = 6,  /* the core ignores its next EXIT: COND never reads EXITED */
 };
 
 /* Out of range for any topology (ids are < AICORE_MAX_SUBCORES), as get_coreid() & 0xfff. */

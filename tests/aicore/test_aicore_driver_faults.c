@@ -3,7 +3,8 @@
  * Issue 12 acceptance 4: a hung task trips the device's watchdog and the run
  * fails with the device's error before the host's own deadline; the device is
  * reset before its next use and that run is exact. A dropped FIN and a ready
- * record with a bad physical id end in clear errors, never a hang.
+ * record with a bad physical id end in clear errors, never a hang; so does a
+ * sub-core that never leaves its loop after the last task.
  */
 #include <check.h>
 #include <errno.h>
@@ -107,6 +108,21 @@ START_TEST(a_late_ack_within_the_deadline_is_no_error)
 }
 END_TEST
 
+START_TEST(a_sub_core_that_never_exits_times_out_the_run_and_the_next_run_is_exact)
+{
+    struct npv_aicore_result res;
+    ck_assert_int_eq(
+        faulted_run(npv_aicore_phys_aiv(d.t.clusters, 5, 0), AICORE_FAULT_STUCK_EXIT, 0, &res),
+        -ETIMEDOUT);
+    /* Every task had finished: only the exit was missing. */
+    ck_assert_uint_eq(res.tasks_done, d.g[0].desc.nr_tasks);
+    struct npv_aicore_counters c;
+    npv_aicore_counters(d.ac, &c);
+    ck_assert_uint_eq(c.timeouts, 1);
+    next_run_is_exact_after_one_reset();
+}
+END_TEST
+
 int main(void)
 {
     aic_require_model("faults are injected through the model's test port");
@@ -118,6 +134,7 @@ int main(void)
     tcase_add_test(tc, dropped_fin_times_out_the_task_and_the_next_run_is_exact);
     tcase_add_test(tc, bad_physical_id_in_a_ready_record_is_a_protocol_error);
     tcase_add_test(tc, a_late_ack_within_the_deadline_is_no_error);
+    tcase_add_test(tc, a_sub_core_that_never_exits_times_out_the_run_and_the_next_run_is_exact);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
