@@ -283,9 +283,19 @@ int npv_sysfs_bind_vfio(struct npv_ctx *ctx, const struct npv_bind_bus *bus, con
 
 err_rebind:
     clear_override(ctx, bus, canon);
+    /*
+     * Back to the old driver, and wait until it has the device (a probe may
+     * be asynchronous): the caller's next step must find the host as it was.
+     */
     if (prev[0] != '\0' && npv_sysfs_dev_driver(ctx, bus->bus, canon, now, sizeof(now)) == 0 &&
-        !now[0])
-        driver_bind(ctx, bus, prev, canon);
+        !now[0]) {
+        int back = driver_bind(ctx, bus, prev, canon);
+        if (back == 0)
+            back = wait_driver(ctx, bus, canon, prev, now, sizeof(now));
+        if (back < 0)
+            npv_err(ctx, "%s: cannot return to %s (driver now: %s): %s", canon, prev,
+                    now[0] ? now : "none", npv_strerror(back));
+    }
     goto err_state;
 err_override:
     clear_override(ctx, bus, canon);

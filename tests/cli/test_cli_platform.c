@@ -288,6 +288,9 @@ START_TEST(bind_refusal_names_missing_reset_module)
     bind("fdab0000.npu");
     ck_assert_int_eq(r.status, 1);
     assert_one_line_error("npuvfio bind: fdab0000.npu: did not bind to vfio-platform");
+    /* Given back before the command returned (the next command must find it so). */
+    fake_driver_of(&fs, "fdab0000.npu", drv, sizeof(drv));
+    ck_assert_str_eq(drv, "rknpu");
     /* The reset-module reason was logged as an error before the final line. */
     run_cli(&r, NULL,
             ARGS("--sysfs-root", fs.root, "--log", "debug", "bind", "--state-dir", fs.state_dir,
