@@ -118,6 +118,9 @@ def main():
     ap.add_argument("--soak-seconds", type=int, default=30)
     ap.add_argument("--load-jobs", type=int, default=4000)
     ap.add_argument("--stress", action="store_true")
+    ap.add_argument("--stress-load-log",
+                    help="stdout of a stress-size reliability_load run "
+                         "(NPUVFIO_LOAD_JOBS=1000000) to report beside this run's")
     a = ap.parse_args()
     if a.stress:
         a.soak_seconds, a.load_jobs = 1800, 1000000
@@ -275,6 +278,22 @@ def main():
         if line.startswith("load "):
             w(f"- `{line[5:]}`")
     w("")
+    if a.stress_load_log:
+        with open(a.stress_load_log) as f:
+            lines = [l.strip() for l in f if l.startswith("load ")]
+        done = any(l.startswith("load threads=") for l in lines)
+        w("")
+        w(f"Stress size, from `{os.path.basename(a.stress_load_log)}` "
+          "(`NPUVFIO_LOAD_JOBS=1000000 reliability_load`, run separately):"
+          + ("" if done else " **did not finish** (no total line)"))
+        w("")
+        for l in lines:
+            w(f"- `{l[5:]}`")
+        with open(a.stress_load_log) as f:
+            for l in f:
+                if re.search(r":[FE]:", l):
+                    w(f"- FAILED: `{l.strip()}`")
+        w("")
     w("Four threads, one context, each its own model process; a lost, duplicated or "
       "out-of-order completion fails the sample workloads (testdev checks each cookie in "
       "order), a wrong byte counts as a mismatch. The ThreadSanitizer preset (`tsan`) runs the "
