@@ -36,13 +36,19 @@ static void testdev_model_destroy(void *model)
     npv_testdev_model_free(model);
 }
 
-static int testdev_driver_open(struct npv_dev *dev, void **drv)
+static int testdev_driver_open_deadline(struct npv_dev *dev, uint64_t deadline_ns, void **drv)
 {
     struct npv_testdev *td;
-    int r = npv_testdev_open(dev, NULL, &td);
+    struct npv_testdev_config cfg = {.job_timeout_ns = deadline_ns};
+    int r = npv_testdev_open(dev, &cfg, &td);
     if (r == 0)
         *drv = td;
     return r;
+}
+
+static int testdev_driver_open(struct npv_dev *dev, void **drv)
+{
+    return testdev_driver_open_deadline(dev, 0, drv);
 }
 
 static void testdev_driver_close(void *drv)
@@ -72,13 +78,20 @@ static void edgetpu_model_destroy(void *model)
     npv_edgetpu_model_free(model);
 }
 
-static int edgetpu_driver_open(struct npv_dev *dev, void **drv)
+static int edgetpu_driver_open_deadline(struct npv_dev *dev, uint64_t deadline_ns, void **drv)
 {
     struct npv_edgetpu *tpu;
-    int r = npv_edgetpu_open(dev, NULL, &tpu);
+    struct npv_edgetpu_config cfg = {.request_timeout_ns = deadline_ns,
+                                     .poll_timeout_ns = deadline_ns};
+    int r = npv_edgetpu_open(dev, &cfg, &tpu);
     if (r == 0)
         *drv = tpu;
     return r;
+}
+
+static int edgetpu_driver_open(struct npv_dev *dev, void **drv)
+{
+    return edgetpu_driver_open_deadline(dev, 0, drv);
 }
 
 static void edgetpu_driver_close(void *drv)
@@ -108,13 +121,19 @@ static void rknpu_model_destroy(void *model)
     npv_rknpu_model_free(model);
 }
 
-static int rknpu_driver_open(struct npv_dev *dev, void **drv)
+static int rknpu_driver_open_deadline(struct npv_dev *dev, uint64_t deadline_ns, void **drv)
 {
     struct npv_rknpu *npu;
-    int r = npv_rknpu_open(dev, NULL, &npu);
+    struct npv_rknpu_config cfg = {.job_timeout_ns = deadline_ns, .reset_timeout_ns = deadline_ns};
+    int r = npv_rknpu_open(dev, &cfg, &npu);
     if (r == 0)
         *drv = npu;
     return r;
+}
+
+static int rknpu_driver_open(struct npv_dev *dev, void **drv)
+{
+    return rknpu_driver_open_deadline(dev, 0, drv);
 }
 
 static void rknpu_driver_close(void *drv)
@@ -144,13 +163,21 @@ static void aicore_model_destroy(void *model)
     npv_aicore_model_free(model);
 }
 
-static int aicore_driver_open(struct npv_dev *dev, void **drv)
+static int aicore_driver_open_deadline(struct npv_dev *dev, uint64_t deadline_ns, void **drv)
 {
     struct npv_aicore *ac;
-    int r = npv_aicore_open(dev, NULL, &ac);
+    struct npv_aicore_config cfg = {.task_timeout_ns = deadline_ns,
+                                    .handshake_timeout_ns = deadline_ns,
+                                    .poll_timeout_ns = deadline_ns};
+    int r = npv_aicore_open(dev, &cfg, &ac);
     if (r == 0)
         *drv = ac;
     return r;
+}
+
+static int aicore_driver_open(struct npv_dev *dev, void **drv)
+{
+    return aicore_driver_open_deadline(dev, 0, drv);
 }
 
 static void aicore_driver_close(void *drv)
@@ -173,6 +200,7 @@ static const struct npv_device_entry devices[] = {
         .model_create = testdev_model_create,
         .model_destroy = testdev_model_destroy,
         .driver_open = testdev_driver_open,
+        .driver_open_deadline = testdev_driver_open_deadline,
         .driver_close = testdev_driver_close,
         .sample_run = testdev_sample_run,
     },
@@ -184,6 +212,7 @@ static const struct npv_device_entry devices[] = {
         .model_create = edgetpu_model_create,
         .model_destroy = edgetpu_model_destroy,
         .driver_open = edgetpu_driver_open,
+        .driver_open_deadline = edgetpu_driver_open_deadline,
         .driver_close = edgetpu_driver_close,
         .sample_run = edgetpu_sample,
     },
@@ -200,6 +229,7 @@ static const struct npv_device_entry devices[] = {
         .model_create = rknpu_model_create,
         .model_destroy = rknpu_model_destroy,
         .driver_open = rknpu_driver_open,
+        .driver_open_deadline = rknpu_driver_open_deadline,
         .driver_close = rknpu_driver_close,
         .sample_run = rknpu_sample,
     },
@@ -211,6 +241,7 @@ static const struct npv_device_entry devices[] = {
         .model_create = aicore_model_create,
         .model_destroy = aicore_model_destroy,
         .driver_open = aicore_driver_open,
+        .driver_open_deadline = aicore_driver_open_deadline,
         .driver_close = aicore_driver_close,
         .sample_run = aicore_sample,
     },

@@ -39,6 +39,12 @@ struct npv_device_entry {
 
     /* The driver on an opened device, with its defaults. NULL: no driver yet. */
     int (*driver_open)(struct npv_dev *dev, void **drv);
+    /*
+     * The driver with every deadline of its config (job or request, reset,
+     * handshake, register poll) set to deadline_ns; 0: the defaults. For
+     * tests that wait deadlines out by design (the failure walk).
+     */
+    int (*driver_open_deadline)(struct npv_dev *dev, uint64_t deadline_ns, void **drv);
     void (*driver_close)(void *drv);
 
     /* The sample workload on an open driver. NULL: none yet. */

@@ -52,25 +52,50 @@ int rknpu_core_start(struct npv_rknpu *npu, unsigned c, npv_iova_t regcmd, uint3
      * the "reserved" bits 28+, as both stock drivers write them.
      */
     uint32_t pointer = RKNPU_S_POINTER_PP_DEFAULT | (uint32_t)c << 28;
-    core_write(npu, c, RKNPU_CNA_S_POINTER, pointer);
-    core_write(npu, c, RKNPU_CORE_S_POINTER, pointer);
-    core_write(npu, c, RKNPU_PC_BASE_ADDRESS, (uint32_t)regcmd);
-    core_write(npu, c, RKNPU_PC_REGISTER_AMOUNTS, amount & RKNPU_PC_REGISTER_AMOUNTS_MASK);
     /* DMA errors end a run without a DPU bit: unmasked so the vector fires for them too. */
-    core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, RKNPU_INT_DPU_DONE | RKNPU_INT_DMA_ERROR);
-    core_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
-    core_write(npu, c, RKNPU_PC_TASK_CON,
-               RKNPU_TASK_CON_RESERVED14 | RKNPU_TASK_CON_TASK_COUNT_CLEAR |
-                   RKNPU_TASK_CON_TASK_PP_EN | (nr_tasks & RKNPU_TASK_CON_TASK_NUMBER_MASK));
-    core_write(npu, c, RKNPU_PC_TASK_DMA_BASE_ADDR, 0);
+    const struct {
+        uint32_t off, val;
+    } setup[] = {
+        {RKNPU_CNA_S_POINTER, pointer},
+        {RKNPU_CORE_S_POINTER, pointer},
+        {RKNPU_PC_BASE_ADDRESS, (uint32_t)regcmd},
+        {RKNPU_PC_REGISTER_AMOUNTS, amount & RKNPU_PC_REGISTER_AMOUNTS_MASK},
+        {RKNPU_PC_INTERRUPT_MASK, RKNPU_INT_DPU_DONE | RKNPU_INT_DMA_ERROR},
+        {RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL},
+        {RKNPU_PC_TASK_CON, RKNPU_TASK_CON_RESERVED14 | RKNPU_TASK_CON_TASK_COUNT_CLEAR |
+                                RKNPU_TASK_CON_TASK_PP_EN |
+                                (nr_tasks & RKNPU_TASK_CON_TASK_NUMBER_MASK)},
+        {RKNPU_PC_TASK_DMA_BASE_ADDR, 0},
+        {RKNPU_PC_OPERATION_ENABLE, 0},
+    };
+    /*
+     * Over vfio-user a register write is a message that can fail: a lost
+     * setup write would start the core on the previous job's command list
+     * (a wrong result that completes), so each is checked and the job fails
+     * unstarted. The leading enable 0 is written only when the last pulse's
+     * 0 was lost, so that this start's 1 is a rising edge again.
+     */
+    size_t nr_setup = sizeof(setup) / sizeof(setup[0]) - (npu->cores[c].enable_high ? 0 : 1);
+    struct npv_bar *bar = npu->cores[c].bar;
+    uint64_t base = npu->cores[c].base;
+    for (size_t i = 0; i < nr_setup; i++) {
+        int r = npv_bar_write(bar, base + setup[i].off, 4, setup[i].val);
+        if (r < 0)
+            return r;
+    }
+    npu->cores[c].enable_high = false;
     /*
      * The release orders the laid-out command list before the start. The PC
      * starts on the enable's rising edge: pulse it (1 then 0, as the vendor
      * driver does) so the next job's write of 1 is an edge again.
      */
-    npv_bar_write32_release(npu->cores[c].bar, npu->cores[c].base + RKNPU_PC_OPERATION_ENABLE,
-                            RKNPU_PC_OP_EN);
-    core_write(npu, c, RKNPU_PC_OPERATION_ENABLE, 0);
+    npv_dma_wmb();
+    int r = npv_bar_write(bar, base + RKNPU_PC_OPERATION_ENABLE, 4, RKNPU_PC_OP_EN);
+    if (r < 0)
+        return r;
+    /* The job runs either way; a lost 0 is written before the next start. */
+    if (npv_bar_write(bar, base + RKNPU_PC_OPERATION_ENABLE, 4, 0) < 0)
+        npu->cores[c].enable_high = true;
     return 0;
 }
 

@@ -63,6 +63,7 @@ struct rknpu_core {
     struct npv_inflight *inflight;
     uint32_t running; /* job index or RKNPU_NO_JOB */
     uint32_t queued;  /* parts waiting for this core */
+    bool enable_high; /* the 0 of the last start's enable pulse was lost */
 };
 
 struct npv_rknpu {

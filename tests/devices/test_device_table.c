@@ -35,6 +35,8 @@ START_TEST(every_entry_is_complete_for_what_it_offers)
         ck_assert_ptr_eq(npv_device_find(e->name), e);
         ck_assert_msg((e->model_create == NULL) == (e->model_destroy == NULL), "%s", e->name);
         ck_assert_msg((e->driver_open == NULL) == (e->driver_close == NULL), "%s", e->name);
+        /* The failure walk opens every driver with short deadlines. */
+        ck_assert_msg((e->driver_open == NULL) == (e->driver_open_deadline == NULL), "%s", e->name);
         /* A sample runs on a driver. */
         ck_assert_msg(e->sample_run == NULL || e->driver_open != NULL, "%s", e->name);
     }

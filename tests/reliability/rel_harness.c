@@ -129,6 +129,14 @@ void rel_pass_run(struct npv_ctx *ctx, const struct npv_device_entry *e, const c
                   unsigned iterations, void (*before_retry)(void *), void *arg,
                   struct rel_pass *out)
 {
+    struct rel_pass_opts o = {.iterations = iterations, .before_retry = before_retry, .arg = arg};
+    rel_pass_run_opts(ctx, e, path, &o, out);
+}
+
+void rel_pass_run_opts(struct npv_ctx *ctx, const struct npv_device_entry *e, const char *path,
+                       const struct rel_pass_opts *o, struct rel_pass *out)
+{
+    unsigned iterations = o->iterations;
     struct npv_domain *dom = NULL;
     struct npv_dev *dev = NULL;
     void *drv = NULL;
@@ -143,7 +151,10 @@ void rel_pass_run(struct npv_ctx *ctx, const struct npv_device_entry *e, const c
         *out = (struct rel_pass){.err = r, .step = "open"};
         goto out_dom;
     }
-    r = e->driver_open(dev, &drv);
+    if (o->deadline_ns != 0 && e->driver_open_deadline != NULL)
+        r = e->driver_open_deadline(dev, o->deadline_ns, &drv);
+    else
+        r = e->driver_open(dev, &drv);
     if (r < 0) {
         *out = (struct rel_pass){.err = r, .step = "driver"};
         goto out_dev;
@@ -153,8 +164,8 @@ void rel_pass_run(struct npv_ctx *ctx, const struct npv_device_entry *e, const c
     r = e->sample_run(drv, &opts, &res);
     if (r < 0) {
         *out = (struct rel_pass){.err = r, .step = "run"};
-        if (before_retry != NULL)
-            before_retry(arg);
+        if (o->before_retry != NULL)
+            o->before_retry(o->arg);
         struct npv_sample_result again = {0};
         out->retried = e->sample_run(drv, &opts, &again);
         /* A driver that answers must answer right: a wrong result is never an error path. */

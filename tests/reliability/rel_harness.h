@@ -88,4 +88,15 @@ void rel_pass_run(struct npv_ctx *ctx, const struct npv_device_entry *e, const c
                   unsigned iterations, void (*before_retry)(void *), void *arg,
                   struct rel_pass *out);
 
+struct rel_pass_opts {
+    unsigned iterations;
+    /* Every deadline of the driver (driver_open_deadline); 0: the driver's defaults. */
+    uint64_t deadline_ns;
+    void (*before_retry)(void *); /* may be NULL */
+    void *arg;
+};
+/* rel_pass_run with the driver's deadlines chosen. */
+void rel_pass_run_opts(struct npv_ctx *ctx, const struct npv_device_entry *e, const char *path,
+                       const struct rel_pass_opts *o, struct rel_pass *out);
+
 #endif

@@ -8,7 +8,11 @@
  * driver is usable or cleanly dead, and fds, mappings and the library's
  * live objects are back to where they started.
  *
- * Prints one line per device and class for scripts/reliability-report.py:
+ * argv[1] names one device (ctest runs one test per device, side by side);
+ * without it every device is walked (the reliability-stress target).
+ *
+ * Prints for scripts/reliability-report.py, per device and class:
+ *   walk-cost device=NAME class=CLASS calls=N pass_ms=T   (one clean pass)
  *   walk device=NAME class=CLASS points=N errors=E absorbed=A usable=U dead=D
  */
 #include <check.h>
@@ -20,6 +24,7 @@
 #include <npuvfio/ctx.h>
 #include <npuvfio/failpoint.h>
 
+#include "deadline.h"
 #include "npv_config.h"
 #include "npv_test.h"
 #include "rel_harness.h"
@@ -27,6 +32,23 @@
 /* Far beyond any path's calls of one class: a walk that gets here never ends. */
 #define MAX_POINTS 4000u
 #define ITERATIONS 2u
+/*
+ * Every driver deadline of the walk's passes. An injected failure can leave a
+ * job that never completes (a lost doorbell or start write) or a device the
+ * driver must reset: the driver then waits the deadline out, and at the
+ * drivers' default of 1 s hundreds of such points do not fit the default
+ * run. Short enough for that, long enough that a clean pass (sanitizers
+ * included) never meets it: a clean pass missing it fails the walk.
+ * NPV_WALK_DEADLINE_MS overrides it.
+ */
+#define DEFAULT_DEADLINE_MS 250u
+
+static uint64_t walk_deadline_ns(void)
+{
+    const char *ms = getenv("NPV_WALK_DEADLINE_MS");
+    uint64_t v = ms != NULL ? strtoull(ms, NULL, 0) : DEFAULT_DEADLINE_MS;
+    return (v != 0 ? v : DEFAULT_DEADLINE_MS) * 1000000ull;
+}
 
 struct walk_state {
     struct npv_ctx *ctx;
@@ -60,26 +82,66 @@ static void assert_counts_back(const char *dev, const char *cls, uint64_t k,
                   (unsigned long long)now->lib.iova_allocations);
 }
 
+/*
+ * A class whose clean pass makes more calls than this is not walked: the
+ * walk costs calls x pass time, and the AICore's register polls over
+ * vfio-user (a message, an allocation and two socket calls each) make
+ * thousands. NPV_WALK_MAX_CALLS overrides it; 0 walks every class.
+ */
+#define DEFAULT_MAX_CALLS 1000u
+
 static void walk_device(const struct npv_device_entry *e)
 {
+    const char *mc = getenv("NPV_WALK_MAX_CALLS");
+    uint64_t max_calls = mc != NULL ? strtoull(mc, NULL, 0) : DEFAULT_MAX_CALLS;
     struct vu_server srv;
     rel_model_start(&srv, e);
     struct npv_ctx *ctx = rel_ctx_new();
+    struct rel_pass_opts clean = {.iterations = ITERATIONS, .deadline_ns = walk_deadline_ns()};
 
     /* Two clean passes first: threads' stacks, malloc arenas and lazy probes settle. */
     struct rel_pass p;
     for (int i = 0; i < 2; i++) {
-        rel_pass_run(ctx, e, srv.path, ITERATIONS, NULL, NULL, &p);
+        rel_pass_run_opts(ctx, e, srv.path, &clean, &p);
         ck_assert_msg(p.err == 0 && p.exact, "%s: clean pass: %s at %s", e->name, strerror(-p.err),
                       p.step ? p.step : "-");
     }
     struct rel_counts base, now;
     rel_counts_read(0, ctx, &base);
 
+    /*
+     * What the walk of each class will cost: the calls of one clean pass (the
+     * points to walk, give or take what polling adds) and its time.
+     */
+    uint64_t pass_calls[NPV_FAIL_CLASS_COUNT];
+    for (int c = 0; c < NPV_FAIL_CLASS_COUNT; c++) {
+        enum npv_fail_class cls = (enum npv_fail_class)c;
+        uint64_t t0 = npv_now_ns();
+        ck_assert_int_eq(npv_failpoint_arm(ctx, cls, UINT64_MAX), 0);
+        rel_pass_run_opts(ctx, e, srv.path, &clean, &p);
+        uint64_t calls = npv_failpoint_calls(ctx, cls);
+        pass_calls[c] = calls;
+        npv_failpoint_disarm(ctx);
+        ck_assert_msg(p.err == 0 && p.exact, "%s: clean pass: %s at %s", e->name, strerror(-p.err),
+                      p.step ? p.step : "-");
+        printf("walk-cost device=%s class=%s calls=%llu pass_ms=%llu\n", e->name,
+               npv_failpoint_class_name(cls), (unsigned long long)calls,
+               (unsigned long long)((npv_now_ns() - t0) / 1000000u));
+    }
+    fflush(stdout);
+
     for (int c = 0; c < NPV_FAIL_CLASS_COUNT; c++) {
         enum npv_fail_class cls = (enum npv_fail_class)c;
         const char *cname = npv_failpoint_class_name(cls);
         unsigned errors = 0, absorbed = 0, usable = 0, dead = 0;
+        if (max_calls != 0 && pass_calls[c] > max_calls) {
+            printf("walk device=%s class=%s not-covered in this run (%llu calls a pass, over "
+                   "NPV_WALK_MAX_CALLS=%llu; the reliability-stress target walks it)\n",
+                   e->name, cname, (unsigned long long)pass_calls[c],
+                   (unsigned long long)max_calls);
+            fflush(stdout);
+            continue;
+        }
         uint64_t k = 1;
         /* NPV_WALK_FROM=N: start every class at call N (to reproduce one point). */
         const char *from = getenv("NPV_WALK_FROM");
@@ -88,7 +150,10 @@ static void walk_device(const struct npv_device_entry *e)
         for (; k <= MAX_POINTS; k++) {
             struct walk_state w = {.ctx = ctx, .cls = cls, .k = k};
             ck_assert_int_eq(npv_failpoint_arm(ctx, cls, k), 0);
-            rel_pass_run(ctx, e, srv.path, ITERATIONS, note_and_disarm, &w, &p);
+            struct rel_pass_opts o = clean;
+            o.before_retry = note_and_disarm;
+            o.arg = &w;
+            rel_pass_run_opts(ctx, e, srv.path, &o, &p);
             if (p.step == NULL || strcmp(p.step, "run") != 0)
                 w.fired = npv_failpoint_calls(ctx, cls) >= k;
             npv_failpoint_disarm(ctx);
@@ -130,33 +195,32 @@ static void walk_device(const struct npv_device_entry *e)
     vu_server_kill(&srv);
 }
 
+/* The device argv[1] names (one ctest test per device), or every device of the table. */
+static const char *only_device;
+
 START_TEST(walk_every_failure_point_of_each_device)
 {
     const struct npv_device_entry *e = rel_device_or_note((size_t)_i, "walk", "");
-    if (e == NULL)
+    if (e == NULL || (only_device != NULL && strcmp(e->name, only_device) != 0))
         return;
-    /*
-     * The RKNPU and AICore samples run every core through trapped registers,
-     * about a second per injection point on this machine: hundreds of points
-     * do not fit the default run. NPV_WALK_ALL=1 (the reliability-stress
-     * target) walks them; rknpu_driver_failpoints walks mem_create and submit.
-     */
-    if ((strcmp(e->name, "rknpu") == 0 || strcmp(e->name, "aicore") == 0) &&
-        getenv("NPV_WALK_ALL") == NULL) {
-        printf("walk device=%s not-covered in the default run (set NPV_WALK_ALL=1)\n", e->name);
-        fflush(stdout);
-        return;
-    }
     walk_device(e);
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
 #if !NPV_HAVE_FAILPOINTS
     return npv_test_skip("reliability_failure_walk", "built without NPUVFIO_FAILPOINTS");
 #endif
     size_t n = rel_device_count();
+    if (argc > 1) {
+        only_device = argv[1];
+        if (npv_device_find(only_device) == NULL) {
+            fprintf(stderr, "reliability_failure_walk: no device \"%s\" in the table\n",
+                    only_device);
+            return EXIT_FAILURE;
+        }
+    }
     Suite *s = suite_create("failure_walk");
     TCase *tc = tcase_create("walk");
     tcase_set_timeout(tc, 0);
