@@ -39,7 +39,7 @@ START_TEST(aicore_runs_in_flight_when_the_model_dies_all_fail_once)
     struct npv_aicore_run *run[NPV_AICORE_SLOTS];
     /* Every cube core hangs on its next task: both runs have tasks that cannot finish. */
     for (uint32_t c = 0; c < d.t.clusters; c++)
-        aic_fault(&d.t, aicore_phys_aic(d.t.clusters, c), AICORE_FAULT_HANG, 0);
+        aic_fault(&d.t, npv_aicore_phys_aic(d.t.clusters, c), AICORE_FAULT_HANG, 0);
     ck_assert_int_eq(aicd_prepare(&d, 0, false, 50, &run[0]), 0);
     ck_assert_int_eq(npv_aicore_launch(run[0]), 0);
     ck_assert_int_eq(aicd_prepare(&d, 1, false, 51, &run[1]), 0);
