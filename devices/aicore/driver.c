@@ -144,7 +144,8 @@ static uint64_t watchdog_us(const struct npv_aicore *ac)
     return us == 0 ? 1 : us;
 }
 
-int aicore_device_reset(struct npv_aicore *ac)
+/* One RESET and the wait, bounded by the poll timeout, for it to complete. */
+static int reset_once(struct npv_aicore *ac)
 {
     int r = aicore_global_write(ac, AICORE_REG_RESET, AICORE_RESET_VALUE);
     if (r < 0)
@@ -169,6 +170,33 @@ int aicore_device_reset(struct npv_aicore *ac)
         struct timespec nap = {.tv_sec = 0, .tv_nsec = 10000};
         nanosleep(&nap, NULL);
     }
+    return 0;
+}
+
+/*
+ * A reset that does not complete is written again, up to RESET_ATTEMPTS
+ * times; then the device is declared dead: every later prepare fails at once
+ * with -EIO instead of each caller waiting out the resets again, until an
+ * explicit npv_aicore_reset succeeds.
+ */
+int aicore_device_reset(struct npv_aicore *ac)
+{
+    int r = 0;
+    for (int attempt = 1; attempt <= RESET_ATTEMPTS; attempt++) {
+        r = reset_once(ac);
+        if (r == 0 || ac->gone)
+            break;
+        npv_ctx_log(ac->ctx, NPV_LOG_WARN, "aicore: reset did not complete (%s), attempt %d of %d",
+                    npv_strerror(r), attempt, RESET_ATTEMPTS);
+    }
+    if (r < 0) {
+        if (!ac->gone) {
+            npv_ctx_log(ac->ctx, NPV_LOG_ERROR, "aicore: the device does not reset: it is dead");
+            ac->dead = true;
+        }
+        return r;
+    }
+    ac->dead = false;
     ac->counters.resets++;
     r = read_topology(ac);
     if (r == 0)

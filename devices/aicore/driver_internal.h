@@ -125,6 +125,7 @@ struct npv_aicore {
     const struct npv_aicore_mem_ops *ops;
     struct npv_bar *global, *ctrl, *pmu_bar;
     bool pmu_in_ctrl, gone, poisoned;
+    bool dead; /* no reset completed in RESET_ATTEMPTS tries */
 
     struct npv_aicore_topology topo;
     uint64_t stride, ctrl_reg_base, pmu_reg_base;
@@ -153,6 +154,8 @@ int aicore_pmu_read(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t
 int aicore_pmu_write(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t v);
 bool aicore_core_usable(const struct npv_aicore *ac, uint32_t phys);
 /* Reset the device, wait for it, read its topology again. */
+/* Resets of the device, each bounded, tried RESET_ATTEMPTS times; ac->dead when none took. */
+#define RESET_ATTEMPTS 3
 int aicore_device_reset(struct npv_aicore *ac);
 /* -ESTALE when PRESENT or POWER_ON differ from the topology the tables were built from. */
 int aicore_launch_check_topology(struct npv_aicore *ac);

@@ -124,6 +124,8 @@ static int ready_device(struct npv_aicore *ac)
 {
     if (ac->gone)
         return -ENODEV;
+    if (ac->dead)
+        return -EIO;
     if (!ac->poisoned)
         return 0;
     int r = aicore_device_reset(ac);

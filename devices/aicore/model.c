@@ -46,6 +46,7 @@ static void cores_reset(struct npv_aicore_model *m)
     for (uint32_t i = 0; i < AICORE_MAX_SUBCORES; i++) {
         struct aicore_subcore *c = &m->core[i];
         bool hang = c->arm_hang, drop = c->arm_drop_fin, bad = c->arm_bad_phys;
+        bool stuck_exit = c->arm_stuck_exit;
         uint64_t delay = c->arm_delay_ack_us;
         memset(c, 0, sizeof(*c));
         c->state = CORE_OFF;
@@ -54,6 +55,7 @@ static void cores_reset(struct npv_aicore_model *m)
         c->arm_hang = hang;
         c->arm_drop_fin = drop;
         c->arm_bad_phys = bad;
+        c->arm_stuck_exit = stuck_exit;
         c->arm_delay_ack_us = delay;
     }
 }
@@ -73,6 +75,9 @@ static void device_reset(struct npv_aicore_model *m)
     m->copy_status = AICORE_COPY_IDLE;
     m->copy_pending = false;
     m->copy_done = 0;
+    /* A reset that never completes leaves the device reading RUNNING, launching nothing. */
+    m->reset_incomplete = m->arm_reset_stuck || m->reset_dead;
+    m->arm_reset_stuck = false;
     pthread_cond_signal(&m->wake);
 }
 
@@ -101,6 +106,8 @@ static enum aicore_launch_status launch_check(const struct npv_aicore_model *m)
 {
     if (m->poisoned)
         return AICORE_LAUNCH_REFUSED_POISONED;
+    if (m->reset_incomplete)
+        return AICORE_LAUNCH_REFUSED_BUSY;
     if (m->running)
         return AICORE_LAUNCH_REFUSED_BUSY;
     if (m->p_ctrl_table == 0 || m->p_workers == 0 || (m->p_workers % 64u) != 0 ||
@@ -194,7 +201,7 @@ static uint64_t global_read(struct npv_aicore_model *m, uint64_t off)
     case AICORE_REG_GLOBAL_ERR:
         return m->global_err;
     case AICORE_REG_STATUS:
-        return (m->running ? AICORE_STATUS_RUNNING : 0) |
+        return (m->running || m->reset_incomplete ? AICORE_STATUS_RUNNING : 0) |
                (m->poisoned ? AICORE_STATUS_POISONED : 0) |
                (m->copy_status == AICORE_COPY_BUSY ? AICORE_STATUS_COPY_BUSY : 0);
     case AICORE_REG_LAUNCH_STATUS:
@@ -355,10 +362,19 @@ static int arm_fault(struct npv_aicore_model *m, uint64_t kind)
             m->core[i].arm_delay_ack_us = 0;
         }
         m->arm_fail_copy = false;
+        m->arm_reset_stuck = m->reset_dead = false;
         return 0;
     }
     if (kind == AICORE_FAULT_FAIL_COPY) {
         m->arm_fail_copy = true;
+        return 0;
+    }
+    if (kind == AICORE_FAULT_RESET_STUCK) {
+        m->arm_reset_stuck = true;
+        return 0;
+    }
+    if (kind == AICORE_FAULT_RESET_DEAD) {
+        m->reset_dead = true;
         return 0;
     }
     if (m->tp_fault_core >= m->nsub)

@@ -97,6 +97,8 @@ struct npv_aicore_model {
     /* test port */
     uint64_t tp_fault_core, tp_fault_arg;
     bool arm_fail_copy;
+    /* RESET_STUCK (one-shot) and RESET_DEAD; reset_incomplete: the last RESET never finished */
+    bool arm_reset_stuck, reset_dead, reset_incomplete;
     uint64_t copy_query_addr, copies_h2d, copies_d2h, copies_failed;
     struct copy_count copy_counts[AICORE_MODEL_COPY_ADDRS];
     uint32_t nr_copy_counts;

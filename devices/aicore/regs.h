@@ -415,6 +415,8 @@ enum aicore_fault {
     AICORE_FAULT_BAD_PHYS_ID = 4, /* the next ready record says AICORE_BAD_PHYS_ID(id) */
     AICORE_FAULT_FAIL_COPY = 5,   /* the next copy ends in ERROR, nothing copied */
     AICORE_FAULT_STUCK_EXIT = 6,  /* the core ignores its next EXIT: COND never reads EXITED */
+    AICORE_FAULT_RESET_STUCK = 7, /* device: the next RESET never completes (STATUS RUNNING) */
+    AICORE_FAULT_RESET_DEAD = 8,  /* device: no RESET completes until FAULT_NONE */
 };
 
 /* Out of range for any topology (ids are < AICORE_MAX_SUBCORES), as get_coreid() & 0xfff. */

@@ -185,7 +185,11 @@ NPV_API void npv_aicore_close(struct npv_aicore *ac);
 NPV_API struct npv_dev *npv_aicore_dev(const struct npv_aicore *ac);
 NPV_API void npv_aicore_topology(const struct npv_aicore *ac, struct npv_aicore_topology *out);
 NPV_API void npv_aicore_counters(const struct npv_aicore *ac, struct npv_aicore_counters *out);
-/* Fail the active run (-ECANCELED), reset the device. 0, -ETIMEDOUT, -ENODEV. */
+/*
+ * Fail the active run (-ECANCELED), reset the device (a reset that does not
+ * complete is tried three times). 0, -ETIMEDOUT (the device is then dead
+ * until a later reset succeeds), -ENODEV.
+ */
 NPV_API int npv_aicore_reset(struct npv_aicore *ac);
 
 /*
@@ -195,8 +199,9 @@ NPV_API int npv_aicore_reset(struct npv_aicore *ac);
  * first is active (launched) or finished. Errors: -EINVAL (slot, graph: op,
  * sizes, dependency not earlier), -ENXIO (a task on an absent or powered-off
  * core), -EBUSY (slot taken, or another run prepared and not launched),
- * -E2BIG (more than max_tasks), the table upload's error; nothing is
- * prepared then.
+ * -E2BIG (more than max_tasks), the table upload's error, the reset's error
+ * when a failed run left the device to reset, -EIO once the device is dead
+ * (no reset completed); nothing is prepared then.
  */
 NPV_API int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot,
                                const struct npv_aicore_run_desc *d, struct npv_aicore_run **out);

@@ -4,10 +4,14 @@
  * fails with the device's error before the host's own deadline; the device is
  * reset before its next use and that run is exact. A dropped FIN and a ready
  * record with a bad physical id end in clear errors, never a hang; so does a
- * sub-core that never leaves its loop after the last task.
+ * sub-core that never leaves its loop after the last task. A reset that does
+ * not complete is retried; a device no reset brings back is declared dead.
  */
 #include <check.h>
 #include <errno.h>
+#include <string.h>
+
+#include <npuvfio/ctx.h>
 
 #include "aic_driver.h"
 #include "npv_test.h"
@@ -16,11 +20,21 @@
 #define TASK_TIMEOUT (2000 * MS) /* the device's watchdog: half of it */
 
 static struct aicd d;
+static unsigned reset_warnings;
+
+static void count_reset_warnings(void *user, enum npv_log_level level, const char *msg)
+{
+    (void)user;
+    if (level == NPV_LOG_WARN && strstr(msg, "reset did not complete") != NULL)
+        reset_warnings++;
+}
 
 static void setup(void)
 {
     struct npv_aicore_config cfg = {.task_timeout_ns = TASK_TIMEOUT};
     aicd_open(&d, NULL, &cfg);
+    reset_warnings = 0;
+    npv_ctx_set_log_sink(d.t.ctx, count_reset_warnings, NULL);
 }
 
 static void teardown(void)
@@ -123,6 +137,41 @@ START_TEST(a_sub_core_that_never_exits_times_out_the_run_and_the_next_run_is_exa
 }
 END_TEST
 
+/* A reset that does not complete is written again: the next run is exact, the miss reported. */
+START_TEST(a_reset_that_does_not_complete_once_is_retried_and_the_run_is_exact)
+{
+    struct npv_aicore_result res;
+    ck_assert_int_eq(faulted_run(npv_aicore_phys_aic(d.t.clusters, 0), AICORE_FAULT_HANG, 0, &res),
+                     -EIO);
+    aic_fault(&d.t, 0, AICORE_FAULT_RESET_STUCK, 0);
+    next_run_is_exact_after_one_reset();
+    ck_assert_uint_eq(reset_warnings, 1);
+}
+END_TEST
+
+/*
+ * A device no reset brings back: the reset fails after its tries, the device
+ * is dead and says so at once, and an explicit reset revives it once it can.
+ */
+START_TEST(a_device_that_never_resets_is_declared_dead_and_fails_fast)
+{
+    struct npv_aicore_result res;
+    ck_assert_int_eq(faulted_run(npv_aicore_phys_aic(d.t.clusters, 1), AICORE_FAULT_HANG, 0, &res),
+                     -EIO);
+    aic_fault(&d.t, 0, AICORE_FAULT_RESET_DEAD, 0);
+    struct npv_aicore_run *run;
+    ck_assert_int_eq(aicd_prepare(&d, 0, false, 9, &run), -ETIMEDOUT);
+    ck_assert_uint_eq(reset_warnings, 3);
+    ck_assert_int_eq(aicd_prepare(&d, 1, false, 10, &run), -EIO);
+    ck_assert_uint_eq(reset_warnings, 3); /* dead: no reset tried again */
+    aic_fault(&d.t, 0, AICORE_FAULT_NONE, 0);
+    ck_assert_int_eq(npv_aicore_reset(d.ac), 0);
+    bool exact;
+    ck_assert_int_eq(aicd_run(&d, 0, true, 11, &exact), 0);
+    ck_assert(exact);
+}
+END_TEST
+
 int main(void)
 {
     aic_require_model("faults are injected through the model's test port");
@@ -135,6 +184,8 @@ int main(void)
     tcase_add_test(tc, bad_physical_id_in_a_ready_record_is_a_protocol_error);
     tcase_add_test(tc, a_late_ack_within_the_deadline_is_no_error);
     tcase_add_test(tc, a_sub_core_that_never_exits_times_out_the_run_and_the_next_run_is_exact);
+    tcase_add_test(tc, a_reset_that_does_not_complete_once_is_retried_and_the_run_is_exact);
+    tcase_add_test(tc, a_device_that_never_resets_is_declared_dead_and_fails_fast);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
