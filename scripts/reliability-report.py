@@ -51,15 +51,14 @@ FAULTS = [
     ("DMA fault", "aicore", "aicore_driver_rollback", "sub_cores_that_cannot_find_their_window_fail_the_handshake_deadline"),
     ("surprise disconnect", "aicore", "reliability_peer_death", "model_killed_with_jobs_in_flight_fails_them_and_a_new_model_runs_exact"),
     ("surprise disconnect", "aicore", "reliability_peer_death_jobs_aicore", "aicore_runs_in_flight_when_the_model_dies_all_fail_once"),
+    ("hang", "aicore", "aicore_driver_faults", "a_sub_core_that_never_exits_times_out_the_run_and_the_next_run_is_exact"),
+    ("failing reset", "aicore", "aicore_driver_faults", "a_reset_that_does_not_complete_once_is_retried_and_the_run_is_exact"),
+    ("failing reset", "aicore", "aicore_driver_faults", "a_device_that_never_resets_is_declared_dead_and_fails_fast"),
+    ("surprise disconnect", "rknpu", "rknpu_driver_faults", "cores_a_dead_owner_left_running_enabled_or_in_reset_are_reset_at_open"),
 ]
 
 # Faults of the list that a device's model does not have, and why (one line each).
-FAULT_ABSENT = [
-    ("failing reset", "aicore",
-     "the AICore stand-in (devices/aicore/regs.h) has no reset-failure fault: its reset is a "
-     "register write the model always completes; a reset that never finishes is bounded by "
-     "poll_timeout_ns in the driver but no test injects it (not covered)."),
-]
+FAULT_ABSENT = []
 
 DEVICES = ["testdev", "edgetpu", "rknpu", "aicore"]
 
