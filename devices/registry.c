@@ -158,6 +158,34 @@ static int aicore_model_create(struct npv_ctx *ctx, void **model, struct npv_vus
     return 0;
 }
 
+/*
+ * The default part's shapes, at 3 clusters instead of 24: a full cluster, one
+ * with a fused AIV (its AIC waits on one vector task, not two), and one fused
+ * off whole, as the default part's cluster AICORE_DEFAULT_ABSENT_CLUSTER.
+ * The driver polls each sub-core's trapped Ctrl window over vfio-user, so
+ * its calls of a pass scale with the sub-cores: 5 usable instead of 69.
+ */
+static int aicore_model_create_small(struct npv_ctx *ctx, void **model, struct npv_vus **srv)
+{
+    enum { clusters = 3 };
+    uint64_t all = (1ull << (clusters * AICORE_SUBCORES_PER_CLUSTER)) - 1;
+    uint64_t fused = 1ull << npv_aicore_phys_aiv(clusters, 1, 1);
+    fused |= 1ull << npv_aicore_phys_aic(clusters, 2);
+    fused |=
+        1ull << npv_aicore_phys_aiv(clusters, 2, 0) | 1ull << npv_aicore_phys_aiv(clusters, 2, 1);
+    struct npv_aicore_model_config cfg = {.clusters = clusters,
+                                          .custom_topology = true,
+                                          .present = {all & ~fused, 0},
+                                          .power_on = {all, 0}};
+    struct npv_aicore_model *m;
+    int r = npv_aicore_model_new(ctx, &cfg, &m);
+    if (r < 0)
+        return r;
+    *model = m;
+    *srv = npv_aicore_model_server(m);
+    return 0;
+}
+
 static void aicore_model_destroy(void *model)
 {
     npv_aicore_model_free(model);
@@ -240,6 +268,7 @@ static const struct npv_device_entry devices[] = {
         .class_code = AICORE_PCI_CLASS,
         .model_create = aicore_model_create,
         .model_destroy = aicore_model_destroy,
+        .model_create_small = aicore_model_create_small,
         .driver_open = aicore_driver_open,
         .driver_open_deadline = aicore_driver_open_deadline,
         .driver_close = aicore_driver_close,
@@ -271,9 +300,11 @@ const struct npv_device_entry *npv_device_at(size_t i)
     return i < NR_DEVICES ? &devices[i] : NULL;
 }
 
-int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, bool once)
+static int serve_model(const struct npv_device_entry *e,
+                       int (*create)(struct npv_ctx *, void **, struct npv_vus **),
+                       const char *socket_path, bool once)
 {
-    if (e->model_create == NULL)
+    if (create == NULL)
         return -ENOTSUP;
     struct npv_ctx *ctx;
     void *model;
@@ -281,7 +312,7 @@ int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, 
     int r = npv_ctx_new(&ctx);
     if (r < 0)
         return r;
-    r = e->model_create(ctx, &model, &srv);
+    r = create(ctx, &model, &srv);
     if (r < 0)
         goto out_ctx;
     r = npv_vus_listen(srv, socket_path);
@@ -291,4 +322,15 @@ int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, 
 out_ctx:
     npv_ctx_free(ctx);
     return r;
+}
+
+int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, bool once)
+{
+    return serve_model(e, e->model_create, socket_path, once);
+}
+
+int npv_device_serve_small(const struct npv_device_entry *e, const char *socket_path, bool once)
+{
+    return serve_model(e, e->model_create_small ? e->model_create_small : e->model_create,
+                       socket_path, once);
 }

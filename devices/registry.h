@@ -36,6 +36,12 @@ struct npv_device_entry {
     int (*model_create)(struct npv_ctx *ctx, void **model, struct npv_vus **srv);
     /* Stop the model's threads and free it with its server. */
     void (*model_destroy)(void *model);
+    /*
+     * The model at the smallest size that still takes every path of its driver
+     * (freed with model_destroy), for the failure walk, which walks paths, not
+     * their repetitions over many identical units. NULL: model_create is that.
+     */
+    int (*model_create_small)(struct npv_ctx *ctx, void **model, struct npv_vus **srv);
 
     /* The driver on an opened device, with its defaults. NULL: no driver yet. */
     int (*driver_open)(struct npv_dev *dev, void **drv);
@@ -64,5 +70,7 @@ const struct npv_device_entry *npv_device_at(size_t i);
  * thread of its own. -ENOTSUP when e has no model; else 0 or a negative errno.
  */
 int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, bool once);
+/* The same with e's small model (model_create_small, else model_create). */
+int npv_device_serve_small(const struct npv_device_entry *e, const char *socket_path, bool once);
 
 #endif

@@ -34,6 +34,8 @@ START_TEST(every_entry_is_complete_for_what_it_offers)
         ck_assert_ptr_nonnull(e->summary);
         ck_assert_ptr_eq(npv_device_find(e->name), e);
         ck_assert_msg((e->model_create == NULL) == (e->model_destroy == NULL), "%s", e->name);
+        /* The small model is the same device's, freed by the same model_destroy. */
+        ck_assert_msg(e->model_create_small == NULL || e->model_create != NULL, "%s", e->name);
         ck_assert_msg((e->driver_open == NULL) == (e->driver_close == NULL), "%s", e->name);
         /* The failure walk opens every driver with short deadlines. */
         ck_assert_msg((e->driver_open == NULL) == (e->driver_open_deadline == NULL), "%s", e->name);
@@ -52,9 +54,12 @@ END_TEST
 START_TEST(serving_a_device_without_a_model_is_enotsup)
 {
     for (size_t i = 0; npv_device_at(i) != NULL; i++)
-        if (npv_device_at(i)->model_create == NULL)
+        if (npv_device_at(i)->model_create == NULL) {
             ck_assert_int_eq(npv_device_serve(npv_device_at(i), "/nonexistent/sock", true),
                              -ENOTSUP);
+            ck_assert_int_eq(npv_device_serve_small(npv_device_at(i), "/nonexistent/sock", true),
+                             -ENOTSUP);
+        }
 }
 END_TEST
 

@@ -65,6 +65,19 @@ void rel_model_start(struct vu_server *s, const struct npv_device_entry *e)
     vu_server_start(s, serve, (void *)e);
 }
 
+static void serve_small(const char *path, void *arg)
+{
+    const struct npv_device_entry *e = arg;
+    int r = npv_device_serve_small(e, path, false);
+    fprintf(stderr, "model %s (small): %s\n", e->name, strerror(-r));
+    _exit(1);
+}
+
+void rel_model_start_small(struct vu_server *s, const struct npv_device_entry *e)
+{
+    vu_server_start(s, serve_small, (void *)e);
+}
+
 void rel_model_restart(struct vu_server *s, const struct npv_device_entry *e)
 {
     vu_server_restart(s, serve, (void *)e);

@@ -35,6 +35,11 @@ struct npv_ctx *rel_ctx_new(void);
 
 /* Serve e's model in a child process (forever, one client after another). */
 void rel_model_start(struct vu_server *s, const struct npv_device_entry *e);
+/*
+ * The same with e's small model (registry.h, model_create_small): the failure
+ * walk's, whose cost is calls of a pass x the time of a pass.
+ */
+void rel_model_start_small(struct vu_server *s, const struct npv_device_entry *e);
 /* A new model on the socket of one that was SIGKILLed (vu_server_crash). */
 void rel_model_restart(struct vu_server *s, const struct npv_device_entry *e);
 

@@ -11,6 +11,12 @@
  * argv[1] names one device (ctest runs one test per device, side by side);
  * without it every device is walked (the reliability-stress target).
  *
+ * The walk covers paths, not their repetitions: each device's model runs at
+ * its small size (registry.h, model_create_small; the AICore with 5 usable
+ * sub-cores instead of 69, whose register polls over vfio-user make the
+ * calls of a pass). NPV_WALK_FULL_SIZE=1 walks the default-size models (the
+ * reliability-stress target does).
+ *
  * Prints for scripts/reliability-report.py, per device and class:
  *   walk-cost device=NAME class=CLASS calls=N pass_ms=T   (one clean pass)
  *   walk device=NAME class=CLASS points=N errors=E absorbed=A usable=U dead=D
@@ -94,8 +100,15 @@ static void walk_device(const struct npv_device_entry *e)
 {
     const char *mc = getenv("NPV_WALK_MAX_CALLS");
     uint64_t max_calls = mc != NULL ? strtoull(mc, NULL, 0) : DEFAULT_MAX_CALLS;
+    const char *full = getenv("NPV_WALK_FULL_SIZE");
+    bool full_size = full != NULL && strcmp(full, "0") != 0;
     struct vu_server srv;
-    rel_model_start(&srv, e);
+    if (full_size)
+        rel_model_start(&srv, e);
+    else
+        rel_model_start_small(&srv, e);
+    printf("walk-model device=%s size=%s\n", e->name,
+           full_size || e->model_create_small == NULL ? "default" : "small");
     struct npv_ctx *ctx = rel_ctx_new();
     struct rel_pass_opts clean = {.iterations = ITERATIONS, .deadline_ns = walk_deadline_ns()};
 
