@@ -93,10 +93,11 @@ static void model_killed(const struct npv_device_entry *e)
     rel_model_restart(&srv, e);
     rel_pass_run(ctx, e, srv.path, 16, NULL, NULL, &p);
     ck_assert_msg(p.err == 0 && p.exact, "%s: new model on the same socket: %s at %s", e->name,
-                  strerror(-p.err), p.step ? p.step : "-");
+                  npv_strerror(p.err), p.step ? p.step : "-");
     printf("peer device=%s case=model-killed passed=1 jobs-before-kill=%llu error=%s "
            "then=%s\n",
-           e->name, (unsigned long long)lr.res.iterations, strerror(-lr.ret), strerror(-again));
+           e->name, (unsigned long long)lr.res.iterations, npv_strerror(lr.ret),
+           npv_strerror(again));
     fflush(stdout);
     npv_ctx_free(ctx);
     vu_server_kill(&srv);
@@ -167,8 +168,8 @@ static void client_killed(const struct npv_device_entry *e)
     expect_model_back(srv.pid, &base, e->name);
 
     rel_pass_run(ctx, e, srv.path, 16, NULL, NULL, &p);
-    ck_assert_msg(p.err == 0 && p.exact, "%s: the next client: %s at %s", e->name, strerror(-p.err),
-                  p.step ? p.step : "-");
+    ck_assert_msg(p.err == 0 && p.exact, "%s: the next client: %s at %s", e->name,
+                  npv_strerror(p.err), p.step ? p.step : "-");
     expect_model_back(srv.pid, &base, e->name);
     printf("peer device=%s case=client-killed passed=1 model-fds=%ld/%ld model-mappings=%ld\n",
            e->name, during.fds, base.fds, base.mappings);
