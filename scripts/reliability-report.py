@@ -118,6 +118,23 @@ def kv(line):
     return dict(re.findall(r"(\S+)=(\S+)", line))
 
 
+def write_stress_log(w, path, prefix, command, total):
+    """A separately run stress-size suite's lines: its counts, and whether it finished clean."""
+    with open(path) as f:
+        text = f.read()
+    lines = [l.strip() for l in text.splitlines() if l.startswith(prefix)]
+    failed = [l.strip() for l in text.splitlines() if re.search(r":[FE]:", l)]
+    done = any(l.startswith(total) for l in lines)
+    w(f"Stress size, from `{os.path.basename(path)}` (`{command}`, run separately):"
+      + (" **failed**" if failed else "") + ("" if done else " **did not finish** (no total line)"))
+    w("")
+    for l in lines:
+        w(f"- `{l[len(prefix):]}`")
+    for l in failed:
+        w(f"- FAILED: `{l}`")
+    w("")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build/default"))
@@ -299,21 +316,8 @@ def main():
             w(f"- `{line[5:]}`")
     w("")
     if a.stress_load_log:
-        with open(a.stress_load_log) as f:
-            lines = [l.strip() for l in f if l.startswith("load ")]
-        done = any(l.startswith("load threads=") for l in lines)
-        w("")
-        w(f"Stress size, from `{os.path.basename(a.stress_load_log)}` "
-          "(`NPUVFIO_LOAD_JOBS=1000000 reliability_load`, run separately):"
-          + ("" if done else " **did not finish** (no total line)"))
-        w("")
-        for l in lines:
-            w(f"- `{l[5:]}`")
-        with open(a.stress_load_log) as f:
-            for l in f:
-                if re.search(r":[FE]:", l):
-                    w(f"- FAILED: `{l.strip()}`")
-        w("")
+        write_stress_log(w, a.stress_load_log, "load ", "NPUVFIO_LOAD_JOBS=1000000 reliability_load",
+                         "load threads=")
     w("Four threads, one context, each its own model process; a lost, duplicated or "
       "out-of-order completion fails the sample workloads (testdev checks each cookie in "
       "order), a wrong byte counts as a mismatch. The ThreadSanitizer preset (`tsan`) runs the "
@@ -328,19 +332,8 @@ def main():
             w(f"- `{line[5:]}`")
     w("")
     if a.stress_soak_log:
-        with open(a.stress_soak_log) as f:
-            text = f.read()
-        lines = [l.strip() for l in text.splitlines() if l.startswith("soak ")]
-        failed = [l.strip() for l in text.splitlines() if re.search(r":[FE]:", l)]
-        w(f"Stress size, from `{os.path.basename(a.stress_soak_log)}` "
-          "(`NPUVFIO_SOAK_SECONDS=1800 reliability_soak`, run separately):"
-          + (" **failed**" if failed else ""))
-        w("")
-        for l in lines:
-            w(f"- `{l[5:]}`")
-        for l in failed:
-            w(f"- FAILED: `{l}`")
-        w("")
+        write_stress_log(w, a.stress_soak_log, "soak ", "NPUVFIO_SOAK_SECONDS=1800 reliability_soak",
+                         "soak seconds=")
     w("Every device for the time shown, with a library failure of a random class at a random "
       "call on about a quarter of the passes (*fired*: it happened inside the pass) and the "
       "model SIGKILLed and restarted on one in sixteen. fds must stay exactly flat, mappings "
