@@ -194,6 +194,8 @@ static int bring_up_cores(struct npv_rknpu *npu)
         bool was_reset = false;
         if (version == 0) {
             rknpu_core_recover(npu, c);
+            if (npu->dead)
+                return -EIO; /* never left reset: not a wrong version */
             was_reset = true;
             version = core_read(npu, c, RKNPU_PC_VERSION);
         }
