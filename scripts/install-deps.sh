@@ -97,6 +97,7 @@ BASE_PACKAGES=(
     busybox-static kmod cpio xz-utils zstd
     bison flex bc libelf-dev file python3
     systemtap-sdt-dev
+    debootstrap  # scripts/check-fresh-root.sh, the release check
 )
 # arm64 builds of the libraries the ring and DMA unit tests link, for the
 # cross-built test run under qemu-aarch64-static (scripts/run-arm64-tests.sh).
@@ -112,8 +113,12 @@ BACKPORTS_PACKAGES=(
     linux-source-6.12
 )
 
-BACKPORTS_LIST=/etc/apt/sources.list.d/bookworm-backports.sources
+# The apt configuration directory; tests/packaging/install_deps_stub_apt.sh
+# points it at a scratch tree and runs the script against stub apt tools.
+APT_ETC=${NPV_APT_ETC:-/etc/apt}
+BACKPORTS_LIST=$APT_ETC/sources.list.d/bookworm-backports.sources
 export DEBIAN_FRONTEND=noninteractive
+APT=(apt-get -o DPkg::Lock::Timeout=900)
 
 missing() {
     local p
@@ -129,29 +134,27 @@ backports_version_installed() {
     dpkg-query -W -f='${Version}\n' "$1" 2>/dev/null | grep -q 'bpo12'
 }
 
-updated=0
-apt_update() {
-    if [ "$updated" = 0 ]; then
-        # A third-party source that cannot be reached must not stop us: only
-        # Debian's archive is needed.
-        apt-get -o DPkg::Lock::Timeout=900 update -q || echo "install-deps.sh: apt-get update reported errors; continuing" >&2
-        updated=1
-    fi
+arm64_enabled() {
+    dpkg --print-foreign-architectures | grep -qx arm64
+}
+
+# Some enabled apt source already names bookworm-backports.
+backports_in_sources() {
+    [ -f "$BACKPORTS_LIST" ] || grep -qs 'bookworm-backports' "$APT_ETC/sources.list" \
+        "$APT_ETC"/sources.list.d/*.list "$APT_ETC"/sources.list.d/*.sources
 }
 
 # Add bookworm-backports from the archive address the machine already uses
 # for bookworm, unless some source has it already.
 enable_backports() {
-    if [ -f "$BACKPORTS_LIST" ] || grep -qs 'bookworm-backports' /etc/apt/sources.list \
-        /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; then
-        return
-    fi
+    backports_in_sources && return 0
     local archive
-    archive=$(bookworm_archive_uri /etc/apt)
+    archive=$(bookworm_archive_uri "$APT_ETC")
     if [ -z "$archive" ]; then
         archive=http://deb.debian.org/debian
         echo "install-deps.sh: no bookworm main archive found in the apt sources; using $archive" >&2
     fi
+    mkdir -p "$(dirname "$BACKPORTS_LIST")"
     cat > "$BACKPORTS_LIST" <<SRC
 Types: deb
 URIs: $archive
@@ -162,41 +165,89 @@ SRC
     echo "install-deps.sh: enabled bookworm-backports from $archive (the bookworm archive of the apt sources) in $BACKPORTS_LIST"
 }
 
-if ! dpkg --print-foreign-architectures | grep -qx arm64; then
-    dpkg --add-architecture arm64
-    echo "install-deps.sh: enabled the arm64 architecture (multiarch)"
-fi
+# Fetch the package indexes. Runs after every change to the sources and the
+# architectures, so no install ever asks for a suite or an architecture
+# whose index was never fetched. A third-party source that cannot be reached
+# must not stop us: only Debian's archive is needed, and that is checked
+# after (backports_index_present).
+apt_update() {
+    "${APT[@]}" update -q || echo "install-deps.sh: apt-get update reported errors; continuing" >&2
+}
 
+# apt knows a bookworm-backports release (its index was fetched).
+backports_index_present() {
+    apt-cache policy 2>/dev/null | grep -q 'a=bookworm-backports\|n=bookworm-backports'
+}
+
+need_arch=0
+arm64_enabled || need_arch=1
 mapfile -t need_base < <(missing "${BASE_PACKAGES[@]}" "${ARM64_PACKAGES[@]}")
 need_bpo=()
 for p in "${BACKPORTS_PACKAGES[@]}"; do
     backports_version_installed "$p" || need_bpo+=("$p")
 done
+# An install interrupted or forced through ("dependency problems, but
+# removing anyway") leaves packages whose dependencies are unmet; apt then
+# refuses every later install until they are fixed.
+broken=0
+if ! apt-get -o Debug::NoLocking=1 check -q >/dev/null 2>&1; then broken=1; fi
 
+#   install-deps.sh --check
+# lists what is missing and exits 1 when anything is, 0 when all is present;
+# it changes nothing (not even the dpkg architectures) and needs no root.
 if [ "${1:-}" = --check ]; then
-    if [ "${#need_base[@]}" -gt 0 ] || [ "${#need_bpo[@]}" -gt 0 ]; then
-        echo "install-deps.sh: missing: ${need_base[*]} ${need_bpo[*]}"
+    what=("${need_base[@]}" "${need_bpo[@]}")
+    [ "$need_arch" = 0 ] || what+=("(the arm64 dpkg architecture)")
+    [ "$broken" = 0 ] || what+=("(unmet dependencies: apt-get check fails)")
+    if [ "${#what[@]}" -gt 0 ]; then
+        echo "install-deps.sh: missing: ${what[*]}"
         exit 1
     fi
     exit 0
 fi
 
+if [ "$need_arch" = 0 ] && [ "$broken" = 0 ] && [ "${#need_base[@]}" -eq 0 ] &&
+    [ "${#need_bpo[@]}" -eq 0 ]; then
+    echo "install-deps.sh: all packages present"
+    exit 0
+fi
 # Root only when something must be installed.
-if { [ "${#need_base[@]}" -gt 0 ] || [ "${#need_bpo[@]}" -gt 0 ]; } && [ "$(id -u)" != 0 ]; then
+if [ "$(id -u)" != 0 ]; then
     echo "install-deps.sh: must run as root to install ${need_base[*]} ${need_bpo[*]}" >&2
     exit 1
 fi
 
-if [ "${#need_base[@]}" -gt 0 ]; then
-    apt_update
-    echo "install-deps.sh: installing ${need_base[*]}"
-    apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${need_base[@]}"
+# Every change to what apt reads comes first, then one index update, then
+# the installs.
+if [ "$need_arch" = 1 ]; then
+    dpkg --add-architecture arm64
+    echo "install-deps.sh: enabled the arm64 architecture (multiarch)"
 fi
+[ "${#need_bpo[@]}" -eq 0 ] || enable_backports
+apt_update
+if [ "${#need_bpo[@]}" -gt 0 ] && ! backports_index_present; then
+    echo "install-deps.sh: apt has no index of bookworm-backports after 'apt-get update'" \
+        "(is $(bookworm_archive_uri "$APT_ETC") reachable?); cannot install ${need_bpo[*]}" >&2
+    exit 1
+fi
+[ "$broken" = 0 ] || "${APT[@]}" install -y -q --no-install-recommends -f
+# Backports first: its linux-libc-dev is one Architecture: all package (with
+# the headers of every architecture) that replaces the per-architecture
+# copies, so the arm64 libraries installed after it depend on it from the
+# start instead of having their linux-libc-dev:arm64 removed under them.
 if [ "${#need_bpo[@]}" -gt 0 ]; then
-    enable_backports
-    apt_update
     echo "install-deps.sh: installing from bookworm-backports: ${need_bpo[*]}"
-    apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends -t bookworm-backports "${need_bpo[@]}"
+    "${APT[@]}" install -y -q --no-install-recommends -t bookworm-backports "${need_bpo[@]}"
+fi
+mapfile -t need_base < <(missing "${BASE_PACKAGES[@]}" "${ARM64_PACKAGES[@]}")
+if [ "${#need_base[@]}" -gt 0 ]; then
+    echo "install-deps.sh: installing ${need_base[*]}"
+    "${APT[@]}" install -y -q --no-install-recommends "${need_base[@]}"
+fi
+if ! apt-get -o Debug::NoLocking=1 check -q >/dev/null 2>&1; then
+    echo "install-deps.sh: apt reports unmet dependencies after the install (apt-get check):" >&2
+    apt-get -o Debug::NoLocking=1 check -q >&2 || true
+    exit 1
 fi
 echo "install-deps.sh: all packages present"
 bpo_report=()
