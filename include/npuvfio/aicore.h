@@ -15,7 +15,10 @@
  * builds each once, uploads it on first use and keeps it until close, with a
  * committed flag apart from its address (a failed upload whose rollback free
  * also failed leaves the block owned but uncommitted; the next use reuses it).
- * An uncommitted table is never given to the device.
+ * A reset need not keep device memory: after one, each table is uploaded
+ * again before the next launch. An uncommitted table is never given to the
+ * device. Where the Pmu registers are in the Ctrl window the Ctrl table
+ * serves as the Pmu table.
  *
  * Pipeline: two slots. A run executes in one while the next is prepared in
  * the other; the device executes one run at a time (LAUNCH resets every
