@@ -28,6 +28,7 @@
 #define IDLE_POLL_NS 1000000ull   /* mapped windows without a run: a look per millisecond */
 #define POLL_SPIN_NS 2000000ull
 #define POLL_NAP_NS  20000l
+#define POLL_DOZE_NS 100000000ull /* a run stuck this long is looked at once per IDLE_POLL_NS */
 
 static bool same_gen(const struct npv_aicore_model *m, uint64_t gen)
 {
@@ -507,8 +508,9 @@ static void let_event_loop_in(struct npv_aicore_model *m)
 /*
  * While a run is active on mapped windows the worker polls them: without a
  * pause for POLL_SPIN_NS after the last progress (a dispatch is seen within
- * one pass), then every POLL_NAP_NS, so a run the host has stopped driving
- * leaves the CPU. Otherwise it waits for an event loop signal (LAUNCH, a
+ * one pass), then every POLL_NAP_NS, and after POLL_DOZE_NS every
+ * IDLE_POLL_NS, so a run the host has stopped driving (or one that can never
+ * end) leaves the CPU. Otherwise it waits for an event loop signal (LAUNCH, a
  * trapped DMB, a copy), or for a deadline of a sub-core, and looks at the
  * mapped windows once per IDLE_POLL_NS for stores to undo.
  */
@@ -533,7 +535,8 @@ void *aicore_worker_main(void *arg)
                     cpu_relax();
                 sched_yield();
             } else {
-                struct timespec nap = {.tv_sec = 0, .tv_nsec = POLL_NAP_NS};
+                long ns = now - last_progress < POLL_DOZE_NS ? POLL_NAP_NS : (long)IDLE_POLL_NS;
+                struct timespec nap = {.tv_sec = 0, .tv_nsec = ns};
                 nanosleep(&nap, NULL);
             }
             pthread_mutex_lock(&m->lock);
