@@ -209,10 +209,11 @@ NPV_API int npv_aicore_reset(struct npv_aicore *ac);
 NPV_API int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot,
                                const struct npv_aicore_run_desc *d, struct npv_aicore_run **out);
 /*
- * Start a prepared run: reset a poisoned device first, stamp a new epoch,
- * LAUNCH. -EBUSY while the other slot's run is active, -EINVAL when run is
- * not prepared, -ESTALE when PRESENT or POWER_ON changed since it was
- * prepared (reset and prepare again), -EIO when the device refuses.
+ * Start a prepared run: reset a poisoned device first, upload the tables
+ * again when a reset dropped them, stamp a new epoch, LAUNCH. -EBUSY while
+ * the other slot's run is active, -EINVAL when run is not prepared, -ESTALE
+ * when PRESENT or POWER_ON changed since it was prepared (reset and prepare
+ * again), -EIO when the device refuses, a table upload's error.
  */
 NPV_API int npv_aicore_launch(struct npv_aicore_run *run);
 /*
