@@ -57,6 +57,11 @@ int aicore_pmu_read(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t
     return r;
 }
 
+int aicore_pmu_read64(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint64_t *v)
+{
+    return npv_bar_read(ac->pmu_in_ctrl ? ac->ctrl : ac->pmu_bar, phys * ac->stride + off, 8, v);
+}
+
 int aicore_pmu_write(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t v)
 {
     return npv_bar_write(ac->pmu_in_ctrl ? ac->ctrl : ac->pmu_bar, phys * ac->stride + off, 4, v);
@@ -205,9 +210,16 @@ int aicore_device_reset(struct npv_aicore *ac)
         return r;
     ac->poisoned = false;
     aicore_pmu_forget(ac);
-    /* A new topology changes the tables' content: upload again, into the blocks already owned. */
+    /*
+     * Nothing says the part keeps device memory over a reset (simpler never
+     * reuses a device it had to reset, ../shared/hw/aicore.md section 4): the
+     * tables go back up before the next launch, once per reset, into the
+     * blocks already owned. A new topology changes their content as well.
+     */
     aicore_table_build(ac, &ac->ctrl_table, ac->ctrl_reg_base);
     aicore_table_build(ac, &ac->pmu_table, ac->pmu_reg_base);
+    ac->ctrl_table.committed = false;
+    ac->pmu_table.committed = false;
     return 0;
 }
 

@@ -15,8 +15,11 @@
 /*
  * Section 2 step 8: a pending task's ACK or FIN implies the running one is
  * done (the sub-core takes tasks in order); the running task's ACK frees the
- * pending slot; its FIN completes it. IDLE, or the FIN of the task finished
- * before, say nothing new. Anything else names no task of this core.
+ * pending slot; its FIN completes it. IDLE, the reset value (a token may be
+ * written right after the window is opened, before the sub-core has seen
+ * it open: scheduler_cold_path.cpp, "no second round-trip"), or the FIN of
+ * the task finished before, say nothing new. Anything else names no task of
+ * this core.
  */
 struct aicore_transition aicore_decide(uint32_t cond, uint32_t running_token, bool running_acked,
                                        uint32_t pending_token, uint32_t done_token)
@@ -42,7 +45,8 @@ struct aicore_transition aicore_decide(uint32_t cond, uint32_t running_token, bo
         t.slot_free = pending_token == 0;
         return t;
     }
-    if (cond == AICORE_COND_IDLE || (done_token != 0 && cond == AICORE_COND_FIN(done_token))) {
+    if (cond == AICORE_COND_IDLE || cond == AICORE_COND_RESET ||
+        (done_token != 0 && cond == AICORE_COND_FIN(done_token))) {
         t.slot_free = running_acked && pending_token == 0;
         return t;
     }
@@ -199,24 +203,36 @@ static int step_ready(struct npv_aicore_run *run, uint32_t rank)
         return ready;
     w->task = c->payload_iova;
     atomic_thread_fence(memory_order_release); /* the payload pointer before the window opens */
+    /*
+     * Open the window (a2a3: FAST_PATH, then DMB = IDLE). That is the
+     * acknowledgement: no wait for COND = IDLE before the first token
+     * (scheduler_cold_path.cpp, "no second round-trip").
+     */
     int r = aicore_ctrl_write(run->ac, c->phys, AICORE_CTRL_FAST_PATH, AICORE_FAST_PATH_OPEN);
     if (r == 0)
         r = aicore_ctrl_write(run->ac, c->phys, AICORE_CTRL_DMB, AICORE_DMB_IDLE);
     if (r == 0)
-        c->phase = CORE_WAIT_IDLE;
+        c->phase = CORE_WORKING;
     return r;
 }
 
-static int step_cond(struct npv_aicore_run *run, struct aicore_core_run *c, uint32_t want,
-                     uint8_t next_phase)
+/*
+ * A sub-core that reached EXITED: its window is closed again, DMB = IDLE then
+ * FAST_PATH = CLOSE, as simpler's shutdown leaves every core it opened
+ * (../shared/hw/aicore.md section 2 step 9).
+ */
+static int step_exiting(struct npv_aicore_run *run, struct aicore_core_run *c)
 {
     uint32_t cond;
     int r = aicore_ctrl_read(run->ac, c->phys, AICORE_CTRL_COND, &cond);
-    if (r < 0)
+    if (r < 0 || cond != AICORE_COND_EXITED)
         return r;
-    if (cond == want)
-        c->phase = next_phase;
-    return 0;
+    r = aicore_ctrl_write(run->ac, c->phys, AICORE_CTRL_DMB, AICORE_DMB_IDLE);
+    if (r == 0)
+        r = aicore_ctrl_write(run->ac, c->phys, AICORE_CTRL_FAST_PATH, AICORE_FAST_PATH_CLOSE);
+    if (r == 0)
+        c->phase = CORE_EXITED;
+    return r;
 }
 
 /* The record says how the run ended; its epoch says whether it is this run's at all. */
@@ -263,15 +279,15 @@ int aicore_run_step(struct npv_aicore_run *run)
         switch (c->phase) {
         case CORE_WAIT_READY:
             r = step_ready(run, rank);
-            break;
-        case CORE_WAIT_IDLE:
-            r = step_cond(run, c, AICORE_COND_IDLE, CORE_WORKING);
+            /* An open window takes its first token in the same sweep. */
+            if (r == 0 && c->phase == CORE_WORKING)
+                r = step_working(run, c, now);
             break;
         case CORE_WORKING:
             r = step_working(run, c, now);
             break;
         case CORE_EXITING:
-            r = step_cond(run, c, AICORE_COND_EXITED, CORE_EXITED);
+            r = step_exiting(run, c);
             /* A sub-core that never leaves its loop writes no record either. */
             if (r == 0 && c->phase == CORE_EXITING && now > c->deadline_ns)
                 r = -ETIMEDOUT;
@@ -281,7 +297,7 @@ int aicore_run_step(struct npv_aicore_run *run)
         }
         if (r < 0)
             return r;
-        handshaking |= c->phase == CORE_WAIT_READY || c->phase == CORE_WAIT_IDLE;
+        handshaking |= c->phase == CORE_WAIT_READY;
         all_exited &= c->phase == CORE_EXITED;
     }
     /* A fatal device error ends the run with a record before every core exits. */

@@ -52,8 +52,7 @@ enum aicore_run_state {
 
 enum aicore_core_phase {
     CORE_WAIT_READY = 0, /* launched, its ready record not seen yet */
-    CORE_WAIT_IDLE,      /* window opened, COND = IDLE not seen yet */
-    CORE_WORKING,        /* tasks may be dispatched */
+    CORE_WORKING,        /* window opened: tasks may be dispatched */
     CORE_EXITING,        /* DMB = EXIT written */
     CORE_EXITED,
 };
@@ -106,9 +105,9 @@ struct npv_aicore_run {
 };
 
 /*
- * A sub-core's counters as the driver last left them: its selectors, and the
- * counts at the end of the last collected run, which the next run's counts
- * are taken from (counting is off between runs, so nothing moves them).
+ * A sub-core's PMU as the driver programmed it: its selectors (valid: they
+ * and the cycle window are on the device), and the counts read when the
+ * current run was armed, which its counts are taken from (driver_pmu.c).
  */
 struct aicore_pmu_core {
     bool valid;
@@ -151,6 +150,8 @@ int aicore_global_write(struct npv_aicore *ac, uint64_t off, uint64_t v);
 int aicore_ctrl_read(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t *v);
 int aicore_ctrl_write(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t v);
 int aicore_pmu_read(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t *v);
+/* Two Pmu registers, off and off + 4, in one 8-byte access (low first). */
+int aicore_pmu_read64(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint64_t *v);
 int aicore_pmu_write(struct npv_aicore *ac, uint32_t phys, uint32_t off, uint32_t v);
 bool aicore_core_usable(const struct npv_aicore *ac, uint32_t phys);
 /* Reset the device, wait for it, read its topology again. */
@@ -165,10 +166,14 @@ void aicore_devmem_init(struct aicore_devmem *m, uint64_t base, uint64_t size);
 
 /* driver_table.c */
 void aicore_table_build(struct npv_aicore *ac, struct aicore_table *t, uint64_t reg_base);
-/* Upload t on first use (or after a failed one); 0 once committed. */
+/* Upload t on first use (or after a failed one, or a reset); 0 once committed. */
 int aicore_table_ensure(struct npv_aicore *ac, struct aicore_table *t);
 /* Free an owned block (close): keyed on the address, whatever the committed flag says. */
 void aicore_table_release(struct npv_aicore *ac, struct aicore_table *t);
+/* The table a run with PMU on names: the Pmu table, or the Ctrl table where Pmu is in Ctrl. */
+struct aicore_table *aicore_pmu_table_of(struct npv_aicore *ac);
+/* The tables a run needs, committed (uploaded again after a reset). */
+int aicore_tables_ensure(struct npv_aicore *ac, bool pmu);
 
 /* driver_run.c */
 int aicore_runs_init(struct npv_aicore *ac);

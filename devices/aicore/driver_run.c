@@ -141,7 +141,15 @@ int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot, const struct npv_ai
     if (d->nr_tasks > ac->cfg.max_tasks)
         return -E2BIG;
     struct npv_aicore_run *run = &ac->runs[slot];
-    /* One preparation at a time, and only behind a run that already holds the device. */
+    /*
+     * One preparation at a time, and only behind a run that already holds the
+     * device. A PMU run may be that prepared successor, where simpler refuses
+     * a successor while a diagnostics channel is on (try_reserve_native_run):
+     * there, arming resets DFX pools the predecessor's window still writes.
+     * Here nothing of the PMU is touched at preparation: the successor arms
+     * the counters at its launch, which waits until the predecessor finished,
+     * and the predecessor collected its counts in that finish (driver_pmu.c).
+     */
     if (run->state != RUN_FREE || ac->runs[slot ^ 1u].state == RUN_PREPARED)
         return -EBUSY;
     int r = ac->active == NULL ? ready_device(ac) : (ac->gone ? -ENODEV : 0);
@@ -152,9 +160,7 @@ int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot, const struct npv_ai
         if (r < 0)
             return r;
     }
-    r = aicore_table_ensure(ac, &ac->ctrl_table);
-    if (r == 0 && d->pmu)
-        r = aicore_table_ensure(ac, &ac->pmu_table);
+    r = aicore_tables_ensure(ac, d->pmu);
     if (r < 0)
         return r;
 
@@ -164,7 +170,7 @@ int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot, const struct npv_ai
     run->pmu = d->pmu;
     memcpy(run->pmu_events, d->pmu_events, sizeof(run->pmu_events));
     run->ctrl_table = ac->ctrl_table.addr;
-    run->pmu_table = d->pmu ? ac->pmu_table.addr : 0;
+    run->pmu_table = d->pmu ? aicore_pmu_table_of(ac)->addr : 0;
     run->epoch = 0;
     memset(&run->result, 0, sizeof(run->result));
     order_by_core(run);
@@ -229,9 +235,14 @@ int npv_aicore_launch(struct npv_aicore_run *run)
     int r = ready_device(ac);
     if (r == 0)
         r = aicore_launch_check_topology(ac);
-    /* A reset may have found a new topology: the run's tables and cores must still hold. */
-    if (r == 0 &&
-        (!ac->ctrl_table.committed || (run->pmu && !ac->pmu_table.committed) || !same_cores(run)))
+    /* A reset may have found a new topology: the run's cores must still be the launched ones. */
+    if (r == 0 && !same_cores(run))
+        r = -ESTALE;
+    /* After a reset the tables go up again (the blocks, so the run's addresses, stay). */
+    if (r == 0)
+        r = aicore_tables_ensure(ac, run->pmu);
+    if (r == 0 && (run->ctrl_table != ac->ctrl_table.addr ||
+                   (run->pmu && run->pmu_table != aicore_pmu_table_of(ac)->addr)))
         r = -ESTALE;
     if (r < 0)
         return r;

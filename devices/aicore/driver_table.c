@@ -55,6 +55,25 @@ int aicore_table_ensure(struct npv_aicore *ac, struct aicore_table *t)
     return r;
 }
 
+/*
+ * Where the Pmu registers are in the Ctrl window (the newer part), the Pmu
+ * table's entries are the Ctrl table's: the Ctrl table serves both, and no
+ * second, identical table is uploaded (the duplication simpler's PR #2277
+ * removed: "PMU-gated, not per-run varying", ../shared/hw/aicore.md section 3).
+ */
+struct aicore_table *aicore_pmu_table_of(struct npv_aicore *ac)
+{
+    return ac->pmu_in_ctrl ? &ac->ctrl_table : &ac->pmu_table;
+}
+
+int aicore_tables_ensure(struct npv_aicore *ac, bool pmu)
+{
+    int r = aicore_table_ensure(ac, &ac->ctrl_table);
+    if (r == 0 && pmu)
+        r = aicore_table_ensure(ac, aicore_pmu_table_of(ac));
+    return r;
+}
+
 void aicore_table_release(struct npv_aicore *ac, struct aicore_table *t)
 {
     if (t->owned && ac->ops->free(ac, ac->ops->arg, t->addr) == 0) {

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "deadline.h"
 #include "model_internal.h"
@@ -34,13 +35,19 @@ void aicore_error(struct npv_aicore_model *m, uint64_t bits)
     m->global_err |= bits;
 }
 
-static void bad_access(struct npv_aicore_model *m)
+void aicore_model_lock(struct npv_aicore_model *m)
 {
-    m->bad_accesses++;
-    aicore_error(m, AICORE_ERR_BAD_ACCESS);
+    atomic_fetch_add_explicit(&m->want_lock, 1u, memory_order_acq_rel);
+    pthread_mutex_lock(&m->lock);
+    atomic_fetch_sub_explicit(&m->want_lock, 1u, memory_order_acq_rel);
 }
 
-/* Sub-cores back to their power-on state; the device memory keeps its contents. */
+void aicore_model_unlock(struct npv_aicore_model *m)
+{
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* Sub-cores back to their power-on state. */
 static void cores_reset(struct npv_aicore_model *m)
 {
     for (uint32_t i = 0; i < AICORE_MAX_SUBCORES; i++) {
@@ -60,10 +67,22 @@ static void cores_reset(struct npv_aicore_model *m)
     }
 }
 
+/*
+ * RESET: the sub-cores, their windows (the Pmu registers included) and,
+ * unless the model is built lenient, the device memory: nothing says the
+ * part keeps it, and simpler never reuses a device it had to reset
+ * (../shared/hw/aicore.md section 4), so a driver must upload its tables
+ * again. The worker zeroes the memory before it touches it next.
+ */
 static void device_reset(struct npv_aicore_model *m)
 {
     m->gen++;
     cores_reset(m);
+    memset(m->ctrl_mem, 0, AICORE_CTRL_BAR_SIZE);
+    memset(m->pmu_mem, 0, AICORE_PMU_BAR_SIZE);
+    aicore_windows_publish(m);
+    if (!m->devmem_survives_reset)
+        m->devmem_clear_pending = true;
     m->op_timeout_us = AICORE_OP_TIMEOUT_DEFAULT_US;
     m->global_err = 0;
     m->poisoned = false;
@@ -137,8 +156,10 @@ static void launch(struct npv_aicore_model *m)
     for (uint32_t i = 0; i < AICORE_MAX_SUBCORES; i++) {
         struct aicore_subcore *c = &m->core[i];
         /* Kernel launch resets every DMB to 0 (verified on a2a3 silicon), COND with it. */
-        c->dmb = c->dmb_high = c->cond = c->last_dmb = 0;
+        c->dmb = c->cond = c->ctrl = c->last_dmb = 0;
+        aicore_cell_st(aicore_ctrl_cell(m, i, AICORE_CTRL_DMB_HIGH), 0);
         c->token = 0;
+        c->got_token = false;
         c->task_ptr = 0;
         c->state = CORE_OFF;
         if (aicore_window_live(m, i)) {
@@ -146,6 +167,7 @@ static void launch(struct npv_aicore_model *m)
             c->rank = m->launched++;
         }
     }
+    aicore_windows_publish(m);
     if (m->launched > 0) {
         table_seen(&m->ctrl_stats, m->r_ctrl_table);
         if (m->r_pmu_table != 0)
@@ -243,7 +265,7 @@ static uint64_t global_read(struct npv_aicore_model *m, uint64_t off)
 static void copy_param(struct npv_aicore_model *m, uint64_t *reg, uint64_t v)
 {
     if (m->copy_status == AICORE_COPY_BUSY) {
-        bad_access(m);
+        aicore_bad_access(m);
         return;
     }
     *reg = v;
@@ -259,13 +281,13 @@ static void global_write(struct npv_aicore_model *m, uint64_t off, uint64_t v)
         if (v == AICORE_RESET_VALUE)
             device_reset(m);
         else
-            bad_access(m);
+            aicore_bad_access(m);
         break;
     case AICORE_REG_LAUNCH:
         if (v == AICORE_LAUNCH_VALUE)
             launch(m);
         else
-            bad_access(m);
+            aicore_bad_access(m);
         break;
     case AICORE_REG_RUN_CTRL_TABLE:
         m->p_ctrl_table = v;
@@ -301,11 +323,11 @@ static void global_write(struct npv_aicore_model *m, uint64_t off, uint64_t v)
         if (v == AICORE_COPY_GO_VALUE && m->copy_status != AICORE_COPY_BUSY)
             copy_go(m);
         else
-            bad_access(m);
+            aicore_bad_access(m);
         break;
     default:
         /* The read-only registers and the holes between registers. */
-        bad_access(m);
+        aicore_bad_access(m);
         break;
     }
 }
@@ -315,10 +337,10 @@ static int global_access(void *arg, uint32_t index, uint64_t off, void *buf, siz
 {
     struct npv_aicore_model *m = arg;
     (void)index;
-    pthread_mutex_lock(&m->lock);
+    aicore_model_lock(m);
     if (len != 8 || (off & 7u) != 0) {
-        bad_access(m);
-        pthread_mutex_unlock(&m->lock);
+        aicore_bad_access(m);
+        aicore_model_unlock(m);
         return -EINVAL;
     }
     uint64_t v = 0;
@@ -329,7 +351,7 @@ static int global_access(void *arg, uint32_t index, uint64_t off, void *buf, siz
         v = global_read(m, off);
         memcpy(buf, &v, 8);
     }
-    pthread_mutex_unlock(&m->lock);
+    aicore_model_unlock(m);
     return 0;
 }
 
@@ -349,7 +371,7 @@ static void counters_clear(struct npv_aicore_model *m)
     m->nr_copy_counts = 0;
     memset(&m->ctrl_stats, 0, sizeof(m->ctrl_stats));
     memset(&m->pmu_stats, 0, sizeof(m->pmu_stats));
-    m->table_mismatches = m->bad_accesses = m->dispatches = 0;
+    m->table_mismatches = m->bad_accesses = m->dispatches = m->idle_polls = 0;
     memset(m->tasks, 0, sizeof(m->tasks));
 }
 
@@ -419,6 +441,7 @@ static int topology_write(struct npv_aicore_model *m, uint64_t *word, unsigned w
     if (m->running)
         return -EBUSY;
     *word = v;
+    aicore_windows_publish(m); /* a window that came back shows its registers again */
     return 0;
 }
 
@@ -471,6 +494,8 @@ static uint64_t port_read(struct npv_aicore_model *m, uint64_t off)
         return m->bad_accesses;
     case AICORE_TP_DISPATCHES:
         return m->dispatches;
+    case AICORE_TP_IDLE_POLLS:
+        return m->idle_polls;
     default:
         return 0;
     }
@@ -501,6 +526,7 @@ static int port_write(struct npv_aicore_model *m, uint64_t off, uint64_t v)
         if (m->running)
             return -EBUSY;
         m->pmu_in_ctrl = v != 0;
+        memset(m->pmu_mem, 0, AICORE_PMU_BAR_SIZE);
         return 0;
     case AICORE_TP_COPY_QUERY_ADDR:
         m->copy_query_addr = v;
@@ -521,7 +547,7 @@ static int port_access(void *arg, uint32_t index, uint64_t off, void *buf, size_
     struct npv_aicore_model *m = arg;
     (void)index;
     int r = 0;
-    pthread_mutex_lock(&m->lock);
+    aicore_model_lock(m);
     if (len != 8 || (off & 7u) != 0) {
         r = -EINVAL;
     } else if (is_write) {
@@ -534,7 +560,7 @@ static int port_access(void *arg, uint32_t index, uint64_t off, void *buf, size_
     }
     if (r < 0)
         m->bad_accesses++;
-    pthread_mutex_unlock(&m->lock);
+    aicore_model_unlock(m);
     return r;
 }
 
@@ -543,9 +569,9 @@ static int port_access(void *arg, uint32_t index, uint64_t off, void *buf, size_
 static int model_reset(void *arg)
 {
     struct npv_aicore_model *m = arg;
-    pthread_mutex_lock(&m->lock);
+    aicore_model_lock(m);
     device_reset(m);
-    pthread_mutex_unlock(&m->lock);
+    aicore_model_unlock(m);
     return 0;
 }
 
@@ -553,7 +579,7 @@ static void model_disconnect(void *arg)
 {
     struct npv_aicore_model *m = arg;
     /* The client's memory is gone: the run stops with it; registers and errors stay. */
-    pthread_mutex_lock(&m->lock);
+    aicore_model_lock(m);
     m->gen++;
     for (uint32_t i = 0; i < AICORE_MAX_SUBCORES; i++)
         if (m->core[i].state != CORE_FAULT)
@@ -565,7 +591,7 @@ static void model_disconnect(void *arg)
         m->copy_done++;
         aicore_error(m, AICORE_ERR_COPY);
     }
-    pthread_mutex_unlock(&m->lock);
+    aicore_model_unlock(m);
 }
 
 static int apply_config(struct npv_aicore_model *m, const struct npv_aicore_model_config *cfg)
@@ -581,6 +607,8 @@ static int apply_config(struct npv_aicore_model *m, const struct npv_aicore_mode
     if (m->devmem_size < DEVMEM_MIN || m->devmem_size > DEVMEM_MAX)
         return -EINVAL;
     m->pmu_in_ctrl = cfg->pmu_in_ctrl;
+    m->trapped_windows = cfg->trapped_windows;
+    m->devmem_survives_reset = cfg->devmem_survives_reset;
     for (unsigned w = 0; w < 2; w++) {
         uint64_t valid = subcore_mask_word(m->nsub, w);
         if (cfg->custom_topology) {
@@ -605,10 +633,12 @@ static int apply_config(struct npv_aicore_model *m, const struct npv_aicore_mode
 
 static int alloc_memory(struct npv_aicore_model *m)
 {
-    /* calloc: pages the device never touches are never backed. */
-    m->devmem = calloc(1, m->devmem_size);
-    if (m->devmem == NULL)
+    /* Its own mapping: pages the device never touches are never backed, and RESET drops them. */
+    void *p =
+        mmap(NULL, m->devmem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
         return -ENOMEM;
+    m->devmem = p;
     for (unsigned i = 0; i < 3; i++) {
         m->scratch[i] = malloc(SCRATCH_SIZE);
         if (m->scratch[i] == NULL)
@@ -621,7 +651,8 @@ static void free_memory(struct npv_aicore_model *m)
 {
     for (unsigned i = 0; i < 3; i++)
         free(m->scratch[i]);
-    free(m->devmem);
+    if (m->devmem != NULL)
+        munmap(m->devmem, m->devmem_size);
 }
 
 static int init_sync(struct npv_aicore_model *m)
@@ -657,7 +688,6 @@ int npv_aicore_model_new(struct npv_ctx *ctx, const struct npv_aicore_model_conf
     if (r < 0)
         goto err_mem;
     m->t0_ns = npv_now_ns();
-    device_reset(m);
 
     const uint32_t rw = NPV_VUS_REGION_READ | NPV_VUS_REGION_WRITE;
     struct npv_vus_config cfg = {
@@ -674,13 +704,29 @@ int npv_aicore_model_new(struct npv_ctx *ctx, const struct npv_aicore_model_conf
         (struct npv_vus_region){.size = AICORE_GLOBAL_SIZE, .flags = rw, .access = global_access};
     cfg.bars[AICORE_BAR_TESTPORT] =
         (struct npv_vus_region){.size = AICORE_TESTPORT_SIZE, .flags = rw, .access = port_access};
-    cfg.bars[AICORE_BAR_CTRL] = (struct npv_vus_region){
-        .size = AICORE_CTRL_BAR_SIZE, .flags = rw, .access = aicore_ctrl_access};
-    cfg.bars[AICORE_BAR_PMU] = (struct npv_vus_region){
-        .size = AICORE_PMU_BAR_SIZE, .flags = rw, .access = aicore_pmu_access};
+    /* The windows: shared memory, offered whole for mmap unless they are to stay trapped. */
+    cfg.bars[AICORE_BAR_CTRL] = (struct npv_vus_region){.size = AICORE_CTRL_BAR_SIZE,
+                                                        .flags = rw,
+                                                        .shared = true,
+                                                        .nr_areas = m->trapped_windows ? 0 : 1,
+                                                        .areas = {{0, AICORE_CTRL_BAR_SIZE}},
+                                                        .access = aicore_ctrl_access};
+    cfg.bars[AICORE_BAR_PMU] = (struct npv_vus_region){.size = AICORE_PMU_BAR_SIZE,
+                                                       .flags = rw,
+                                                       .shared = true,
+                                                       .nr_areas = m->trapped_windows ? 0 : 1,
+                                                       .areas = {{0, AICORE_PMU_BAR_SIZE}},
+                                                       .access = aicore_pmu_access};
     r = npv_vus_new(ctx, &cfg, &m->srv);
     if (r < 0)
         goto err_sync;
+    m->ctrl_mem = npv_vus_region_mem(m->srv, AICORE_BAR_CTRL);
+    m->pmu_mem = npv_vus_region_mem(m->srv, AICORE_BAR_PMU);
+    if (m->ctrl_mem == NULL || m->pmu_mem == NULL) {
+        r = -ENOMEM;
+        goto err_srv;
+    }
+    device_reset(m);
     r = pthread_create(&m->worker, NULL, aicore_worker_main, m);
     if (r != 0) {
         r = -r;

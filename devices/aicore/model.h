@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The AICore stand-in's model: a vfio-user server that behaves as regs.h
- * says, built on the server framework only. Every BAR access is trapped (the
- * model sees each width; absent windows read 0). Sub-cores are state
+ * says, built on the server framework only. BAR0 and the test port are
+ * trapped; the Ctrl and Pmu windows are shared memory the worker polls
+ * (or trapped, when built so; absent windows read 0). Sub-cores are state
  * machines stepped by one worker thread, not one OS thread each: 72 spinning
  * threads on two vCPUs livelock (../shared/hw/aicore.md, section 6). The
  * worker also runs the copy engine; device memory lives in the model.
@@ -27,7 +28,15 @@ struct npv_aicore_model_config {
      */
     bool custom_topology;
     uint64_t present[2], power_on[2];
-    bool pmu_in_ctrl;     /* Pmu registers inside the Ctrl window, BAR3 reads 0 [false] */
+    bool pmu_in_ctrl; /* Pmu registers inside the Ctrl window, BAR3 reads 0 [false] */
+    /*
+     * false [default]: BAR2 and BAR3 are offered for mmap and the worker polls
+     * them; true: every window access is a message the model sees with its
+     * width, and the Pmu counters clear on read as the part's (regs.h).
+     */
+    bool trapped_windows;
+    /* false [default]: RESET clears device memory; true: it keeps it (the lenient model). */
+    bool devmem_survives_reset;
     uint64_t devmem_size; /* bytes of device memory, 4 KiB..1 GiB [AICORE_DEVMEM_SIZE_DEFAULT] */
 };
 

@@ -10,16 +10,25 @@
  * memory runs without it (a message-based DMA needs the event loop, which may
  * be waiting for the lock), and its outcome is committed only if no RESET,
  * LAUNCH or client loss happened meanwhile (the generation did not move).
- * Device memory is touched by this thread only.
+ * Device memory is touched by this thread only. The windows' registers are
+ * in shared memory the client may store to at any time: they are read and
+ * written as single atomic words, and polled (aicore_windows_poll).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 
 #include "deadline.h"
 #include "model_internal.h"
 
 #define IDLE_WAIT_NS 100000000ull /* a wake-up that nothing signalled is only a safety net */
+#define IDLE_POLL_NS 1000000ull   /* mapped windows without a run: a look per millisecond */
+#define POLL_SPIN_NS 2000000ull
+#define POLL_NAP_NS  20000l
+#define POLL_DOZE_NS 100000000ull /* a run stuck this long is looked at once per IDLE_POLL_NS */
 
 static bool same_gen(const struct npv_aicore_model *m, uint64_t gen)
 {
@@ -178,7 +187,7 @@ static void core_exit(struct npv_aicore_model *m, struct aicore_subcore *c)
         c->state = CORE_LOST;
         return;
     }
-    c->cond = AICORE_COND_EXITED;
+    aicore_set_cond(m, (uint32_t)(c - m->core), AICORE_COND_EXITED);
     c->state = CORE_EXITED;
     m->exited++;
 }
@@ -194,8 +203,12 @@ static void step_find_table(struct npv_aicore_model *m, uint32_t id)
         c->state = CORE_LOST;
         return;
     }
+    /* core_type@16 and physical_core_id@20 of simpler's Handshake, one 8-byte write. */
     uint32_t ident[2] = {aicore_core_type(m->clusters, id),
                          c->arm_bad_phys ? AICORE_BAD_PHYS_ID(id) : id};
+    static_assert(offsetof(struct aicore_handshake, physical_core_id) ==
+                      offsetof(struct aicore_handshake, core_type) + 4,
+                  "identity is one write");
     c->arm_bad_phys = false;
     uint32_t done = c->rank + 1u;
     uint64_t rec = record_iova(m, c), gen = m->gen;
@@ -204,7 +217,8 @@ static void step_find_table(struct npv_aicore_model *m, uint32_t id)
     int r = npv_vus_dma_write(m->srv, rec + offsetof(struct aicore_handshake, core_type), ident,
                               sizeof(ident));
     if (r == 0)
-        r = npv_vus_dma_write(m->srv, rec, &done, sizeof(done));
+        r = npv_vus_dma_write(m->srv, rec + offsetof(struct aicore_handshake, done), &done,
+                              sizeof(done));
     if (dma_landed(m, id, gen, r))
         c->state = CORE_WAIT_OPEN;
 }
@@ -218,7 +232,7 @@ static void step_wait_open(struct npv_aicore_model *m, uint32_t id)
         core_exit(m, c);
         return;
     }
-    c->cond = AICORE_COND_IDLE;
+    aicore_set_cond(m, id, AICORE_COND_IDLE);
     uint64_t rec = record_iova(m, c), gen = m->gen, task = 0;
     pthread_mutex_unlock(&m->lock);
     int r = npv_vus_dma_read(m->srv, rec + offsetof(struct aicore_handshake, task), &task,
@@ -250,13 +264,14 @@ static void step_idle(struct npv_aicore_model *m, uint32_t id, uint64_t now)
         return;
     m->dispatches++;
     c->token = v;
+    c->got_token = true;
     if (c->arm_delay_ack_us != 0) {
         c->ack_due_ns = now + c->arm_delay_ack_us * 1000u;
         c->arm_delay_ack_us = 0;
         c->state = CORE_ACK_WAIT;
         return;
     }
-    c->cond = AICORE_COND_ACK(v);
+    aicore_set_cond(m, id, AICORE_COND_ACK(v));
     c->state = CORE_RUN;
 }
 
@@ -312,27 +327,55 @@ static int run_kernel(struct npv_aicore_model *m, const struct aicore_task_paylo
     return npv_vus_dma_write(m->srv, p->c, c, nc * sizeof(float)) < 0 ? -EFAULT : 0;
 }
 
-/* The PMU sees the task's cycles [c0, c0 + work) inside [START_CYC, STOP_CYC]. */
-static void pmu_account(struct npv_aicore_model *m, struct aicore_subcore *c, uint32_t work)
+static uint64_t pmu_ld64(const struct npv_aicore_model *m, uint32_t id, uint32_t lo)
 {
+    return aicore_cell_ld(aicore_pmu_cell(m, id, lo)) |
+           (uint64_t)aicore_cell_ld(aicore_pmu_cell(m, id, lo + 4u)) << 32;
+}
+
+/* A counter the host may read (and so clear) between two of our updates: add, never overwrite. */
+static void pmu_add(const struct npv_aicore_model *m, uint32_t id, uint32_t reg, uint32_t n)
+{
+    __atomic_fetch_add(aicore_pmu_cell(m, id, reg), n, __ATOMIC_ACQ_REL);
+}
+
+/*
+ * The PMU sees the task's cycles [c0, c0 + work) inside [START_CYC, STOP_CYC],
+ * while CTRL_0 enables counting and the sub-core's CTRL gate is open (it opens
+ * it around a task on a run with PMU on).
+ */
+static void pmu_account(struct npv_aicore_model *m, uint32_t id, uint32_t work)
+{
+    struct aicore_subcore *c = &m->core[id];
     uint64_t c0 = c->cycles, c1 = c0 + work;
     c->cycles = c1;
-    struct aicore_pmu *p = &c->pmu;
-    if (m->r_pmu_table == 0 || !(p->ctrl0 & AICORE_PMU_CTRL_ENABLE) || work == 0)
+    uint32_t ctrl0 = aicore_cell_ld(aicore_pmu_cell(m, id, AICORE_PMU_CTRL_0));
+    if (!(c->ctrl & AICORE_CTRL_CTRL_PMU) || !(ctrl0 & AICORE_PMU_CTRL_ENABLE) || work == 0)
         return;
-    uint64_t lo = c0 > p->start_cyc ? c0 : p->start_cyc;
-    uint64_t hi = c1 - 1 < p->stop_cyc ? c1 - 1 : p->stop_cyc;
+    uint64_t start = pmu_ld64(m, id, AICORE_PMU_START_CYC_LO);
+    uint64_t stop = pmu_ld64(m, id, AICORE_PMU_STOP_CYC_LO);
+    uint64_t lo = c0 > start ? c0 : start;
+    uint64_t hi = c1 - 1 < stop ? c1 - 1 : stop;
     if (hi < lo)
         return;
     uint64_t n = hi - lo + 1;
-    p->total += n;
-    for (uint32_t i = 0; i < AICORE_PMU_COUNTERS; i++)
-        p->cnt[i] = (uint32_t)(p->cnt[i] + aicore_pmu_event_count(p->evt[i], n));
+    /* The 64-bit total is two registers: carry from the low word into the high one. */
+    uint32_t *tlo = aicore_pmu_cell(m, id, AICORE_PMU_CNT_TOTAL_LO);
+    uint32_t before = __atomic_fetch_add(tlo, (uint32_t)n, __ATOMIC_ACQ_REL);
+    uint32_t carry = (uint32_t)(((uint64_t)before + (uint32_t)n) >> 32);
+    pmu_add(m, id, AICORE_PMU_CNT_TOTAL_HI, (uint32_t)(n >> 32) + carry);
+    for (uint32_t i = 0; i < AICORE_PMU_COUNTERS; i++) {
+        uint32_t evt = aicore_cell_ld(aicore_pmu_cell(m, id, AICORE_PMU_EVT_IDX(i)));
+        pmu_add(m, id, AICORE_PMU_CNT(i), (uint32_t)aicore_pmu_event_count(evt, n));
+    }
 }
 
 static void step_run(struct npv_aicore_model *m, uint32_t id, uint64_t now)
 {
     struct aicore_subcore *c = &m->core[id];
+    /* PMU begin: the gate opens around the kernel on a run with PMU on. */
+    if (m->r_pmu_table != 0)
+        aicore_set_ctrl(m, id, c->ctrl | AICORE_CTRL_CTRL_PMU);
     if (c->arm_hang) {
         c->arm_hang = false;
         c->hung_since_ns = now;
@@ -358,13 +401,14 @@ static void step_run(struct npv_aicore_model *m, uint32_t id, uint64_t now)
         aicore_fatal(m, id, err);
         return;
     }
-    pmu_account(m, c, p.work_cycles);
+    pmu_account(m, id, p.work_cycles);
+    aicore_set_ctrl(m, id, c->ctrl & ~AICORE_CTRL_CTRL_PMU); /* PMU end */
     m->tasks[id]++;
     m->run_tasks++;
     if (c->arm_drop_fin)
         c->arm_drop_fin = false; /* COND stays ACK(token) */
     else
-        c->cond = AICORE_COND_FIN(token);
+        aicore_set_cond(m, id, AICORE_COND_FIN(token));
     c->state = CORE_IDLE;
 }
 
@@ -386,7 +430,7 @@ static bool step_core(struct npv_aicore_model *m, uint32_t id, uint64_t now, uin
         break;
     case CORE_ACK_WAIT:
         if (now >= c->ack_due_ns) {
-            c->cond = AICORE_COND_ACK(c->token);
+            aicore_set_cond(m, id, AICORE_COND_ACK(c->token));
             c->state = CORE_RUN;
         } else if (c->ack_due_ns < *next) {
             *next = c->ack_due_ns;
@@ -410,13 +454,25 @@ static bool step_core(struct npv_aicore_model *m, uint32_t id, uint64_t now, uin
     return c->state != before || c->last_dmb != last;
 }
 
+/* RESET cleared device memory (the strict model): the pages go, and read back as zeroes. */
+static void clear_devmem(struct npv_aicore_model *m)
+{
+    m->devmem_clear_pending = false;
+    if (madvise(m->devmem, m->devmem_size, MADV_DONTNEED) != 0)
+        memset(m->devmem, 0, m->devmem_size);
+}
+
 static bool step_all(struct npv_aicore_model *m, uint64_t *next)
 {
     bool progressed = false;
+    if (m->devmem_clear_pending)
+        clear_devmem(m);
     if (m->copy_pending) {
         run_copy(m);
         progressed = true;
     }
+    /* Stores into mapped windows are looked at even on a poisoned device: they are refused. */
+    progressed |= aicore_windows_poll(m);
     if (m->poisoned)
         return progressed; /* frozen until RESET */
     uint64_t now = npv_now_ns();
@@ -429,14 +485,63 @@ static bool step_all(struct npv_aicore_model *m, uint64_t *next)
     return progressed;
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* The event loop asked for the lock (a trapped access): let it have it before the next pass. */
+static void let_event_loop_in(struct npv_aicore_model *m)
+{
+    if (atomic_load_explicit(&m->want_lock, memory_order_acquire) == 0)
+        return;
+    pthread_mutex_unlock(&m->lock);
+    while (atomic_load_explicit(&m->want_lock, memory_order_acquire) != 0)
+        sched_yield();
+    pthread_mutex_lock(&m->lock);
+}
+
+/*
+ * While a run is active on mapped windows the worker polls them: without a
+ * pause for POLL_SPIN_NS after the last progress (a dispatch is seen within
+ * one pass), then every POLL_NAP_NS, and after POLL_DOZE_NS every
+ * IDLE_POLL_NS, so a run the host has stopped driving (or one that can never
+ * end) leaves the CPU. Otherwise it waits for an event loop signal (LAUNCH, a
+ * trapped DMB, a copy), or for a deadline of a sub-core, and looks at the
+ * mapped windows once per IDLE_POLL_NS for stores to undo.
+ */
 void *aicore_worker_main(void *arg)
 {
     struct npv_aicore_model *m = arg;
+    uint64_t last_progress = 0;
     pthread_mutex_lock(&m->lock);
     while (!m->stop) {
-        uint64_t next = npv_now_ns() + IDLE_WAIT_NS;
-        if (step_all(m, &next))
+        uint64_t now = npv_now_ns();
+        uint64_t next = now + (m->trapped_windows ? IDLE_WAIT_NS : IDLE_POLL_NS);
+        bool progressed = step_all(m, &next);
+        let_event_loop_in(m);
+        if (progressed) {
+            last_progress = now;
             continue;
+        }
+        if (m->running && !m->trapped_windows) {
+            pthread_mutex_unlock(&m->lock);
+            if (now - last_progress < POLL_SPIN_NS) {
+                for (unsigned i = 0; i < 64; i++)
+                    cpu_relax();
+                sched_yield();
+            } else {
+                long ns = now - last_progress < POLL_DOZE_NS ? POLL_NAP_NS : (long)IDLE_POLL_NS;
+                struct timespec nap = {.tv_sec = 0, .tv_nsec = ns};
+                nanosleep(&nap, NULL);
+            }
+            pthread_mutex_lock(&m->lock);
+            continue;
+        }
         struct timespec ts;
         npv_deadline_to_abs_timespec(next, &ts);
         pthread_cond_timedwait(&m->wake, &m->lock, &ts);

@@ -24,23 +24,22 @@ enum core_state {
     CORE_FAULT, /* frozen by a fatal error */
 };
 
-struct aicore_pmu {
-    uint32_t ctrl0;
-    uint32_t cnt[AICORE_PMU_COUNTERS];
-    uint32_t evt[AICORE_PMU_COUNTERS];
-    uint64_t total, start_cyc, stop_cyc;
-};
-
+/*
+ * One sub-core. The window registers themselves live in the shared memory of
+ * BAR2 / BAR3 (aicore_ctrl_cell, aicore_pmu_cell); what is kept here is the
+ * model's own view: the last FAST_PATH and DMB values it accepted, and the
+ * values it owns (COND, CTRL), which it re-publishes over any client store.
+ */
 struct aicore_subcore {
     enum core_state state;
     uint32_t rank; /* record index in this run's workers array */
-    /* Ctrl window */
-    uint32_t fast_path, dmb, dmb_high, cond;
+    uint32_t fast_path, dmb;
+    uint32_t cond, ctrl;
     uint32_t last_dmb; /* the DMB value the sub-core last acted on */
     uint32_t token;    /* the task being acknowledged / run */
+    bool got_token;    /* a token reached it in this run */
     uint64_t task_ptr; /* the record's task field, read when the window opened */
     uint64_t ack_due_ns, hung_since_ns;
-    struct aicore_pmu pmu;
     uint64_t cycles; /* the virtual PMU cycle clock: declared work of every task run */
     /* one-shot faults armed through the test port */
     bool arm_hang, arm_drop_fin, arm_bad_phys, arm_stuck_exit;
@@ -62,7 +61,11 @@ struct npv_aicore_model {
     struct npv_vus *srv;
     uint32_t clusters, nsub;
     uint64_t devmem_size;
-    uint8_t *devmem; /* device memory: touched by the worker only */
+    uint8_t *devmem;             /* device memory (its own mapping): touched by the worker only */
+    bool trapped_windows;        /* BAR2/BAR3 not offered for mmap: every access a message */
+    bool devmem_survives_reset;  /* the lenient model: RESET keeps device memory */
+    uint8_t *ctrl_mem, *pmu_mem; /* BAR2 / BAR3 shared memory: the window registers */
+    atomic_uint want_lock;       /* the event loop waits for the lock: the worker yields */
     float *scratch[3];
     uint64_t t0_ns; /* SYS_CNT origin */
 
@@ -76,6 +79,7 @@ struct npv_aicore_model {
     bool pmu_in_ctrl;
     uint64_t op_timeout_us;
     uint64_t global_err;
+    bool devmem_clear_pending; /* RESET cleared device memory: the worker zeroes it first */
     bool poisoned;
     uint64_t fault_core;
     uint64_t launch_status, launches;
@@ -103,7 +107,7 @@ struct npv_aicore_model {
     struct copy_count copy_counts[AICORE_MODEL_COPY_ADDRS];
     uint32_t nr_copy_counts;
     struct table_stats ctrl_stats, pmu_stats;
-    uint64_t table_mismatches, bad_accesses, dispatches;
+    uint64_t table_mismatches, bad_accesses, dispatches, idle_polls;
     uint64_t tasks[AICORE_MAX_SUBCORES];
 
     pthread_t worker;
@@ -122,6 +126,34 @@ static inline bool aicore_window_live(const struct npv_aicore_model *m, uint32_t
     return i < m->nsub && aicore_bit(m->present, i) && aicore_bit(m->power_on, i);
 }
 
+/* A 32-bit register of window id in BAR2 (Ctrl) or where the Pmu registers are (BAR3 or BAR2). */
+static inline uint32_t *aicore_ctrl_cell(const struct npv_aicore_model *m, uint32_t id,
+                                         uint32_t reg)
+{
+    return (uint32_t *)(m->ctrl_mem + (size_t)id * AICORE_WINDOW_STRIDE + reg);
+}
+
+static inline uint32_t *aicore_pmu_cell(const struct npv_aicore_model *m, uint32_t id, uint32_t reg)
+{
+    uint8_t *base = m->pmu_in_ctrl ? m->ctrl_mem : m->pmu_mem;
+    return (uint32_t *)(base + (size_t)id * AICORE_WINDOW_STRIDE + reg);
+}
+
+/* The client may store to a mapped window at any time: every access is one atomic word. */
+static inline uint32_t aicore_cell_ld(const uint32_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void aicore_cell_st(uint32_t *p, uint32_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+/* Take the model lock from the event loop: the polling worker lets it go at its next pass. */
+void aicore_model_lock(struct npv_aicore_model *m);
+void aicore_model_unlock(struct npv_aicore_model *m);
+
 /* Record a sticky GLOBAL_ERR bit (under lock). */
 void aicore_error(struct npv_aicore_model *m, uint64_t bits);
 /*
@@ -131,7 +163,15 @@ void aicore_error(struct npv_aicore_model *m, uint64_t bits);
 void aicore_fatal(struct npv_aicore_model *m, uint32_t i, uint64_t bits);
 uint64_t aicore_sys_cnt(const struct npv_aicore_model *m);
 
-/* model_window.c: BAR2 (Ctrl) and BAR3 (Pmu), on the event loop. */
+/* model_window.c: BAR2 (Ctrl) and BAR3 (Pmu): trapped accesses on the event loop, the poll. */
+void aicore_bad_access(struct npv_aicore_model *m);
+/* Values the sub-core owns, published into its window (under lock). */
+void aicore_set_cond(struct npv_aicore_model *m, uint32_t id, uint32_t v);
+void aicore_set_ctrl(struct npv_aicore_model *m, uint32_t id, uint32_t v);
+/* Every window as the model's view says (RESET, LAUNCH, topology changes; under lock). */
+void aicore_windows_publish(struct npv_aicore_model *m);
+/* One pass over the mapped windows: take DMB / FAST_PATH stores, undo the others. */
+bool aicore_windows_poll(struct npv_aicore_model *m);
 int aicore_ctrl_access(void *arg, uint32_t index, uint64_t off, void *buf, size_t len,
                        bool is_write);
 int aicore_pmu_access(void *arg, uint32_t index, uint64_t off, void *buf, size_t len,

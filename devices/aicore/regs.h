@@ -13,17 +13,29 @@
  * This is NOT shipping hardware: the PCI ids below are in the experimental
  * vendor range the test device uses (0x1234), never Huawei's 0x19e5.
  *
- * BARs (all 32-bit memory BARs, non-prefetchable, every access trapped so the
- * model sees its exact width; no interrupts: the handshake is polled):
- *   BAR0  4 KiB   global registers, 64 bits wide, 8-byte accesses only
- *   BAR1  4 KiB   the model's test port (not on hardware), 64-bit, 8-byte only
+ * BARs (all 32-bit memory BARs, non-prefetchable; no interrupts: the
+ * handshake is polled):
+ *   BAR0  4 KiB   global registers, 64 bits wide, 8-byte accesses only; trapped
+ *   BAR1  4 KiB   the model's test port (not on hardware), 64-bit, 8-byte only; trapped
  *   BAR2  1 MiB   Ctrl windows, one per physical sub-core, AICORE_WINDOW_STRIDE apart
- *   BAR3  1 MiB   Pmu windows, same indexing (reads 0 when Pmu is aliased into Ctrl)
+ *   BAR3  1 MiB   Pmu windows, same indexing (nothing answers when Pmu is aliased into Ctrl)
+ * BAR0 holds the edges (RESET, LAUNCH, COPY_GO) and stays trapped. The
+ * windows hold levels the sub-core polls (DMB, FAST_PATH) and values it
+ * writes (COND, CTRL): ../shared/hw/aicore.md section 2 says none of them is
+ * an edge-triggered doorbell, so the model offers BAR2 and BAR3 as shared
+ * memory (sparse mmap) its worker polls, and re-publishes what the sub-core
+ * owns (COND, CTRL, PHYS_ID): a client store there is undone and counted as a
+ * bad access. On a model built with trapped windows
+ * (npv_aicore_model_config.trapped_windows) every window access is a message
+ * the model sees with its width: that is the mode in which the Pmu counters
+ * clear on read, as the part's do (see AICORE_PMU_CNT).
  * Ctrl and Pmu registers are 32 bits wide: a 4-byte access to one, or an
  * 8-byte access at an 8-aligned offset, which is two registers low first.
- * Any other width or alignment gets an error reply and sets
- * AICORE_ERR_BAD_ACCESS. Holes read 0; a write to a hole or to a read-only
- * register is dropped and sets AICORE_ERR_BAD_ACCESS (no error reply).
+ * On trapped windows any other width or alignment gets an error reply and
+ * sets AICORE_ERR_BAD_ACCESS. Holes read 0; a write to a hole or to a
+ * read-only register is dropped and sets AICORE_ERR_BAD_ACCESS (no error
+ * reply); on mapped windows the model finds such a store on its next pass
+ * (for the registers it owns and DMB / FAST_PATH values it refuses).
  *
  * Physical sub-core ids follow the a2a3 table order: AIC of cluster c is
  * id c, the AIVs of cluster c are ids clusters + 2c and clusters + 2c + 1.
@@ -197,6 +209,14 @@ enum aicore_copy_status {
 };
 
 /* ---- BAR2: the Ctrl window of one sub-core (32-bit registers) ---- */
+/*
+ * RO for the host: the sub-core's own CTRL SPR (simpler platform_config.h
+ * REG_SPR_CTRL_OFFSET, "bit0 = PMU enable"): the sub-core sets bit 0 around a
+ * task's kernel on a run with PMU on and clears it at FIN, so its counters see
+ * the task and not its polling (aicore_executor.cpp, PMU begin/end).
+ */
+#define AICORE_CTRL_CTRL      0x000u
+#define AICORE_CTRL_CTRL_PMU  0x1u
 #define AICORE_CTRL_PHYS_ID   0x008u /* RO: this window's physical id */
 #define AICORE_CTRL_FAST_PATH 0x018u /* RW: FAST_PATH_ENABLE, AICORE_FAST_PATH_* */
 #define AICORE_CTRL_DMB       0x0a0u /* RW: DATA_MAIN_BASE low word: dispatch (AICORE_DMB_*) */
@@ -233,9 +253,21 @@ enum aicore_copy_status {
 #define AICORE_COND_ACK(tok) ((uint32_t)(tok)&AICORE_COND_ID_MASK)
 #define AICORE_COND_FIN(tok) (((uint32_t)(tok)&AICORE_COND_ID_MASK) | AICORE_COND_FIN_BIT)
 
-/* ---- BAR3 (or the Ctrl window when aliased): the Pmu window (32-bit registers) ---- */
+/*
+ * ---- BAR3 (or the Ctrl window when aliased): the Pmu window (32-bit registers) ----
+ * The counters (CNT0..7, CNT_TOTAL) clear when read, as the part's do: simpler
+ * (pmu_collector_aicpu.cpp, pmu_start) "clears counters by reading them once"
+ * and then reads them after each task without subtracting anything. Ours do
+ * so on trapped windows. On mapped windows (the model's default) a load from
+ * the mapping never reaches the model, so there the counters keep counting
+ * until written or RESET: the one place ours differs from the part, because a
+ * register whose read has a side effect cannot be shared memory. A driver
+ * that is right on both reads each counter once to clear it (the part), then
+ * once more for its baseline (0 on the part, the running count on a mapped
+ * model), and subtracts that baseline from what it reads after the run.
+ */
 #define AICORE_PMU_CTRL_0       0x200u /* RW: bit 0 = count enable (the part's enable value is 0x7) */
-#define AICORE_PMU_CNT(i)       (0x210u + 8u * (i)) /* RW: counter i, 32 bits, wraps */
+#define AICORE_PMU_CNT(i)       (0x210u + 8u * (i)) /* RW: counter i, 32 bits, wraps, clears on read */
 #define AICORE_PMU_CNT_TOTAL_LO 0x250u              /* RW: cycles counted, 64 bits in two words */
 #define AICORE_PMU_CNT_TOTAL_HI 0x254u
 #define AICORE_PMU_START_CYC_LO 0x2a0u /* RW: first counted cycle (inclusive) */
@@ -260,9 +292,12 @@ static_assert(AICORE_CTRL_COND + 4u <= AICORE_PMU_EVT_IDX(0) &&
  * advances only while it runs a task, by exactly the task's declared work
  * (payload.work_cycles); it restarts at 0 on RESET. A task spanning cycles
  * [c0, c0 + work) counts the n cycles of that span inside [START_CYC,
- * STOP_CYC], and only when CTRL_0 bit 0 is set and the run has PMU on (a
- * Pmu table was given): CNT_TOTAL += n, CNT(i) += aicore_pmu_event_count(
- * EVT_IDX(i), n) (32-bit, wrapping).
+ * STOP_CYC], and only when CTRL_0 bit 0 is set and the sub-core's own CTRL
+ * bit 0 is set around the task, which it does on a run with PMU on (a Pmu
+ * table was given): CNT_TOTAL += n, CNT(i) += aicore_pmu_event_count(
+ * EVT_IDX(i), n) (32-bit, wrapping). CTRL_0 may therefore stay enabled
+ * between runs, as simpler leaves it from pmu_start to pmu_stop: a run
+ * without PMU never opens the per-task gate.
  */
 static inline uint64_t aicore_pmu_event_count(uint32_t event, uint64_t cycles)
 {
@@ -275,26 +310,32 @@ static inline uint64_t aicore_pmu_event_count(uint32_t event, uint64_t cycles)
 
 /*
  * Handshake ("ready") record, one per launched sub-core in the workers array
- * (64-byte aligned, 64 bytes apart). Launched sub-cores (present and powered
- * at LAUNCH) are ranked AICs by physical id first, then AIVs by physical id;
- * the sub-core of rank r owns record r. It writes physical_core_id and
- * core_type, then done = r + 1 (a separate, later DMA write). The host writes
- * task (IOVA of this sub-core's two payload slots) before it opens the window;
- * the sub-core reads task once, when it sees DMB = IDLE.
+ * (64-byte aligned, 64 bytes apart), laid out as simpler's Handshake
+ * (runtime.h of tensormap_and_ringbuffer): aicpu_ready@0 (a legacy field the
+ * current handshake leaves unused; the device neither reads nor writes it),
+ * aicore_done@4, task@8, core_type@16, physical_core_id@20. Launched
+ * sub-cores (present and powered at LAUNCH) are ranked AICs by physical id
+ * first, then AIVs by physical id; the sub-core of rank r owns record r. It
+ * writes core_type and physical_core_id, then done = r + 1 (a separate,
+ * later DMA write). The host writes task (IOVA of this sub-core's two payload
+ * slots) before it opens the window; the sub-core reads task once, when it
+ * sees a non-zero DMB. Opening the window is the host's acknowledgement: the
+ * host may write a token right after DMB = IDLE without waiting for COND =
+ * IDLE (scheduler_cold_path.cpp, "no second round-trip").
  */
 struct aicore_handshake {
+    uint32_t aicpu_ready;      /* unused by the handshake: neither side acts on it */
     uint32_t done;             /* 0 = not ready, else rank + 1; host clears before LAUNCH */
+    uint64_t task;             /* host writes: IOVA of struct aicore_task_payload[2] */
     uint32_t core_type;        /* AICORE_CORE_TYPE_* */
     uint32_t physical_core_id; /* untrusted: range-check before indexing anything */
-    uint32_t reserved0;
-    uint64_t task; /* host writes: IOVA of struct aicore_task_payload[2] */
     uint64_t reserved[5];
 };
 static_assert(sizeof(struct aicore_handshake) == 64, "a handshake record is one cache line");
-static_assert(offsetof(struct aicore_handshake, done) == 0, "handshake layout is device ABI");
-static_assert(offsetof(struct aicore_handshake, core_type) == 4, "handshake layout");
-static_assert(offsetof(struct aicore_handshake, physical_core_id) == 8, "handshake layout");
-static_assert(offsetof(struct aicore_handshake, task) == 16, "handshake layout");
+static_assert(offsetof(struct aicore_handshake, done) == 4, "handshake layout is device ABI");
+static_assert(offsetof(struct aicore_handshake, task) == 8, "handshake layout");
+static_assert(offsetof(struct aicore_handshake, core_type) == 16, "handshake layout");
+static_assert(offsetof(struct aicore_handshake, physical_core_id) == 20, "handshake layout");
 
 /*
  * One task payload slot; a sub-core has two (double-buffered, at task +
@@ -399,7 +440,13 @@ static_assert(offsetof(struct aicore_result, end_sys_cnt) == 40, "result layout"
 #define AICORE_TP_COUNTERS_CLEAR      0x0a8u /* WO: 1 zeroes every counter here */
 #define AICORE_TP_DISPATCHES          0x0b0u /* RO: DMB token writes that reached a sub-core */
 #define AICORE_TP_COPIES_FAILED       0x0b8u /* RO: copies that ended in ERROR */
-#define AICORE_TP_TASKS(phys)         (0x400u + 8u * (phys)) /* RO: tasks FINished per sub-core */
+/*
+ * RO: trapped COND reads of a sub-core whose window is open (DMB = IDLE) and
+ * which got no token yet in this run: a round trip the handshake does not
+ * need, as opening the window is the acknowledgement. Mapped reads are not seen.
+ */
+#define AICORE_TP_IDLE_POLLS  0x0c0u
+#define AICORE_TP_TASKS(phys) (0x400u + 8u * (phys)) /* RO: tasks FINished per sub-core */
 
 #define AICORE_TP_ID_VALUE 0x4e50a1cfu
 

@@ -12,7 +12,7 @@
 
 #include "sample_workload.h"
 
-#define AICORE_SAMPLE_DEFAULT_ITERATIONS 20u
+#define AICORE_SAMPLE_DEFAULT_ITERATIONS 200u
 
 /*
  * 0 (res may still count mismatches), or the first failing call's negative

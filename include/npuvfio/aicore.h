@@ -15,7 +15,10 @@
  * builds each once, uploads it on first use and keeps it until close, with a
  * committed flag apart from its address (a failed upload whose rollback free
  * also failed leaves the block owned but uncommitted; the next use reuses it).
- * An uncommitted table is never given to the device.
+ * A reset need not keep device memory: after one, each table is uploaded
+ * again before the next launch. An uncommitted table is never given to the
+ * device. Where the Pmu registers are in the Ctrl window the Ctrl table
+ * serves as the Pmu table.
  *
  * Pipeline: two slots. A run executes in one while the next is prepared in
  * the other; the device executes one run at a time (LAUNCH resets every
@@ -206,10 +209,11 @@ NPV_API int npv_aicore_reset(struct npv_aicore *ac);
 NPV_API int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot,
                                const struct npv_aicore_run_desc *d, struct npv_aicore_run **out);
 /*
- * Start a prepared run: reset a poisoned device first, stamp a new epoch,
- * LAUNCH. -EBUSY while the other slot's run is active, -EINVAL when run is
- * not prepared, -ESTALE when PRESENT or POWER_ON changed since it was
- * prepared (reset and prepare again), -EIO when the device refuses.
+ * Start a prepared run: reset a poisoned device first, upload the tables
+ * again when a reset dropped them, stamp a new epoch, LAUNCH. -EBUSY while
+ * the other slot's run is active, -EINVAL when run is not prepared, -ESTALE
+ * when PRESENT or POWER_ON changed since it was prepared (reset and prepare
+ * again), -EIO when the device refuses, a table upload's error.
  */
 NPV_API int npv_aicore_launch(struct npv_aicore_run *run);
 /*

@@ -61,6 +61,14 @@ START_TEST(idle_or_the_previous_fin_say_nothing_new)
 }
 END_TEST
 
+/* The first token goes out right after the window opens: COND may still be at its reset value. */
+START_TEST(the_reset_value_before_the_window_is_seen_open_says_nothing_new)
+{
+    struct aicore_transition t = aicore_decide(AICORE_COND_RESET, 1, false, 0, 0);
+    ck_assert(!t.invalid && !t.complete_running && !t.running_acked && !t.slot_free);
+}
+END_TEST
+
 START_TEST(a_status_naming_no_task_of_this_core_is_invalid)
 {
     ck_assert(aicore_decide(AICORE_COND_FIN(9), 5, true, 6, 4).invalid);
@@ -80,6 +88,7 @@ int main(void)
     tcase_add_test(tc, pending_ack_implies_the_running_task_finished);
     tcase_add_test(tc, pending_fin_completes_both);
     tcase_add_test(tc, idle_or_the_previous_fin_say_nothing_new);
+    tcase_add_test(tc, the_reset_value_before_the_window_is_seen_open_says_nothing_new);
     tcase_add_test(tc, a_status_naming_no_task_of_this_core_is_invalid);
     suite_add_tcase(s, tc);
     return npv_test_run(s);

@@ -21,10 +21,12 @@
 
 #define CTRL_TABLE (AICORE_DEVMEM_BASE + 0x0000)
 
+/* Trapped windows: the model sees every width and offset a hostile client sends. */
 static void serve_aicore(const char *path, void *arg)
 {
     (void)arg;
-    _exit(npv_aicore_serve(path, false) == 0 ? 0 : 1);
+    const struct npv_aicore_model_config trapped = {.trapped_windows = true};
+    _exit(npv_aicore_serve_config(path, false, &trapped) == 0 ? 0 : 1);
 }
 
 static void start_aicore(struct vu_server *s)
@@ -178,7 +180,7 @@ START_TEST(a_client_that_leaves_without_answering_the_models_dma_takes_its_run_w
     /* Memory without an fd: the model must write the ready records by DMA_WRITE messages,
      * which this client never answers before it leaves. */
     vu_raw_dma_map_nofd(fd, 0x100000, 0x10000);
-    vu_raw_write(fd, g, AICORE_REG_RESET, 8, AICORE_RESET_VALUE);
+    /* No RESET here: it would clear the device memory, the table with it. */
     vu_raw_write(fd, g, AICORE_REG_RUN_CTRL_TABLE, 8, CTRL_TABLE);
     vu_raw_write(fd, g, AICORE_REG_RUN_PMU_TABLE, 8, 0);
     vu_raw_write(fd, g, AICORE_REG_RUN_WORKERS, 8, 0x100000);

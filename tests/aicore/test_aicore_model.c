@@ -3,7 +3,9 @@
  * The AICore model from a raw client (no driver): identity and topology,
  * absent and powered-off windows, the dispatch handshake by hand with real
  * kernels, LAUNCH resetting DMB, the copy engine, PMU counting and the test
- * port's counters. Model only: these check the model itself.
+ * port's counters. Model only: these check the model itself, register by
+ * register, so most run on trapped windows (every access seen as it is made);
+ * the cases at the end run on the mapped windows the model polls.
  */
 #include <check.h>
 #include <errno.h>
@@ -16,10 +18,11 @@
 #define PMU_TABLE  (AICORE_DEVMEM_BASE + 0x1000)
 
 static struct aic t;
+static const struct npv_aicore_model_config trapped = {.trapped_windows = true};
 
 static void setup(void)
 {
-    aic_open(&t, NULL);
+    aic_open(&t, &trapped);
 }
 
 static void teardown(void)
@@ -432,7 +435,7 @@ END_TEST
 START_TEST(pmu_aliased_into_ctrl_moves_the_registers_and_the_table_base)
 {
     aic_close(&t);
-    struct npv_aicore_model_config cfg = {.pmu_in_ctrl = true};
+    struct npv_aicore_model_config cfg = {.pmu_in_ctrl = true, .trapped_windows = true};
     aic_open(&t, &cfg);
     ck_assert(t.pmu_in_ctrl);
     ck_assert_uint_eq(aic_rd(&t, AICORE_REG_PMU_REG_BASE), aic_rd(&t, AICORE_REG_CTRL_REG_BASE));
@@ -468,6 +471,7 @@ START_TEST(a_custom_topology_shapes_the_part)
     aic_close(&t);
     struct npv_aicore_model_config cfg = {
         .clusters = 4,
+        .trapped_windows = true,
         .custom_topology = true,
         .present = {0xfffu & ~(1ull << 5)},
         .power_on = {0xfffu & ~(1ull << 1)},
@@ -489,6 +493,205 @@ START_TEST(a_custom_topology_shapes_the_part)
 }
 END_TEST
 
+/* Issue 23 item 6: the record is simpler's Handshake, byte for byte. */
+START_TEST(ready_records_are_laid_out_as_simplers_handshake)
+{
+    aic_upload_tables(&t, CTRL_TABLE, 0);
+    struct aic_run r;
+    aic_run_new(&t, &r);
+    start_run(&r, 0, 1);
+    for (uint32_t rank = 0; rank < r.nr; rank++) {
+        const uint32_t *w = (const uint32_t *)((const uint8_t *)r.workers.va + rank * 64u);
+        ck_assert_uint_eq(w[0], 0);        /* aicpu_ready@0: legacy, nobody's */
+        ck_assert_uint_eq(w[1], rank + 1); /* aicore_done@4 */
+        ck_assert_uint_eq(w[2], 0);        /* task@8: the host's, not written yet */
+        ck_assert_uint_eq(w[4], aicore_core_type(t.clusters, r.phys[rank])); /* core_type@16 */
+        ck_assert_uint_eq(w[5], r.phys[rank]); /* physical_core_id@20 */
+    }
+    finish_run(&r, AICORE_VERDICT_OK);
+    aic_run_free(&r);
+}
+END_TEST
+
+/* A task on the first AIV that never ends (the watchdog off): the sub-core's CTRL while it runs. */
+static uint32_t ctrl_while_hung(uint64_t pmu_table, uint64_t epoch)
+{
+    aic_upload_tables(&t, CTRL_TABLE, PMU_TABLE);
+    aic_wr(&t, AICORE_REG_OP_TIMEOUT, 0);
+    struct aic_run r;
+    aic_run_new(&t, &r);
+    start_run(&r, pmu_table, epoch);
+    uint32_t aiv = rank_of_type(&r, AICORE_CORE_TYPE_AIV), p = r.phys[aiv];
+    aic_run_open(&t, &r, aiv);
+    ck_assert_uint_eq(aic_ctrl_rd(&t, p, AICORE_CTRL_CTRL), 0); /* polling is not counted */
+    struct aic_task add;
+    aic_task_new(&t, &add, AICORE_KERNEL_VADD, 0, 16, 0, 3);
+    aic_fault(&t, p, AICORE_FAULT_HANG, 0);
+    aic_task_fill(&r, aiv, 1, &add, 10);
+    aic_dispatch(&t, p, 1);
+    ck_assert_int_eq(aic_wait_cond(&t, p, AICORE_COND_ACK(1), AIC_GENEROUS_NS, NULL), 0);
+    uint32_t ctrl = aic_ctrl_rd(&t, p, AICORE_CTRL_CTRL);
+    /* The sub-core's own register: a host store is refused. */
+    aic_ctrl_wr(&t, p, AICORE_CTRL_CTRL, ctrl ^ AICORE_CTRL_CTRL_PMU);
+    ck_assert_uint_eq(aic_ctrl_rd(&t, p, AICORE_CTRL_CTRL), ctrl);
+    ck_assert(aic_rd(&t, AICORE_REG_GLOBAL_ERR) & AICORE_ERR_BAD_ACCESS);
+    aic_wr(&t, AICORE_REG_RESET, AICORE_RESET_VALUE);
+    aic_task_free(&add);
+    aic_run_free(&r);
+    return ctrl;
+}
+
+/* Issue 23 item 3: CTRL at 0x0, bit 0 the per-task PMU gate, opened only on a PMU run. */
+START_TEST(the_sub_core_opens_its_ctrl_pmu_gate_around_a_task_of_a_pmu_run_only)
+{
+    ck_assert_uint_eq(ctrl_while_hung(PMU_TABLE, 1), AICORE_CTRL_CTRL_PMU);
+    ck_assert_uint_eq(ctrl_while_hung(0, 2), 0);
+}
+END_TEST
+
+/* Issue 23 item 1: as on the part, a counter read clears it (trapped windows). */
+START_TEST(pmu_counters_clear_when_read)
+{
+    aic_upload_tables(&t, CTRL_TABLE, PMU_TABLE);
+    struct aic_run r;
+    aic_run_new(&t, &r);
+    start_run(&r, PMU_TABLE, 1);
+    uint32_t aiv = rank_of_type(&r, AICORE_CORE_TYPE_AIV), p = r.phys[aiv];
+    pmu_program(p, 0, ~0ull, AICORE_PMU_CTRL_ENABLE_PART);
+    aic_run_open(&t, &r, aiv);
+    struct aic_task add;
+    aic_task_new(&t, &add, AICORE_KERNEL_VADD, 0, 16, 0, 4);
+    run_task(&r, aiv, 1, &add, 1000);
+    ck_assert_uint_eq(aic_pmu_rd(&t, p, AICORE_PMU_CNT_TOTAL_LO), 1000);
+    ck_assert_uint_eq(aic_pmu_rd(&t, p, AICORE_PMU_CNT_TOTAL_LO), 0);
+    ck_assert_uint_eq(aic_pmu_rd(&t, p, AICORE_PMU_CNT(0)), aicore_pmu_event_count(1, 1000));
+    ck_assert_uint_eq(aic_pmu_rd(&t, p, AICORE_PMU_CNT(0)), 0);
+    /* The next task counts from zero; selectors and the window are not counters: they stay. */
+    run_task(&r, aiv, 2, &add, 300);
+    ck_assert_uint_eq(aic_pmu_rd(&t, p, AICORE_PMU_CNT(0)), aicore_pmu_event_count(1, 300));
+    ck_assert_uint_eq(aic_pmu_rd(&t, p, AICORE_PMU_CNT(7)), aicore_pmu_event_count(8, 1300));
+    ck_assert_uint_eq(aic_pmu_rd(&t, p, AICORE_PMU_EVT_IDX(7)), 8);
+    ck_assert_uint_eq(aic_pmu_rd(&t, p, AICORE_PMU_STOP_CYC_LO), UINT32_MAX);
+    finish_run(&r, AICORE_VERDICT_OK);
+    aic_task_free(&add);
+    aic_run_free(&r);
+}
+END_TEST
+
+/* The table's entries as device memory holds them now, by a D2H copy. */
+static bool table_present(void)
+{
+    struct aic_buf b;
+    aic_buf_new(&t, t.nsub * 8u, &b);
+    ck_assert_uint_eq(aic_copy(&t, AICORE_COPY_D2H, b.iova, CTRL_TABLE, b.len), AICORE_COPY_DONE);
+    bool present = ((const uint64_t *)b.va)[0] == AICORE_CTRL_REG_BASE;
+    aic_buf_free(&b);
+    return present;
+}
+
+/* Issue 23 item 2: RESET clears device memory (the strict model, the default). */
+START_TEST(reset_clears_device_memory_unless_the_model_is_built_lenient)
+{
+    aic_upload_tables(&t, CTRL_TABLE, 0);
+    ck_assert(table_present());
+    aic_wr(&t, AICORE_REG_RESET, AICORE_RESET_VALUE);
+    ck_assert(!table_present());
+    /* A run on the table uploaded before the reset: no sub-core finds its window. */
+    struct aic_run r;
+    aic_run_new(&t, &r);
+    ck_assert_uint_eq(aic_run_launch(&t, &r, CTRL_TABLE, 0, 1), AICORE_LAUNCH_ACCEPTED);
+    uint64_t deadline = aic_now_ns() + AIC_GENEROUS_NS;
+    while (aic_port_rd(&t, AICORE_TP_TABLE_MISMATCHES) != r.nr)
+        ck_assert(aic_now_ns() < deadline);
+    aic_wr(&t, AICORE_REG_RESET, AICORE_RESET_VALUE);
+    aic_run_free(&r);
+
+    aic_close(&t);
+    const struct npv_aicore_model_config lenient = {.trapped_windows = true,
+                                                    .devmem_survives_reset = true};
+    aic_open(&t, &lenient);
+    aic_upload_tables(&t, CTRL_TABLE, 0);
+    aic_wr(&t, AICORE_REG_RESET, AICORE_RESET_VALUE);
+    ck_assert(table_present());
+}
+END_TEST
+
+/* ---- the mapped windows (the default model) ---- */
+
+static void open_mapped(void)
+{
+    aic_close(&t);
+    aic_open(&t, NULL);
+    ck_assert_int_eq(npv_bar_is_direct(t.ctrl, 0, AICORE_CTRL_BAR_SIZE), 1);
+    ck_assert_int_eq(npv_bar_is_direct(t.pmu, 0, AICORE_PMU_BAR_SIZE), 1);
+}
+
+/* The value phys's register reg settles at, as the model's next passes leave it. */
+static void wait_reg(uint32_t phys, uint32_t reg, uint32_t want)
+{
+    uint64_t deadline = aic_now_ns() + AIC_GENEROUS_NS;
+    uint32_t v;
+    while ((v = aic_ctrl_rd(&t, phys, reg)) != want)
+        ck_assert_msg(aic_now_ns() < deadline, "window %u reg %#x: %#x, want %#x", phys, reg, v,
+                      want);
+}
+
+static void wait_err(uint64_t bit)
+{
+    uint64_t deadline = aic_now_ns() + AIC_GENEROUS_NS;
+    while (!(aic_rd(&t, AICORE_REG_GLOBAL_ERR) & bit))
+        ck_assert(aic_now_ns() < deadline);
+}
+
+START_TEST(mapped_windows_run_the_handshake_exact_and_stores_to_what_the_sub_core_owns_are_undone)
+{
+    open_mapped();
+    aic_upload_tables(&t, CTRL_TABLE, PMU_TABLE);
+    struct aic_run r;
+    aic_run_new(&t, &r);
+    start_run(&r, PMU_TABLE, 1);
+    uint32_t aiv = rank_of_type(&r, AICORE_CORE_TYPE_AIV),
+             aic = rank_of_type(&r, AICORE_CORE_TYPE_AIC);
+    uint32_t p = r.phys[aiv];
+    pmu_program(p, 0, ~0ull, AICORE_PMU_CTRL_ENABLE);
+    aic_run_open(&t, &r, aiv);
+    struct aic_task add;
+    aic_task_new(&t, &add, AICORE_KERNEL_VADD, 0, 4096, 0, 6);
+    run_task(&r, aiv, 1, &add, 700);
+    ck_assert(aic_task_exact(&add));
+    /* Mapped counters cannot see a read: they hold until written (regs.h, AICORE_PMU_CNT). */
+    pmu_expect(p, 700);
+    pmu_expect(p, 700);
+    ck_assert_uint_eq(aic_rd(&t, AICORE_REG_GLOBAL_ERR), 0);
+
+    /* COND, CTRL and PHYS_ID are the sub-core's: a store there is undone and counted. */
+    uint64_t bad = aic_port_rd(&t, AICORE_TP_BAD_ACCESSES);
+    aic_ctrl_wr(&t, p, AICORE_CTRL_COND, AICORE_COND_FIN(77));
+    wait_reg(p, AICORE_CTRL_COND, AICORE_COND_FIN(1));
+    aic_ctrl_wr(&t, p, AICORE_CTRL_PHYS_ID, 5);
+    wait_reg(p, AICORE_CTRL_PHYS_ID, p);
+    aic_ctrl_wr(&t, p, AICORE_CTRL_FAST_PATH, 0x1234);
+    wait_reg(p, AICORE_CTRL_FAST_PATH, AICORE_FAST_PATH_OPEN);
+    ck_assert_uint_eq(aic_port_rd(&t, AICORE_TP_BAD_ACCESSES), bad + 3);
+    wait_err(AICORE_ERR_BAD_ACCESS);
+    /* A token into a window never opened is refused and the register keeps its value. */
+    uint32_t closed = r.phys[aic];
+    aic_ctrl_wr(&t, closed, AICORE_CTRL_DMB, 5);
+    wait_err(AICORE_ERR_WINDOW_CLOSED);
+    wait_reg(closed, AICORE_CTRL_DMB, AICORE_DMB_CLOSED);
+    /* A dead window reads 0 again, and a dispatch there is said so. */
+    uint32_t absent = npv_aicore_phys_aic(t.clusters, AICORE_DEFAULT_ABSENT_CLUSTER);
+    aic_ctrl_wr(&t, absent, AICORE_CTRL_DMB, 5);
+    wait_err(AICORE_ERR_DISPATCH_ABSENT);
+    wait_reg(absent, AICORE_CTRL_DMB, 0);
+    ck_assert_uint_eq(aic_port_rd(&t, AICORE_TP_DISPATCHES), 1);
+    /* Not fatal: the run ends as any other. */
+    finish_run(&r, AICORE_VERDICT_OK);
+    aic_task_free(&add);
+    aic_run_free(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("aicore_model");
@@ -506,6 +709,12 @@ static Suite *suite(void)
     tcase_add_test(tc, pmu_counts_deterministically_only_when_enabled_and_inside_the_cycle_window);
     tcase_add_test(tc, pmu_aliased_into_ctrl_moves_the_registers_and_the_table_base);
     tcase_add_test(tc, a_custom_topology_shapes_the_part);
+    tcase_add_test(tc, ready_records_are_laid_out_as_simplers_handshake);
+    tcase_add_test(tc, the_sub_core_opens_its_ctrl_pmu_gate_around_a_task_of_a_pmu_run_only);
+    tcase_add_test(tc, pmu_counters_clear_when_read);
+    tcase_add_test(tc, reset_clears_device_memory_unless_the_model_is_built_lenient);
+    tcase_add_test(
+        tc, mapped_windows_run_the_handshake_exact_and_stores_to_what_the_sub_core_owns_are_undone);
     suite_add_tcase(s, tc);
     return s;
 }
