@@ -231,18 +231,20 @@ if [ "${#need_bpo[@]}" -gt 0 ] && ! backports_index_present; then
     exit 1
 fi
 [ "$broken" = 0 ] || "${APT[@]}" install -y -q --no-install-recommends -f
-# Backports first: its linux-libc-dev is one Architecture: all package (with
-# the headers of every architecture) that replaces the per-architecture
-# copies, so the arm64 libraries installed after it depend on it from the
-# start instead of having their linux-libc-dev:arm64 removed under them.
-if [ "${#need_bpo[@]}" -gt 0 ]; then
-    echo "install-deps.sh: installing from bookworm-backports: ${need_bpo[*]}"
-    "${APT[@]}" install -y -q --no-install-recommends -t bookworm-backports "${need_bpo[@]}"
-fi
-mapfile -t need_base < <(missing "${BASE_PACKAGES[@]}" "${ARM64_PACKAGES[@]}")
-if [ "${#need_base[@]}" -gt 0 ]; then
-    echo "install-deps.sh: installing ${need_base[*]}"
-    "${APT[@]}" install -y -q --no-install-recommends "${need_base[@]}"
+# One transaction for everything, the backports packages named as
+# PKG/bookworm-backports: apt then takes only those (and a dependency whose
+# bookworm version they cannot use) from backports, and everything else from
+# bookworm. Two transactions break a machine with nothing on it both ways:
+# backports first with -t makes every new dependency a backports version
+# (libelf1 0.192, which bookworm's libelf-dev cannot take); bookworm first
+# installs linux-libc-dev:arm64 under the arm64 libraries, which backports'
+# Architecture: all linux-libc-dev then removes "anyway".
+install=("${need_base[@]}")
+for p in "${need_bpo[@]}"; do install+=("$p/bookworm-backports"); done
+if [ "${#install[@]}" -gt 0 ]; then
+    [ "${#need_base[@]}" -eq 0 ] || echo "install-deps.sh: installing ${need_base[*]}"
+    [ "${#need_bpo[@]}" -eq 0 ] || echo "install-deps.sh: installing from bookworm-backports: ${need_bpo[*]}"
+    "${APT[@]}" install -y -q --no-install-recommends "${install[@]}"
 fi
 if ! apt-get -o Debug::NoLocking=1 check -q >/dev/null 2>&1; then
     echo "install-deps.sh: apt reports unmet dependencies after the install (apt-get check):" >&2
