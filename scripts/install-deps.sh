@@ -112,6 +112,10 @@ BACKPORTS_PACKAGES=(
     qemu-system-x86
     linux-source-6.12
 )
+# Dependencies of those that bookworm's versions do not satisfy (qemu 10's
+# own data and firmware), named from backports in the same transaction:
+# apt takes a PKG/SUITE only for the package named, not for what it needs.
+BACKPORTS_DEPENDENCIES=(qemu-system-common qemu-system-data seabios)
 
 # The apt configuration directory; tests/packaging/install_deps_stub_apt.sh
 # points it at a scratch tree and runs the script against stub apt tools.
@@ -232,19 +236,33 @@ if [ "${#need_bpo[@]}" -gt 0 ] && ! backports_index_present; then
 fi
 [ "$broken" = 0 ] || "${APT[@]}" install -y -q --no-install-recommends -f
 # One transaction for everything, the backports packages named as
-# PKG/bookworm-backports: apt then takes only those (and a dependency whose
-# bookworm version they cannot use) from backports, and everything else from
-# bookworm. Two transactions break a machine with nothing on it both ways:
+# PKG/bookworm-backports: apt then takes only those from backports, and
+# everything else from bookworm. Two transactions break a machine with nothing on it both ways:
 # backports first with -t makes every new dependency a backports version
 # (libelf1 0.192, which bookworm's libelf-dev cannot take); bookworm first
 # installs linux-libc-dev:arm64 under the arm64 libraries, which backports'
 # Architecture: all linux-libc-dev then removes "anyway".
 install=("${need_base[@]}")
 for p in "${need_bpo[@]}"; do install+=("$p/bookworm-backports"); done
+if [[ " ${need_bpo[*]} " == *" qemu-system-x86 "* ]]; then
+    for p in "${BACKPORTS_DEPENDENCIES[@]}"; do install+=("$p/bookworm-backports"); done
+fi
 if [ "${#install[@]}" -gt 0 ]; then
     [ "${#need_base[@]}" -eq 0 ] || echo "install-deps.sh: installing ${need_base[*]}"
     [ "${#need_bpo[@]}" -eq 0 ] || echo "install-deps.sh: installing from bookworm-backports: ${need_bpo[*]}"
-    "${APT[@]}" install -y -q --no-install-recommends "${install[@]}"
+    log=$(mktemp)
+    if ! "${APT[@]}" install -y -q --no-install-recommends "${install[@]}" 2>&1 | tee "$log"; then
+        # A backports update may need one more of its own dependencies than
+        # the list above names: apt says which ("Depends: NAME (...) but
+        # VERSION is to be installed"); take those from backports too, once.
+        mapfile -t more < <(sed -n 's/.*Depends: \([^ ]*\) (.*) but .* is to be installed.*/\1/p' "$log" | sort -u)
+        rm -f "$log"
+        [ "${#need_bpo[@]}" -gt 0 ] && [ "${#more[@]}" -gt 0 ] || exit 100
+        echo "install-deps.sh: also from bookworm-backports, as apt asks: ${more[*]}"
+        for p in "${more[@]}"; do install+=("$p/bookworm-backports"); done
+        "${APT[@]}" install -y -q --no-install-recommends "${install[@]}"
+    fi
+    rm -f "$log"
 fi
 if ! apt-get -o Debug::NoLocking=1 check -q >/dev/null 2>&1; then
     echo "install-deps.sh: apt reports unmet dependencies after the install (apt-get check):" >&2

@@ -88,6 +88,19 @@ install)
                 { echo "E: Unable to locate package $p"; exit 100; } ;;
         esac
     done
+    # A package named PKG/SUITE takes only itself from SUITE: backports'
+    # qemu 10 needs its own data and firmware named from backports too (and
+    # STUB_BPO_NEEDS names one more such dependency, as a later backports
+    # update may add).
+    named() { printf '%s\n' "${args[@]}" | grep -qx "$1"; }
+    if named qemu-system-x86/bookworm-backports; then
+        for d in qemu-system-common seabios ${STUB_BPO_NEEDS:-}; do
+            named "$d/bookworm-backports" && continue
+            echo " qemu-system-x86 : Depends: $d (>= 1:10.0) but 1:7.2+dfsg-7 is to be installed"
+            echo "E: Unable to correct problems, you have held broken packages."
+            exit 100
+        done
+    fi
     # What apt does on a machine with nothing on it, in the two ways two
     # transactions went wrong:
     # -t makes every new dependency a backports version, and bookworm's
@@ -215,6 +228,16 @@ if run "$m" --check; then bad "--check with unmet dependencies exited 0"; else
         || bad "--check output: $(cat "$m/out")"; fi
 run "$m" && [ ! -e "$m/state/broken" ] && grep -q 'install .*-f' "$m/state/calls" && ok "a run repairs unmet dependencies" \
     || bad "repair: $(cat "$m/out")"
+
+# 5b. A backports update that needs one more of its own dependencies than the
+# script names: apt's complaint names it, and one retry takes it too.
+m=$tmp/more
+fresh "$m"
+if STUB_BPO_NEEDS=ipxe-qemu run "$m" && grep -q 'install .*ipxe-qemu/bookworm-backports' "$m/state/calls"; then
+    ok "a dependency apt asks for is taken from backports on one retry"
+else
+    bad "extra backports dependency: $(tail -3 "$m/out")"
+fi
 
 # 6. Nothing installed and not root: refused with the list, nothing changed.
 m=$tmp/user
