@@ -180,7 +180,51 @@ apt_update() {
 
 # apt knows a bookworm-backports release (its index was fetched).
 backports_index_present() {
-    apt-cache policy 2>/dev/null | grep -q 'a=bookworm-backports\|n=bookworm-backports'
+    # Read it whole first: grep -q stops at the first match, and under
+    # pipefail apt-cache's SIGPIPE would make the answer a race.
+    local policy
+    policy=$(apt-cache policy 2>/dev/null) || true
+    grep -q 'a=bookworm-backports\|n=bookworm-backports' <<<"$policy"
+}
+
+# apt-get install PKG... where a PKG/bookworm-backports may need more of
+# backports than it names: apt takes a PKG/SUITE only for the package named.
+# apt's complaint says which, one line each:
+#   X : Depends: Y (= V1) but V2 is to be installed
+# V2 from backports: X is a bookworm package that cannot take backports' Y,
+# so X comes from backports too (libbpf-dev beside backports' libbpf1);
+# V2 from bookworm: Y itself must come from backports (qemu 10's data).
+# Up to four rounds, each adding what apt named; anything else fails as apt
+# failed.
+install_with_backports_dependencies() {
+    local pkgs=("$@") log round more=()
+    log=$(mktemp)
+    for round in 1 2 3 4; do
+        if "${APT[@]}" install -y -q --no-install-recommends "${pkgs[@]}" 2>&1 | tee "$log"; then
+            rm -f "$log"
+            return 0
+        fi
+        [ "${#need_bpo[@]}" -gt 0 ] || break
+        mapfile -t more < <(sed -n '
+            s/^ *\([^ ]*\) : Depends: [^ ]* (.*) but [^ ]*bpo[^ ]* is to be installed.*/\1/p
+            t
+            s/.*Depends: \([^ ]*\) (.*) but .* is to be installed.*/\1/p' "$log" | sort -u)
+        local next=() p m added=()
+        for p in "${pkgs[@]}"; do
+            [[ " ${more[*]} " == *" $p "* ]] || next+=("$p")
+        done
+        for m in "${more[@]}"; do
+            [[ " ${next[*]} " == *" $m/bookworm-backports "* ]] && continue
+            next+=("$m/bookworm-backports")
+            added+=("$m")
+        done
+        [ "${#added[@]}" -gt 0 ] || break
+        echo "install-deps.sh: also from bookworm-backports, as apt asks (round $round): ${added[*]}"
+        pkgs=("${next[@]}")
+    done
+    rm -f "$log"
+    echo "install-deps.sh: apt could not install the packages (above)" >&2
+    exit 100
 }
 
 need_arch=0
@@ -250,19 +294,7 @@ fi
 if [ "${#install[@]}" -gt 0 ]; then
     [ "${#need_base[@]}" -eq 0 ] || echo "install-deps.sh: installing ${need_base[*]}"
     [ "${#need_bpo[@]}" -eq 0 ] || echo "install-deps.sh: installing from bookworm-backports: ${need_bpo[*]}"
-    log=$(mktemp)
-    if ! "${APT[@]}" install -y -q --no-install-recommends "${install[@]}" 2>&1 | tee "$log"; then
-        # A backports update may need one more of its own dependencies than
-        # the list above names: apt says which ("Depends: NAME (...) but
-        # VERSION is to be installed"); take those from backports too, once.
-        mapfile -t more < <(sed -n 's/.*Depends: \([^ ]*\) (.*) but .* is to be installed.*/\1/p' "$log" | sort -u)
-        rm -f "$log"
-        [ "${#need_bpo[@]}" -gt 0 ] && [ "${#more[@]}" -gt 0 ] || exit 100
-        echo "install-deps.sh: also from bookworm-backports, as apt asks: ${more[*]}"
-        for p in "${more[@]}"; do install+=("$p/bookworm-backports"); done
-        "${APT[@]}" install -y -q --no-install-recommends "${install[@]}"
-    fi
-    rm -f "$log"
+    install_with_backports_dependencies "${install[@]}"
 fi
 if ! apt-get -o Debug::NoLocking=1 check -q >/dev/null 2>&1; then
     echo "install-deps.sh: apt reports unmet dependencies after the install (apt-get check):" >&2
