@@ -36,11 +36,11 @@ static void help(void)
            "  --socket PATH   where to listen\n"
            "  --once          exit when the first client disconnects\n"
            "\n"
-           "Models:\n");
+           "Models (name, the vendor:device their config space presents):\n");
     for (size_t i = 0; npv_device_at(i) != NULL; i++) {
         const struct npv_device_entry *m = npv_device_at(i);
         if (m->model_create != NULL)
-            printf("  %-10s %04x:%04x  %s\n", m->name, m->pci_ids[0].vendor, m->pci_ids[0].device,
+            printf("  %-10s %04x:%04x  %s\n", m->name, m->model_id.vendor, m->model_id.device,
                    m->summary);
     }
 }

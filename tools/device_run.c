@@ -110,6 +110,38 @@ static int open_where(struct npv_cli *cli, const struct device_where *w, struct 
     return npv_dev_open_pci(cli->ctx, w->hw, dom, NULL, dev);
 }
 
+/*
+ * Whether the device opened at where is e: its config space's vendor:device
+ * is one of e's PCI ids or e's model's. When it is not, say what it is (the
+ * device table's entry for its id) instead of letting e's driver fail on it.
+ * A device without readable ids (a platform device) is e's driver's to judge.
+ */
+static bool device_is(struct npv_cli *cli, const struct npv_device_entry *e, struct npv_dev *dev,
+                      const char *where)
+{
+    struct npv_dev_info info;
+    if (npv_dev_info(dev, &info) < 0 || info.vendor_id == 0)
+        return true;
+    uint16_t v = info.vendor_id, d = info.device_id;
+    if (e->model_id.vendor == v && e->model_id.device == d)
+        return true;
+    for (size_t k = 0; k < NPV_DEVICE_MAX_PCI_IDS && e->pci_ids[k].vendor != 0; k++)
+        if (e->pci_ids[k].vendor == v && e->pci_ids[k].device == d)
+            return true;
+    const struct npv_device_entry *model = npv_device_by_model_id(v, d);
+    const struct npv_device_entry *hw = npv_device_by_pci_id(v, d);
+    if (model != NULL)
+        cli_error(cli, "%s answers as %04x:%04x, the %s model, not %s (try --device %s)", where, v,
+                  d, model->name, e->name, model->name);
+    else if (hw != NULL)
+        cli_error(cli, "%s answers as %04x:%04x, a %s, not %s (try --device %s)", where, v, d,
+                  hw->name, e->name, hw->name);
+    else
+        cli_error(cli, "%s answers as %04x:%04x (class %06x), no device npuvfio knows, not %s",
+                  where, v, d, info.class_code, e->name);
+    return false;
+}
+
 int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e,
                       const struct device_where *w, const struct npv_sample_opts *opts,
                       struct npv_sample_result *res)
@@ -127,6 +159,10 @@ int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e,
         return cli_fail(cli, where, r);
     }
     int ret = CLI_OK;
+    if (!device_is(cli, e, dev, where)) {
+        ret = CLI_FAILED;
+        goto out_dev;
+    }
     r = e->driver_open(dev, &drv);
     if (r < 0) {
         ret = cli_fail(cli, e->name, r);
