@@ -82,11 +82,16 @@ uint64_t bench_now(void);
 
 /* The two logical CPUs the run uses: submitter / "device" side. */
 struct bench_cpus {
-    int sub, dev;    /* OS indexes */
-    unsigned npus;   /* PUs the machine has */
-    char model[128]; /* CPU model name */
+    int sub, dev;      /* OS indexes; dev -1: only one CPU is allowed */
+    unsigned npus;     /* PUs the machine has */
+    unsigned nallowed; /* CPUs this process may run on (sched_getaffinity) */
+    char model[128];   /* CPU model name */
 };
-/* want_sub / want_dev: OS indexes from --cpus, or -1 for the first two PUs. */
+/*
+ * want_sub / want_dev: OS indexes from --cpus, or -1 for the first two PUs
+ * this process may run on (c->dev stays -1 when only one is allowed).
+ * -EINVAL: --cpus names a CPU the machine lacks; -EPERM: one not allowed.
+ */
 int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev);
 void bench_cpus_fini(void);
 /* Pin the calling thread (or, with whole_process, the process) to an OS CPU index. */

@@ -95,10 +95,13 @@ int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct d
         }
         snprintf(row->what, sizeof(row->what), "%s", res.what);
         row->mismatches += res.mismatches;
-        series_add(&row->p50_ns, (double)res.p50_ns);
-        series_add(&row->p99_ns, (double)res.p99_ns);
-        series_add(&row->per_s,
-                   res.elapsed_ns ? (double)res.iterations * 1e9 / (double)res.elapsed_ns : 0);
+        /* A sample that timed nothing gives no figure (never a 0 as a measurement). */
+        if (res.p50_ns != 0)
+            series_add(&row->p50_ns, (double)res.p50_ns);
+        if (res.p99_ns != 0)
+            series_add(&row->p99_ns, (double)res.p99_ns);
+        if (res.elapsed_ns != 0 && res.iterations != 0)
+            series_add(&row->per_s, (double)res.iterations * 1e9 / (double)res.elapsed_ns);
         bench_progress(o, "device %s sample: p50 %llu ns", row->name,
                        (unsigned long long)res.p50_ns);
     }

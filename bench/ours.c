@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <npuvfio/hugepages.h>
 #include <npuvfio/dev.h>
 #include <npuvfio/dma.h>
 #include <npuvfio/domain.h>
@@ -160,8 +161,10 @@ static void cost_add(const struct ours *t, const struct cost_mark *from, uint64_
 {
     struct cost_mark to;
     cost_mark(t, &to);
-    series_add(&out->wakeups, jobs ? (double)(to.sleeps - from->sleeps) / (double)jobs : 0);
-    series_add(&out->cpu_ns, jobs ? (double)(to.cpu_ns - from->cpu_ns) / (double)jobs : 0);
+    if (jobs == 0)
+        return; /* nothing measured: no figure, not a 0 */
+    series_add(&out->wakeups, (double)(to.sleeps - from->sleeps) / (double)jobs);
+    series_add(&out->cpu_ns, (double)(to.cpu_ns - from->cpu_ns) / (double)jobs);
 }
 
 static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem *m)
@@ -188,7 +191,8 @@ static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem
     }
     cost_add(t, &mark, jobs, &m->rtt_cost[mode]);
     lat_compute(&smp, &m->rtt[mode]);
-    series_add(&m->rtt_p50[mode], m->rtt[mode].p50);
+    if (smp.n != 0) /* no round trip finished in the point: no figure, not a 0 */
+        series_add(&m->rtt_p50[mode], m->rtt[mode].p50);
     samples_free(&smp);
     return rc;
 }
@@ -273,7 +277,8 @@ static int run_mem(struct ours *t, struct ours_mem *m)
         fprintf(stderr, "npuvfio-bench: cache-line peer next to ours: %s\n", npv_strerror(rc));
         return rc;
     }
-    series_add(&m->cacheline_adjacent_p50, cl.p50);
+    if (cl.n != 0)
+        series_add(&m->cacheline_adjacent_p50, cl.p50);
     bench_progress(o, "peer cache line, %zu KiB slot: p50 %.0f ns", m->page_size >> 10, cl.p50);
     for (int mode = 0; mode < BENCH_MODES; mode++) {
         if (!o->mode_on[mode])
@@ -295,7 +300,8 @@ static int run_mem(struct ours *t, struct ours_mem *m)
                         o->qd[q], npv_strerror(rc));
                 return rc;
             }
-            series_add(&m->rate[mode][q], rate);
+            if (rate > 0) /* 0: no job finished in the point, nothing measured */
+                series_add(&m->rate[mode][q], rate);
             bench_progress(o, "ours %s QD%u, %zu KiB: %.2f M descriptors/s", bench_mode_names[mode],
                            o->qd[q], m->page_size >> 10, rate / 1e6);
         }
@@ -358,11 +364,21 @@ int ours_rep(struct ours *t, int m, struct ours_results *r)
 {
     static const enum npv_dma_page pages[BENCH_MEMS] = {NPV_DMA_PAGE_2M, NPV_DMA_PAGE_4K};
     struct ours_mem *mem = &r->mem[m];
+    /* Hugepages absent: said once, in the first repetition; the 4 KiB rows still run. */
+    if (pages[m] == NPV_DMA_PAGE_2M && mem->skipped != NULL)
+        return 0;
+    struct npv_hugepages pool;
+    if (pages[m] == NPV_DMA_PAGE_2M &&
+        (npv_hugepages_read(t->ctx, 2u << 20, -1, &pool) < 0 || pool.free == 0)) {
+        mem->skipped = "no free 2 MiB hugepage (reserve some: npuvfio hugepages 64)";
+        fprintf(stderr, "npuvfio-bench: %s\n", mem->skipped);
+        return 0;
+    }
     bench_pin(t->c->sub, false);
     int rc = ring_setup(t, pages[m], &mem->page_size);
     if (rc < 0) {
         mem->skipped = pages[m] == NPV_DMA_PAGE_2M
-                           ? "no free 2 MiB hugepage (reserve some: npuvfio hugepages)"
+                           ? "no free 2 MiB hugepage (reserve some: npuvfio hugepages 64)"
                            : "cannot allocate 4 KiB DMA memory";
         fprintf(stderr, "npuvfio-bench: %s: %s\n", mem->skipped, npv_strerror(rc));
         /* Without hugepages the 4 KiB rows still run. */

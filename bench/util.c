@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <hwloc.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -133,6 +134,7 @@ static hwloc_obj_t pu_by_os_index(int os_index)
 int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev)
 {
     memset(c, 0, sizeof(*c));
+    c->sub = c->dev = -1;
     read_cpu_model(c->model, sizeof(c->model));
     if (hwloc_topology_init(&topo) < 0 || hwloc_topology_load(topo) < 0)
         return -ENODEV;
@@ -140,18 +142,35 @@ int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev)
     if (n <= 0)
         return -ENODEV;
     c->npus = (unsigned)n;
-    /* The submitter and the device side on different cores when there are two. */
-    hwloc_obj_t a = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PU, 0);
-    hwloc_obj_t b = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PU, n > 1 ? 1 : 0);
+    /*
+     * Only the CPUs this process may run on (taskset, a container's cpuset):
+     * a pin outside them fails or, with taskset, escapes the user's choice.
+     */
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+        return -errno;
+    c->nallowed = (unsigned)CPU_COUNT(&allowed);
     if (want_sub >= 0) {
-        a = pu_by_os_index(want_sub);
-        b = pu_by_os_index(want_dev);
-        if (a == NULL || b == NULL)
+        if (pu_by_os_index(want_sub) == NULL || pu_by_os_index(want_dev) == NULL)
             return -EINVAL;
+        if (!CPU_ISSET(want_sub, &allowed) || !CPU_ISSET(want_dev, &allowed))
+            return -EPERM;
+        c->sub = want_sub;
+        c->dev = want_dev;
+        return 0;
     }
-    c->sub = (int)a->os_index;
-    c->dev = (int)b->os_index;
-    return 0;
+    /* The submitter and the device side on the first two allowed PUs, in hwloc's order. */
+    for (int i = 0; i < n && c->dev < 0; i++) {
+        hwloc_obj_t pu = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PU, (unsigned)i);
+        if (pu == NULL || pu->os_index >= CPU_SETSIZE || !CPU_ISSET(pu->os_index, &allowed))
+            continue;
+        if (c->sub < 0)
+            c->sub = (int)pu->os_index;
+        else
+            c->dev = (int)pu->os_index;
+    }
+    return c->sub >= 0 ? 0 : -ENODEV;
 }
 
 void bench_cpus_fini(void)
