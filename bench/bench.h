@@ -94,6 +94,9 @@ struct bench_cpus {
  */
 int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev);
 void bench_cpus_fini(void);
+/* npv_ctx_new with the library's messages printed as "npuvfio-bench: LEVEL: msg". */
+struct npv_ctx;
+int bench_ctx_new(struct npv_ctx **out);
 /* Pin the calling thread (or, with whole_process, the process) to an OS CPU index. */
 int bench_pin(int os_index, bool whole_process);
 

@@ -44,7 +44,7 @@ static int sample_once(const struct npv_device_entry *e, const char *path, unsig
     struct npv_domain *dom = NULL;
     struct npv_dev *dev = NULL;
     void *drv;
-    int rc = npv_ctx_new(&ctx);
+    int rc = bench_ctx_new(&ctx);
     if (rc < 0)
         return rc;
     rc = npv_domain_new(ctx, NULL, &dom);

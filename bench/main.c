@@ -87,7 +87,8 @@ static void usage(FILE *f)
             "ping-pong and io_uring NOPs. Every figure is the median of --reps repetitions\n"
             "that alternate ours and the peers, shown with its spread; warm-up is excluded.\n"
             "\n"
-            "  --quick          short points and small device samples (whole run under 30 s)\n"
+            "  --quick          short points and small device samples (about 15 s on an idle\n"
+            "                   two-CPU machine; the plan line estimates it)\n"
             "  --mode LIST      wait modes, from poll,irq,hybrid (default all three)\n"
             "  --qd LIST        queue depths, powers of two in 1..256 (default 1,2,4,...,256)\n"
             "  --desc-size N    request bytes of the same-work peer, 16..256, a multiple of 4\n"
@@ -95,7 +96,8 @@ static void usage(FILE *f)
             "  --duration MS    measured time per point (default 200, quick 20)\n"
             "  --reps N         repetitions, 1..%d (default 5; the medians want at least 5)\n"
             "  --cpus SUB,DEV   OS CPU indexes of the submitter and of the device side\n"
-            "                   (default the first two the machine lists)\n"
+            "                   (default the first two this process may run on; with only\n"
+            "                   one allowed the bench refuses: nothing measured, exit 1)\n"
             "  --no-devices     leave out the device rows\n"
             "  --json FILE      also write every repetition, the medians and the targets\n"
             "  --compare FILE   print today's target ratios against an earlier --json FILE,\n"
@@ -150,7 +152,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     };
     long point_ms = -1;
     int ch;
-    while ((ch = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+    opterr = 0; /* one line per mistake, as npuvfio's (tools/npuvfio.c, cli_getopt) */
+    while ((ch = getopt_long(argc, argv, ":h", lopts, NULL)) != -1) {
         char *end;
         switch (ch) {
         case 'q':
@@ -158,20 +161,23 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
             break;
         case 'm':
             if (parse_modes(o, optarg) < 0) {
-                fprintf(stderr, "npuvfio-bench: --mode wants a list of poll, irq, hybrid\n");
+                fprintf(stderr, "npuvfio-bench: --mode wants a list of poll, irq, hybrid (try "
+                                "'npuvfio-bench --help')\n");
                 return 2;
             }
             break;
         case 'Q':
             if (parse_qds(o, optarg) < 0) {
-                fprintf(stderr, "npuvfio-bench: --qd wants a list of powers of two in 1..256\n");
+                fprintf(stderr, "npuvfio-bench: --qd wants a list of powers of two in 1..256 (try "
+                                "'npuvfio-bench --help')\n");
                 return 2;
             }
             break;
         case 's': {
             unsigned long v = strtoul(optarg, &end, 10);
             if (*end != '\0' || v < 16 || v > 256 || v % 4 != 0) {
-                fprintf(stderr, "npuvfio-bench: --desc-size wants 16..256, a multiple of 4\n");
+                fprintf(stderr, "npuvfio-bench: --desc-size wants 16..256, a multiple of 4 (try "
+                                "'npuvfio-bench --help')\n");
                 return 2;
             }
             o->desc_size = (unsigned)v;
@@ -180,14 +186,17 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'p':
             point_ms = strtol(optarg, &end, 10);
             if (*end != '\0' || point_ms <= 0 || point_ms > 60000) {
-                fprintf(stderr, "npuvfio-bench: --duration wants 1..60000 (ms)\n");
+                fprintf(
+                    stderr,
+                    "npuvfio-bench: --duration wants 1..60000 (ms) (try 'npuvfio-bench --help')\n");
                 return 2;
             }
             break;
         case 'r': {
             unsigned long v = strtoul(optarg, &end, 10);
             if (*end != '\0' || v < 1 || v > BENCH_MAX_REPS) {
-                fprintf(stderr, "npuvfio-bench: --reps wants 1..%d\n", BENCH_MAX_REPS);
+                fprintf(stderr, "npuvfio-bench: --reps wants 1..%d (try 'npuvfio-bench --help')\n",
+                        BENCH_MAX_REPS);
                 return 2;
             }
             o->reps = (unsigned)v;
@@ -196,7 +205,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'c':
             if (sscanf(optarg, "%d,%d", &o->cpu_sub, &o->cpu_dev) != 2 || o->cpu_sub < 0 ||
                 o->cpu_dev < 0 || o->cpu_sub == o->cpu_dev) {
-                fprintf(stderr, "npuvfio-bench: --cpus wants two different CPU indexes: SUB,DEV\n");
+                fprintf(stderr, "npuvfio-bench: --cpus wants two different CPU indexes: SUB,DEV "
+                                "(try 'npuvfio-bench --help')\n");
                 return 2;
             }
             break;
@@ -212,13 +222,25 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'h':
             usage(stdout);
             return 0;
+        case ':':
+            fprintf(stderr,
+                    "npuvfio-bench: option '%s' needs an argument (try 'npuvfio-bench --help')\n",
+                    argv[optind - 1]);
+            return 2;
         default:
-            usage(stderr);
+            if (optopt != 0)
+                fprintf(stderr,
+                        "npuvfio-bench: unknown option '-%c' (try 'npuvfio-bench --help')\n",
+                        optopt);
+            else
+                fprintf(stderr, "npuvfio-bench: unknown option '%s' (try 'npuvfio-bench --help')\n",
+                        argv[optind - 1]);
             return 2;
         }
     }
     if (optind < argc) {
-        usage(stderr);
+        fprintf(stderr, "npuvfio-bench: unexpected argument '%s' (try 'npuvfio-bench --help')\n",
+                argv[optind]);
         return 2;
     }
     if (point_ms < 0)

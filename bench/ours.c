@@ -49,7 +49,7 @@ int ours_open(const struct bench_opts *o, const struct bench_cpus *c, struct our
         goto err;
     }
     bench_pin(c->sub, false);
-    rc = npv_ctx_new(&t->ctx);
+    rc = bench_ctx_new(&t->ctx);
     if (rc == 0)
         rc = npv_domain_new(t->ctx, NULL, &t->dom);
     if (rc == 0)

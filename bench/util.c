@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <npuvfio/ctx.h>
+
 #include "registry.h"
 
 #include "bench.h"
@@ -256,4 +258,20 @@ void bench_model_stop(struct bench_model *m)
     if (m->dir[0] != '\0')
         rmdir(m->dir);
     m->path[0] = m->dir[0] = '\0';
+}
+
+/* The library's messages in the CLI's style (tools/npuvfio.c, log_sink): "PROGRAM: LEVEL: msg". */
+static void bench_log_sink(void *user, enum npv_log_level level, const char *msg)
+{
+    (void)user;
+    static const char *const tags[] = {"error", "warn", "info", "debug"};
+    fprintf(stderr, "npuvfio-bench: %s: %s\n", tags[(unsigned)level < 4 ? level : 3], msg);
+}
+
+int bench_ctx_new(struct npv_ctx **out)
+{
+    int rc = npv_ctx_new(out);
+    if (rc == 0)
+        npv_ctx_set_log_sink(*out, bench_log_sink, NULL);
+    return rc;
 }

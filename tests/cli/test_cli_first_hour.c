@@ -170,6 +170,35 @@ START_TEST(bench_with_one_allowed_cpu_refuses_instead_of_measuring_nothing)
     ck_assert_msg(took < 10, "the refusal took %.1f s", took);
 }
 END_TEST
+
+/* The bench's command-line mistakes read as npuvfio's: one line, a hint, exit 2. */
+START_TEST(bench_usage_errors_are_one_line_like_npuvfio)
+{
+    char out[] = "/tmp/npv-first-hour-bench-XXXXXX";
+    int fd = mkstemp(out);
+    ck_assert_int_ge(fd, 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        const char *bench = getenv("NPUVFIO_BENCH");
+        execl(bench != NULL && *bench != '\0' ? bench : NPV_BENCH_PATH, "npuvfio-bench",
+              "--no-such-option", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    char text[8192];
+    slurp(out, text, sizeof(text));
+    close(fd);
+    unlink(out);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d", status);
+    ck_assert_str_eq(text, "npuvfio-bench: unknown option '--no-such-option' (try "
+                           "'npuvfio-bench --help')\n");
+}
+END_TEST
 #endif
 
 /* ---- advice on a device that is no NPU, and without an IOMMU ---- */
@@ -237,6 +266,45 @@ START_TEST(without_an_iommu_nothing_advises_a_bind)
     run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "info", "--open", "0000:01:00.0"));
     ck_assert_msg(r.status == 1 && strstr(r.err, "IOMMU"), "exit %d: %s", r.status, r.err);
     ck_assert_msg(strstr(r.err, "npuvfio bind") == NULL, "info --open advises a bind: %s", r.err);
+}
+END_TEST
+
+/* ---- small CLI: list --npu with none, the NUMA column, hugepages --size/--json ---- */
+
+START_TEST(list_says_no_npus_and_shows_sysfs_numa_nodes)
+{
+    struct fake_sysfs bare;
+    fake_sysfs_init(&bare);
+    fake_add_func(&bare, "0000:00:03.0", 0x1af4, 0x1041, 0x020000, "virtio-pci", 3, -1);
+    fake_add_func(&bare, "0000:00:04.0", 0x1af4, 0x1042, 0x010000, "virtio-pci", 4, 1);
+    run_cli(&r, NULL, ARGS("--sysfs-root", bare.root, "list", "--npu"));
+    ck_assert_msg(r.status == 0 && strcmp(r.out, "no NPUs found\n") == 0, "exit %d: [%s] %s",
+                  r.status, r.out, r.err);
+    /* NUMA: sysfs's numa_node, "-" for its -1 (documented in list --help). */
+    run_cli(&r, NULL, ARGS("--sysfs-root", bare.root, "list"));
+    ck_assert_int_eq(r.status, 0);
+    char a[64], b[64];
+    const char *l3 = strstr(r.out, "0000:00:03.0"), *l4 = strstr(r.out, "0000:00:04.0");
+    ck_assert_ptr_nonnull(l3);
+    ck_assert_ptr_nonnull(l4);
+    ck_assert_int_eq(sscanf(l3, "%*s %*s %*s %*s %*s %63s", a), 1);
+    ck_assert_int_eq(sscanf(l4, "%*s %*s %*s %*s %*s %63s", b), 1);
+    ck_assert_msg(strcmp(a, "-") == 0 && strcmp(b, "1") == 0, "NUMA %s and %s:\n%s", a, b, r.out);
+    run_cli(&r, NULL, ARGS("list", "--help"));
+    ck_assert_msg(strstr(r.out, "numa_node") != NULL, "list --help does not say what NUMA is");
+    fake_sysfs_destroy(&bare);
+}
+END_TEST
+
+START_TEST(hugepages_size_without_a_pool_is_a_usage_error_and_json_works)
+{
+    fake_add_pool(&fs, -1, 2048, 8, false);
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "hugepages", "--size", "4M"));
+    ck_assert_msg(r.status == 2 && strstr(r.err, "no 4M hugepages") && strstr(r.err, "2M"),
+                  "exit %d: %s", r.status, r.err);
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "hugepages", "--json"));
+    ck_assert_msg(r.status == 0 && r.out[0] == '{' && strstr(r.out, "\"reserved\":8"), "%s %s",
+                  r.out, r.err);
 }
 END_TEST
 
@@ -340,6 +408,7 @@ static Suite *first_hour_suite(void)
     tcase_set_timeout(t, 60);
 #ifdef NPV_BENCH_PATH
     tcase_add_test(t, bench_with_one_allowed_cpu_refuses_instead_of_measuring_nothing);
+    tcase_add_test(t, bench_usage_errors_are_one_line_like_npuvfio);
 #endif
     tcase_add_test(t, sim_help_lists_the_ids_the_models_present);
     tcase_add_test(t, a_second_client_hears_busy_at_once_and_the_sim_logs_connects);
@@ -349,6 +418,8 @@ static Suite *first_hour_suite(void)
     tcase_add_checked_fixture(a, fs_setup, fs_teardown);
     tcase_add_test(a, run_and_demo_on_a_nic_name_it_and_advise_no_bind);
     tcase_add_test(a, without_an_iommu_nothing_advises_a_bind);
+    tcase_add_test(a, list_says_no_npus_and_shows_sysfs_numa_nodes);
+    tcase_add_test(a, hugepages_size_without_a_pool_is_a_usage_error_and_json_works);
     suite_add_tcase(s, a);
     return s;
 }
