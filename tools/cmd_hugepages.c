@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <npuvfio/hugepages.h>
 
@@ -296,8 +297,17 @@ int cmd_hugepages(struct npv_cli *cli, int argc, char **argv)
     char sname[32];
     size_name(size, sname, sizeof(sname));
     struct npv_hugepages hp;
-    /* A page size the machine has no pool of is a command-line mistake here (exit 2). */
-    if (npv_hugepages_read(cli->ctx, size, -1, &hp) == -ENOENT) {
+    /*
+     * A page size the machine has no pool of is a command-line mistake here
+     * (exit 2); a node without one is a fact about that node (exit 1, below). Only the directory is
+     * looked at: reading nr_hugepages before a write is a dry run's business (a fake tree answers
+     * it as the kernel would).
+     */
+    char pool[4200];
+    struct stat st;
+    snprintf(pool, sizeof(pool), "%s/kernel/mm/hugepages/hugepages-%" PRIu64 "kB",
+             npv_ctx_sysfs_root(cli->ctx), size >> 10);
+    if (node < 0 && stat(pool, &st) != 0 && errno == ENOENT) {
         char sizes[128];
         pool_sizes(cli, sizes, sizeof(sizes));
         return cli_usage(cli, "--size %s: this machine has no %s hugepages (%s%s)", sname, sname,
