@@ -58,7 +58,11 @@ static inline void series_add(struct series *s, double v)
     if (s->n < BENCH_MAX_REPS)
         s->v[s->n++] = v;
 }
-/* NAN when empty. */
+/*
+ * A repetition that measured nothing is stored as NAN (null in the JSON),
+ * never as 0; the figures below skip it and are NAN when none measured.
+ */
+unsigned series_measured(const struct series *s);
 double series_median(const struct series *s);
 double series_min(const struct series *s);
 double series_max(const struct series *s);

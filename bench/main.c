@@ -262,24 +262,21 @@ static int run_peers(const struct bench_opts *o, const struct bench_cpus *c, str
         return rc;
     }
     p->cacheline_rtt = l;
-    if (l.n != 0) /* an empty point is no figure, not a 0 */
-        series_add(&p->cacheline_p50, l.p50);
+    series_add(&p->cacheline_p50, l.n != 0 ? l.p50 : NAN); /* an empty point: NAN, not 0 */
     bench_progress(o, "peer cache line bounce: p50 %.0f ns", l.p50);
     if ((rc = peer_eventfd(o, c, &l)) < 0) {
         fprintf(stderr, "npuvfio-bench: eventfd peer: %s\n", npv_strerror(rc));
         return rc;
     }
     p->eventfd_rtt = l;
-    if (l.n != 0)
-        series_add(&p->eventfd_p50, l.p50);
+    series_add(&p->eventfd_p50, l.n != 0 ? l.p50 : NAN);
     bench_progress(o, "peer eventfd ping-pong: p50 %.0f ns", l.p50);
     for (unsigned batch = 1; batch <= 32; batch *= 32) {
         if ((rc = peer_uring_nop(o, c, batch, &rate)) < 0) {
             fprintf(stderr, "npuvfio-bench: io_uring peer: %s\n", npv_strerror(rc));
             return rc;
         }
-        if (rate > 0)
-            series_add(batch == 1 ? &p->uring_nop_1 : &p->uring_nop_32, rate);
+        series_add(batch == 1 ? &p->uring_nop_1 : &p->uring_nop_32, rate > 0 ? rate : NAN);
         bench_progress(o, "peer io_uring NOP, batches of %u: %.2f M/s", batch, rate / 1e6);
     }
     rc = peer_rte_ring(o, c, &rate);
@@ -298,8 +295,7 @@ static int run_peers(const struct bench_opts *o, const struct bench_cpus *c, str
         return rc;
     }
     p->have_rte_ring = true;
-    if (rate > 0)
-        series_add(&p->rte_ring_16, rate);
+    series_add(&p->rte_ring_16, rate > 0 ? rate : NAN);
     bench_progress(o, "peer rte_ring bound (16 B one way): %.2f M/s", rate / 1e6);
     for (unsigned q = 0; q < o->nqd; q++) {
         if ((rc = peer_same_work(o, c, o->qd[q], &rate)) < 0) {
@@ -307,8 +303,7 @@ static int run_peers(const struct bench_opts *o, const struct bench_cpus *c, str
                     npv_strerror(rc));
             return rc;
         }
-        if (rate > 0)
-            series_add(&p->same_work[q], rate);
+        series_add(&p->same_work[q], rate > 0 ? rate : NAN);
         bench_progress(o, "peer same work (2 rte_rings) QD%u: %.2f M/s", o->qd[q], rate / 1e6);
     }
     return 0;
@@ -482,7 +477,7 @@ static void print_lat_table(const struct bench_opts *o, const struct peer_result
             const struct series *s = &mm->rtt_p50[mode];
             char name[64];
             snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], bench_mem_names[m]);
-            bool got = s->n != 0;
+            bool got = series_measured(s) != 0;
             printf("  %-26s %s  [%s - %s] %s %s\n", name, fig(series_median(s), 9, 0),
                    fig(series_min(s), 6, 0), fig(series_max(s), 6, 0),
                    fig(got ? mm->rtt[mode].p99 : NAN, 6, 0),
@@ -494,7 +489,7 @@ static void print_lat_table(const struct bench_opts *o, const struct peer_result
         printf("  %-26s %s  [%s - %s]\n", name, fig(series_median(s), 9, 0),
                fig(series_min(s), 6, 0), fig(series_max(s), 6, 0));
     }
-    bool cl = p->cacheline_p50.n != 0, ev = p->eventfd_p50.n != 0;
+    bool cl = series_measured(&p->cacheline_p50) != 0, ev = series_measured(&p->eventfd_p50) != 0;
     printf("  %-26s %s  [%s - %s] %s %s\n", "peer: cache line bounce",
            fig(series_median(&p->cacheline_p50), 9, 0), fig(series_min(&p->cacheline_p50), 6, 0),
            fig(series_max(&p->cacheline_p50), 6, 0), fig(cl ? p->cacheline_rtt.p99 : NAN, 6, 0),

@@ -7,6 +7,7 @@
  * of the page size under test, shared with the model by fd.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,10 +162,9 @@ static void cost_add(const struct ours *t, const struct cost_mark *from, uint64_
 {
     struct cost_mark to;
     cost_mark(t, &to);
-    if (jobs == 0)
-        return; /* nothing measured: no figure, not a 0 */
-    series_add(&out->wakeups, (double)(to.sleeps - from->sleeps) / (double)jobs);
-    series_add(&out->cpu_ns, (double)(to.cpu_ns - from->cpu_ns) / (double)jobs);
+    /* No job in the point: nothing measured (NAN), never a 0. */
+    series_add(&out->wakeups, jobs ? (double)(to.sleeps - from->sleeps) / (double)jobs : NAN);
+    series_add(&out->cpu_ns, jobs ? (double)(to.cpu_ns - from->cpu_ns) / (double)jobs : NAN);
 }
 
 static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem *m)
@@ -191,8 +191,8 @@ static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem
     }
     cost_add(t, &mark, jobs, &m->rtt_cost[mode]);
     lat_compute(&smp, &m->rtt[mode]);
-    if (smp.n != 0) /* no round trip finished in the point: no figure, not a 0 */
-        series_add(&m->rtt_p50[mode], m->rtt[mode].p50);
+    /* No round trip finished in the point: nothing measured (NAN), never a 0. */
+    series_add(&m->rtt_p50[mode], smp.n != 0 ? m->rtt[mode].p50 : NAN);
     samples_free(&smp);
     return rc;
 }
@@ -277,8 +277,7 @@ static int run_mem(struct ours *t, struct ours_mem *m)
         fprintf(stderr, "npuvfio-bench: cache-line peer next to ours: %s\n", npv_strerror(rc));
         return rc;
     }
-    if (cl.n != 0)
-        series_add(&m->cacheline_adjacent_p50, cl.p50);
+    series_add(&m->cacheline_adjacent_p50, cl.n != 0 ? cl.p50 : NAN);
     bench_progress(o, "peer cache line, %zu KiB slot: p50 %.0f ns", m->page_size >> 10, cl.p50);
     for (int mode = 0; mode < BENCH_MODES; mode++) {
         if (!o->mode_on[mode])
@@ -300,8 +299,8 @@ static int run_mem(struct ours *t, struct ours_mem *m)
                         o->qd[q], npv_strerror(rc));
                 return rc;
             }
-            if (rate > 0) /* 0: no job finished in the point, nothing measured */
-                series_add(&m->rate[mode][q], rate);
+            /* 0: no job finished in the point, nothing measured (NAN). */
+            series_add(&m->rate[mode][q], rate > 0 ? rate : NAN);
             bench_progress(o, "ours %s QD%u, %zu KiB: %.2f M descriptors/s", bench_mode_names[mode],
                            o->qd[q], m->page_size >> 10, rate / 1e6);
         }

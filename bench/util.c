@@ -46,21 +46,33 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Repetitions that measured nothing are NAN: figures are taken over the others. */
+unsigned series_measured(const struct series *s)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < s->n; i++)
+        k += isfinite(s->v[i]) != 0;
+    return k;
+}
+
 double series_median(const struct series *s)
 {
-    if (s->n == 0)
-        return NAN;
     double v[BENCH_MAX_REPS];
-    memcpy(v, s->v, s->n * sizeof(v[0]));
-    qsort(v, s->n, sizeof(v[0]), cmp_double);
-    return s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + v[s->n / 2]) / 2;
+    unsigned n = 0;
+    for (unsigned i = 0; i < s->n; i++)
+        if (isfinite(s->v[i]))
+            v[n++] = s->v[i];
+    if (n == 0)
+        return NAN;
+    qsort(v, n, sizeof(v[0]), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double series_min(const struct series *s)
 {
     double m = NAN;
     for (unsigned i = 0; i < s->n; i++)
-        if (isnan(m) || s->v[i] < m)
+        if (isfinite(s->v[i]) && (isnan(m) || s->v[i] < m))
             m = s->v[i];
     return m;
 }
@@ -69,7 +81,7 @@ double series_max(const struct series *s)
 {
     double m = NAN;
     for (unsigned i = 0; i < s->n; i++)
-        if (isnan(m) || s->v[i] > m)
+        if (isfinite(s->v[i]) && (isnan(m) || s->v[i] > m))
             m = s->v[i];
     return m;
 }
