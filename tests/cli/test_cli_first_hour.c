@@ -253,6 +253,20 @@ START_TEST(run_and_demo_on_a_nic_name_it_and_advise_no_bind)
 }
 END_TEST
 
+/* An NPU the host is using (here: an interface of its driver is up) gets no bind advice. */
+START_TEST(a_device_in_use_gets_no_bind_advice)
+{
+    fake_add_net(&fs, "0000:01:00.0", "tpu0", true);
+    run_cli(&r, NULL,
+            ARGS("--sysfs-root", fs.root, "run", "--device", "edgetpu", "--pci", "0000:01:00.0"));
+    assert_no_bind_advice("run --pci on a device in use");
+    ck_assert_msg(strstr(r.err, "in use by the host") && strstr(r.err, "tpu0 is up"), "%s", r.err);
+    run_cli(&r, NULL, ARGS("--sysfs-root", fs.root, "info", "--open", "0000:01:00.0"));
+    assert_no_bind_advice("info --open on a device in use");
+    ck_assert_msg(strstr(r.err, "tpu0 is up"), "%s", r.err);
+}
+END_TEST
+
 START_TEST(without_an_iommu_nothing_advises_a_bind)
 {
     char p[4200];
@@ -418,6 +432,7 @@ static Suite *first_hour_suite(void)
     tcase_add_checked_fixture(a, fs_setup, fs_teardown);
     tcase_add_test(a, run_and_demo_on_a_nic_name_it_and_advise_no_bind);
     tcase_add_test(a, without_an_iommu_nothing_advises_a_bind);
+    tcase_add_test(a, a_device_in_use_gets_no_bind_advice);
     tcase_add_test(a, list_says_no_npus_and_shows_sysfs_numa_nodes);
     tcase_add_test(a, hugepages_size_without_a_pool_is_a_usage_error_and_json_works);
     suite_add_tcase(s, a);
