@@ -58,7 +58,11 @@ static inline void series_add(struct series *s, double v)
     if (s->n < BENCH_MAX_REPS)
         s->v[s->n++] = v;
 }
-/* NAN when empty. */
+/*
+ * A repetition that measured nothing is stored as NAN (null in the JSON),
+ * never as 0; the figures below skip it and are NAN when none measured.
+ */
+unsigned series_measured(const struct series *s);
 double series_median(const struct series *s);
 double series_min(const struct series *s);
 double series_max(const struct series *s);
@@ -82,13 +86,21 @@ uint64_t bench_now(void);
 
 /* The two logical CPUs the run uses: submitter / "device" side. */
 struct bench_cpus {
-    int sub, dev;    /* OS indexes */
-    unsigned npus;   /* PUs the machine has */
-    char model[128]; /* CPU model name */
+    int sub, dev;      /* OS indexes; dev -1: only one CPU is allowed */
+    unsigned npus;     /* PUs the machine has */
+    unsigned nallowed; /* CPUs this process may run on (sched_getaffinity) */
+    char model[128];   /* CPU model name */
 };
-/* want_sub / want_dev: OS indexes from --cpus, or -1 for the first two PUs. */
+/*
+ * want_sub / want_dev: OS indexes from --cpus, or -1 for the first two PUs
+ * this process may run on (c->dev stays -1 when only one is allowed).
+ * -EINVAL: --cpus names a CPU the machine lacks; -EPERM: one not allowed.
+ */
 int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev);
 void bench_cpus_fini(void);
+/* npv_ctx_new with the library's messages printed as "npuvfio-bench: LEVEL: msg". */
+struct npv_ctx;
+int bench_ctx_new(struct npv_ctx **out);
 /* Pin the calling thread (or, with whole_process, the process) to an OS CPU index. */
 int bench_pin(int os_index, bool whole_process);
 

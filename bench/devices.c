@@ -7,6 +7,7 @@
  * later appears here without a change to the bench.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,7 +45,7 @@ static int sample_once(const struct npv_device_entry *e, const char *path, unsig
     struct npv_domain *dom = NULL;
     struct npv_dev *dev = NULL;
     void *drv;
-    int rc = npv_ctx_new(&ctx);
+    int rc = bench_ctx_new(&ctx);
     if (rc < 0)
         return rc;
     rc = npv_domain_new(ctx, NULL, &dom);
@@ -95,10 +96,12 @@ int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct d
         }
         snprintf(row->what, sizeof(row->what), "%s", res.what);
         row->mismatches += res.mismatches;
-        series_add(&row->p50_ns, (double)res.p50_ns);
-        series_add(&row->p99_ns, (double)res.p99_ns);
-        series_add(&row->per_s,
-                   res.elapsed_ns ? (double)res.iterations * 1e9 / (double)res.elapsed_ns : 0);
+        /* A sample that timed nothing gives NAN (null in the JSON), never a 0 as a measurement. */
+        series_add(&row->p50_ns, res.p50_ns != 0 ? (double)res.p50_ns : NAN);
+        series_add(&row->p99_ns, res.p99_ns != 0 ? (double)res.p99_ns : NAN);
+        series_add(&row->per_s, res.elapsed_ns != 0 && res.iterations != 0
+                                    ? (double)res.iterations * 1e9 / (double)res.elapsed_ns
+                                    : NAN);
         bench_progress(o, "device %s sample: p50 %llu ns", row->name,
                        (unsigned long long)res.p50_ns);
     }

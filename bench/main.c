@@ -87,7 +87,8 @@ static void usage(FILE *f)
             "ping-pong and io_uring NOPs. Every figure is the median of --reps repetitions\n"
             "that alternate ours and the peers, shown with its spread; warm-up is excluded.\n"
             "\n"
-            "  --quick          short points and small device samples (whole run under 30 s)\n"
+            "  --quick          short points and small device samples (about 15 s on an idle\n"
+            "                   two-CPU machine; the plan line estimates it)\n"
             "  --mode LIST      wait modes, from poll,irq,hybrid (default all three)\n"
             "  --qd LIST        queue depths, powers of two in 1..256 (default 1,2,4,...,256)\n"
             "  --desc-size N    request bytes of the same-work peer, 16..256, a multiple of 4\n"
@@ -95,7 +96,8 @@ static void usage(FILE *f)
             "  --duration MS    measured time per point (default 200, quick 20)\n"
             "  --reps N         repetitions, 1..%d (default 5; the medians want at least 5)\n"
             "  --cpus SUB,DEV   OS CPU indexes of the submitter and of the device side\n"
-            "                   (default the first two the machine lists)\n"
+            "                   (default the first two this process may run on; with only\n"
+            "                   one allowed the bench refuses: nothing measured, exit 1)\n"
             "  --no-devices     leave out the device rows\n"
             "  --json FILE      also write every repetition, the medians and the targets\n"
             "  --compare FILE   print today's target ratios against an earlier --json FILE,\n"
@@ -150,7 +152,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     };
     long point_ms = -1;
     int ch;
-    while ((ch = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+    opterr = 0; /* one line per mistake, as npuvfio's (tools/npuvfio.c, cli_getopt) */
+    while ((ch = getopt_long(argc, argv, ":h", lopts, NULL)) != -1) {
         char *end;
         switch (ch) {
         case 'q':
@@ -158,20 +161,23 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
             break;
         case 'm':
             if (parse_modes(o, optarg) < 0) {
-                fprintf(stderr, "npuvfio-bench: --mode wants a list of poll, irq, hybrid\n");
+                fprintf(stderr, "npuvfio-bench: --mode wants a list of poll, irq, hybrid (try "
+                                "'npuvfio-bench --help')\n");
                 return 2;
             }
             break;
         case 'Q':
             if (parse_qds(o, optarg) < 0) {
-                fprintf(stderr, "npuvfio-bench: --qd wants a list of powers of two in 1..256\n");
+                fprintf(stderr, "npuvfio-bench: --qd wants a list of powers of two in 1..256 (try "
+                                "'npuvfio-bench --help')\n");
                 return 2;
             }
             break;
         case 's': {
             unsigned long v = strtoul(optarg, &end, 10);
             if (*end != '\0' || v < 16 || v > 256 || v % 4 != 0) {
-                fprintf(stderr, "npuvfio-bench: --desc-size wants 16..256, a multiple of 4\n");
+                fprintf(stderr, "npuvfio-bench: --desc-size wants 16..256, a multiple of 4 (try "
+                                "'npuvfio-bench --help')\n");
                 return 2;
             }
             o->desc_size = (unsigned)v;
@@ -180,14 +186,17 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'p':
             point_ms = strtol(optarg, &end, 10);
             if (*end != '\0' || point_ms <= 0 || point_ms > 60000) {
-                fprintf(stderr, "npuvfio-bench: --duration wants 1..60000 (ms)\n");
+                fprintf(
+                    stderr,
+                    "npuvfio-bench: --duration wants 1..60000 (ms) (try 'npuvfio-bench --help')\n");
                 return 2;
             }
             break;
         case 'r': {
             unsigned long v = strtoul(optarg, &end, 10);
             if (*end != '\0' || v < 1 || v > BENCH_MAX_REPS) {
-                fprintf(stderr, "npuvfio-bench: --reps wants 1..%d\n", BENCH_MAX_REPS);
+                fprintf(stderr, "npuvfio-bench: --reps wants 1..%d (try 'npuvfio-bench --help')\n",
+                        BENCH_MAX_REPS);
                 return 2;
             }
             o->reps = (unsigned)v;
@@ -196,7 +205,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'c':
             if (sscanf(optarg, "%d,%d", &o->cpu_sub, &o->cpu_dev) != 2 || o->cpu_sub < 0 ||
                 o->cpu_dev < 0 || o->cpu_sub == o->cpu_dev) {
-                fprintf(stderr, "npuvfio-bench: --cpus wants two different CPU indexes: SUB,DEV\n");
+                fprintf(stderr, "npuvfio-bench: --cpus wants two different CPU indexes: SUB,DEV "
+                                "(try 'npuvfio-bench --help')\n");
                 return 2;
             }
             break;
@@ -212,13 +222,25 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'h':
             usage(stdout);
             return 0;
+        case ':':
+            fprintf(stderr,
+                    "npuvfio-bench: option '%s' needs an argument (try 'npuvfio-bench --help')\n",
+                    argv[optind - 1]);
+            return 2;
         default:
-            usage(stderr);
+            if (optopt != 0)
+                fprintf(stderr,
+                        "npuvfio-bench: unknown option '-%c' (try 'npuvfio-bench --help')\n",
+                        optopt);
+            else
+                fprintf(stderr, "npuvfio-bench: unknown option '%s' (try 'npuvfio-bench --help')\n",
+                        argv[optind - 1]);
             return 2;
         }
     }
     if (optind < argc) {
-        usage(stderr);
+        fprintf(stderr, "npuvfio-bench: unexpected argument '%s' (try 'npuvfio-bench --help')\n",
+                argv[optind]);
         return 2;
     }
     if (point_ms < 0)
@@ -240,21 +262,21 @@ static int run_peers(const struct bench_opts *o, const struct bench_cpus *c, str
         return rc;
     }
     p->cacheline_rtt = l;
-    series_add(&p->cacheline_p50, l.p50);
+    series_add(&p->cacheline_p50, l.n != 0 ? l.p50 : NAN); /* an empty point: NAN, not 0 */
     bench_progress(o, "peer cache line bounce: p50 %.0f ns", l.p50);
     if ((rc = peer_eventfd(o, c, &l)) < 0) {
         fprintf(stderr, "npuvfio-bench: eventfd peer: %s\n", npv_strerror(rc));
         return rc;
     }
     p->eventfd_rtt = l;
-    series_add(&p->eventfd_p50, l.p50);
+    series_add(&p->eventfd_p50, l.n != 0 ? l.p50 : NAN);
     bench_progress(o, "peer eventfd ping-pong: p50 %.0f ns", l.p50);
     for (unsigned batch = 1; batch <= 32; batch *= 32) {
         if ((rc = peer_uring_nop(o, c, batch, &rate)) < 0) {
             fprintf(stderr, "npuvfio-bench: io_uring peer: %s\n", npv_strerror(rc));
             return rc;
         }
-        series_add(batch == 1 ? &p->uring_nop_1 : &p->uring_nop_32, rate);
+        series_add(batch == 1 ? &p->uring_nop_1 : &p->uring_nop_32, rate > 0 ? rate : NAN);
         bench_progress(o, "peer io_uring NOP, batches of %u: %.2f M/s", batch, rate / 1e6);
     }
     rc = peer_rte_ring(o, c, &rate);
@@ -265,7 +287,7 @@ static int run_peers(const struct bench_opts *o, const struct bench_cpus *c, str
     }
     if (rc == 0 && rate <= 0)
         fprintf(stderr, "npuvfio-bench: the rte_ring bound moved nothing in one repetition "
-                        "(starved of CPU?); that repetition counts as 0\n");
+                        "(starved of CPU?); that repetition is left out\n");
     if (rc < 0) {
         p->have_rte_ring = false;
         p->rte_ring_missing = "rte_ring run failed";
@@ -273,7 +295,7 @@ static int run_peers(const struct bench_opts *o, const struct bench_cpus *c, str
         return rc;
     }
     p->have_rte_ring = true;
-    series_add(&p->rte_ring_16, rate);
+    series_add(&p->rte_ring_16, rate > 0 ? rate : NAN);
     bench_progress(o, "peer rte_ring bound (16 B one way): %.2f M/s", rate / 1e6);
     for (unsigned q = 0; q < o->nqd; q++) {
         if ((rc = peer_same_work(o, c, o->qd[q], &rate)) < 0) {
@@ -281,7 +303,7 @@ static int run_peers(const struct bench_opts *o, const struct bench_cpus *c, str
                     npv_strerror(rc));
             return rc;
         }
-        series_add(&p->same_work[q], rate);
+        series_add(&p->same_work[q], rate > 0 ? rate : NAN);
         bench_progress(o, "peer same work (2 rte_rings) QD%u: %.2f M/s", o->qd[q], rate / 1e6);
     }
     return 0;
@@ -300,11 +322,12 @@ static double ratio_median(const struct series *a, const struct series *b)
         return NAN;
     if (a->n != b->n) {
         double mb = series_median(b);
-        return mb > 0 ? series_median(a) / mb : NAN;
+        double ma = series_median(a);
+        return mb > 0 && ma > 0 ? ma / mb : NAN;
     }
     struct series r = {0};
     for (unsigned i = 0; i < a->n; i++)
-        if (b->v[i] > 0 && isfinite(a->v[i]))
+        if (b->v[i] > 0 && a->v[i] > 0 && isfinite(a->v[i]))
             series_add(&r, a->v[i] / b->v[i]);
     return series_median(&r);
 }
@@ -394,6 +417,23 @@ static void compute_targets(const struct bench_opts *o, const struct peer_result
 
 /* ---- the table ---- */
 
+/*
+ * A figure right-aligned in width with prec decimals, or "-" when nothing
+ * was measured (an empty series is NAN): a 0 is never shown for a figure
+ * that was not measured. Up to 32 results live at once (one printf's worth).
+ */
+static const char *fig(double v, int width, int prec)
+{
+    static char bufs[32][40];
+    static unsigned next;
+    char *b = bufs[next++ % 32];
+    if (isfinite(v))
+        snprintf(b, sizeof(bufs[0]), "%*.*f", width, prec, v);
+    else
+        snprintf(b, sizeof(bufs[0]), "%*s", width, "-");
+    return b;
+}
+
 static double spread_pct(const struct series *s)
 {
     double m = series_median(s);
@@ -405,10 +445,10 @@ static void print_rate_row(const char *name, const struct bench_opts *o, const s
 {
     printf("  %-30s", name);
     for (unsigned q = 0; q < o->nqd; q++)
-        printf(" %8.2f", series_median(&s[q]) / scale);
+        printf(" %s", fig(series_median(&s[q]) / scale, 8, 2));
     printf("\n  %-30s", "    spread (max-min)/median %");
     for (unsigned q = 0; q < o->nqd; q++)
-        printf(" %7.0f%%", spread_pct(&s[q]));
+        printf(" %s%%", fig(spread_pct(&s[q]), 7, 0));
     printf("\n");
 }
 
@@ -437,21 +477,27 @@ static void print_lat_table(const struct bench_opts *o, const struct peer_result
             const struct series *s = &mm->rtt_p50[mode];
             char name[64];
             snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], bench_mem_names[m]);
-            printf("  %-26s %9.0f  [%6.0f - %6.0f] %6.0f %7.0f\n", name, series_median(s),
-                   series_min(s), series_max(s), mm->rtt[mode].p99, mm->rtt[mode].p999);
+            bool got = series_measured(s) != 0;
+            printf("  %-26s %s  [%s - %s] %s %s\n", name, fig(series_median(s), 9, 0),
+                   fig(series_min(s), 6, 0), fig(series_max(s), 6, 0),
+                   fig(got ? mm->rtt[mode].p99 : NAN, 6, 0),
+                   fig(got ? mm->rtt[mode].p999 : NAN, 7, 0));
         }
         char name[64];
         snprintf(name, sizeof(name), "peer: cache line, %s slot", bench_mem_names[m]);
         const struct series *s = &mm->cacheline_adjacent_p50;
-        printf("  %-26s %9.0f  [%6.0f - %6.0f]\n", name, series_median(s), series_min(s),
-               series_max(s));
+        printf("  %-26s %s  [%s - %s]\n", name, fig(series_median(s), 9, 0),
+               fig(series_min(s), 6, 0), fig(series_max(s), 6, 0));
     }
-    printf("  %-26s %9.0f  [%6.0f - %6.0f] %6.0f %7.0f\n", "peer: cache line bounce",
-           series_median(&p->cacheline_p50), series_min(&p->cacheline_p50),
-           series_max(&p->cacheline_p50), p->cacheline_rtt.p99, p->cacheline_rtt.p999);
-    printf("  %-26s %9.0f  [%6.0f - %6.0f] %6.0f %7.0f\n", "peer: eventfd ping-pong",
-           series_median(&p->eventfd_p50), series_min(&p->eventfd_p50), series_max(&p->eventfd_p50),
-           p->eventfd_rtt.p99, p->eventfd_rtt.p999);
+    bool cl = series_measured(&p->cacheline_p50) != 0, ev = series_measured(&p->eventfd_p50) != 0;
+    printf("  %-26s %s  [%s - %s] %s %s\n", "peer: cache line bounce",
+           fig(series_median(&p->cacheline_p50), 9, 0), fig(series_min(&p->cacheline_p50), 6, 0),
+           fig(series_max(&p->cacheline_p50), 6, 0), fig(cl ? p->cacheline_rtt.p99 : NAN, 6, 0),
+           fig(cl ? p->cacheline_rtt.p999 : NAN, 7, 0));
+    printf("  %-26s %s  [%s - %s] %s %s\n", "peer: eventfd ping-pong",
+           fig(series_median(&p->eventfd_p50), 9, 0), fig(series_min(&p->eventfd_p50), 6, 0),
+           fig(series_max(&p->eventfd_p50), 6, 0), fig(ev ? p->eventfd_rtt.p99 : NAN, 6, 0),
+           fig(ev ? p->eventfd_rtt.p999 : NAN, 7, 0));
 }
 
 static void print_rate_tables(const struct bench_opts *o, const struct peer_results *p,
@@ -473,16 +519,19 @@ static void print_rate_tables(const struct bench_opts *o, const struct peer_resu
         char name[64];
         snprintf(name, sizeof(name), "peer: same work, %u B req", o->desc_size);
         print_rate_row(name, o, p->same_work, 1e6);
-        printf("  peer bound: rte_ring SPSC, 16 B one way, bursts of 32: %.2f M/s [%.2f - %.2f]\n",
-               series_median(&p->rte_ring_16) / 1e6, series_min(&p->rte_ring_16) / 1e6,
-               series_max(&p->rte_ring_16) / 1e6);
+        printf("  peer bound: rte_ring SPSC, 16 B one way, bursts of 32: %s M/s [%s - %s]\n",
+               fig(series_median(&p->rte_ring_16) / 1e6, 0, 2),
+               fig(series_min(&p->rte_ring_16) / 1e6, 0, 2),
+               fig(series_max(&p->rte_ring_16) / 1e6, 0, 2));
     } else {
         printf("  peers: rte_ring same work and bound NOT MEASURED (%s)\n", p->rte_ring_missing);
     }
-    printf("  peer: io_uring NOP submit+reap: %.2f M/s one at a time, %.2f M/s in batches of 32 "
-           "[%.2f - %.2f]\n",
-           series_median(&p->uring_nop_1) / 1e6, series_median(&p->uring_nop_32) / 1e6,
-           series_min(&p->uring_nop_32) / 1e6, series_max(&p->uring_nop_32) / 1e6);
+    printf("  peer: io_uring NOP submit+reap: %s M/s one at a time, %s M/s in batches of 32 "
+           "[%s - %s]\n",
+           fig(series_median(&p->uring_nop_1) / 1e6, 0, 2),
+           fig(series_median(&p->uring_nop_32) / 1e6, 0, 2),
+           fig(series_min(&p->uring_nop_32) / 1e6, 0, 2),
+           fig(series_max(&p->uring_nop_32) / 1e6, 0, 2));
 
     print_qd_header("Cost per job: wake-ups | CPU ns", o);
     printf("  %-30s (submitting thread; QD1 round trips: first figure after the name)\n", "");
@@ -497,13 +546,13 @@ static void print_rate_tables(const struct bench_opts *o, const struct peer_resu
             snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], bench_mem_names[m]);
             printf("  %-30s", name);
             for (unsigned q = 0; q < o->nqd; q++)
-                printf(" %8.3f", series_median(&mm->rate_cost[mode][q].wakeups));
+                printf(" %s", fig(series_median(&mm->rate_cost[mode][q].wakeups), 8, 3));
             printf("\n  %-30s", "");
             for (unsigned q = 0; q < o->nqd; q++)
-                printf(" %8.0f", series_median(&mm->rate_cost[mode][q].cpu_ns));
-            printf("\n  %-30s QD1 round trips: %.3f wake-ups, %.0f CPU ns per job\n", "",
-                   series_median(&mm->rtt_cost[mode].wakeups),
-                   series_median(&mm->rtt_cost[mode].cpu_ns));
+                printf(" %s", fig(series_median(&mm->rate_cost[mode][q].cpu_ns), 8, 0));
+            printf("\n  %-30s QD1 round trips: %s wake-ups, %s CPU ns per job\n", "",
+                   fig(series_median(&mm->rtt_cost[mode].wakeups), 0, 3),
+                   fig(series_median(&mm->rtt_cost[mode].cpu_ns), 0, 0));
         }
     }
 }
@@ -531,11 +580,13 @@ static void print_notes(const struct bench_opts *o, const struct peer_results *p
         double ours = series_median(&bm->rate[0][q32]);
         double sw = series_median(&p->same_work[q32]);
         double bound = series_median(&p->rte_ring_16);
-        printf(
-            "  - request cache lines crossing cores at QD32: ours %.2f M/s, same work %.2f M/s,\n"
-            "    bound (16 B one way) %.2f M/s: ours at %.2f of the bound's lines/s\n",
-            ours * OURS_DESC_BYTES / 64 / 1e6, sw * o->desc_size / 64.0 / 1e6,
-            bound * RTE_ELEM_BYTES / 64 / 1e6, ours * OURS_DESC_BYTES / (bound * RTE_ELEM_BYTES));
+        if (isfinite(ours) && isfinite(sw) && isfinite(bound))
+            printf("  - request cache lines crossing cores at QD32: ours %.2f M/s, same work %.2f "
+                   "M/s,\n"
+                   "    bound (16 B one way) %.2f M/s: ours at %.2f of the bound's lines/s\n",
+                   ours * OURS_DESC_BYTES / 64 / 1e6, sw * o->desc_size / 64.0 / 1e6,
+                   bound * RTE_ELEM_BYTES / 64 / 1e6,
+                   ours * OURS_DESC_BYTES / (bound * RTE_ELEM_BYTES));
     }
     printf(
         "  - io_uring NOPs run on the submitting core alone; ours and rte_ring use both cores.\n");
@@ -555,10 +606,10 @@ static void print_devices(const struct dev_results *d)
             printf("  %-12s SKIPPED (%s)\n", row->name, row->skipped);
             continue;
         }
-        printf("  %-12s %19.0f  [%.0f - %.0f] %10.0f %12.0f%s\n", row->name,
-               series_median(&row->p50_ns), series_min(&row->p50_ns), series_max(&row->p50_ns),
-               series_median(&row->p99_ns), series_median(&row->per_s),
-               row->mismatches ? "  RESULTS WRONG" : "");
+        printf("  %-12s %s  [%s - %s] %s %s%s\n", row->name,
+               fig(series_median(&row->p50_ns), 19, 0), fig(series_min(&row->p50_ns), 0, 0),
+               fig(series_max(&row->p50_ns), 0, 0), fig(series_median(&row->p99_ns), 10, 0),
+               fig(series_median(&row->per_s), 12, 0), row->mismatches ? "  RESULTS WRONG" : "");
         printf("  %-12s   (%s)\n", "", row->what);
     }
 }
@@ -567,15 +618,18 @@ static void print_targets(const struct target *t, const struct ours_results *r)
 {
     printf("\nTargets (medians of per-repetition ratios)     value   goal    met\n");
     for (int i = 0; i < BENCH_TARGETS; i++)
-        printf("  %-42s %8.3f  %s%-4g  %s\n", t[i].name, t[i].value,
+        printf("  %-42s %s  %s%-4g  %s\n", t[i].name, fig(t[i].value, 8, 3),
                t[i].dir == TARGET_AT_MOST    ? "<="
                : t[i].dir == TARGET_AT_LEAST ? ">="
                                              : "==",
-               t[i].goal, t[i].met ? "yes" : "NO");
+               t[i].goal,
+               t[i].met               ? "yes"
+               : isfinite(t[i].value) ? "NO"
+                                      : "not measured");
     if (r->syscount_rc == 0)
-        printf("  system calls: %llu in %llu polled round trips; irq mode %.2f per round trip\n",
+        printf("  system calls: %llu in %llu polled round trips; irq mode %s per round trip\n",
                (unsigned long long)r->sys_poll, (unsigned long long)r->rt_poll,
-               r->rt_irq ? (double)r->sys_irq / (double)r->rt_irq : 0.0);
+               fig(r->rt_irq ? (double)r->sys_irq / (double)r->rt_irq : NAN, 0, 2));
     else
         printf("  system calls per polled round trip NOT MEASURED (%s)\n",
                npv_strerror(r->syscount_rc));
@@ -615,10 +669,23 @@ int main(int argc, char **argv)
     struct bench_cpus c;
     rc = bench_cpus_init(&c, o.cpu_sub, o.cpu_dev);
     if (rc < 0) {
-        fprintf(stderr, "npuvfio-bench: %s\n",
-                rc == -EINVAL ? "--cpus names a CPU this machine does not have"
-                              : "cannot read the CPU topology (hwloc)");
-        return rc == -EINVAL ? 2 : 1;
+        fprintf(stderr, "npuvfio-bench: %s (nothing measured)\n",
+                rc == -EINVAL  ? "--cpus names a CPU this machine does not have"
+                : rc == -EPERM ? "--cpus names a CPU this process may not run on "
+                                 "(see taskset -p $$ or the container's cpuset)"
+                               : "cannot read the CPU topology (hwloc)");
+        bench_cpus_fini();
+        return rc == -EINVAL || rc == -EPERM ? 2 : 1;
+    }
+    if (c.dev < 0) {
+        /* Every figure is a submitter on one core and a device side on another. */
+        fprintf(stderr,
+                "npuvfio-bench: only CPU %d is allowed to this process (taskset or a cpuset): "
+                "the measurements need two, the submitter's and the device side's; allow two "
+                "CPUs (nothing measured)\n",
+                c.sub);
+        bench_cpus_fini();
+        return 1;
     }
     struct dev_results d;
     devices_init(&d);
@@ -628,9 +695,9 @@ int main(int argc, char **argv)
            "run\n",
            npv_version());
     printf("command: %s\n", cmdline);
-    printf("machine: %s, %u CPUs, Linux %s; submitter on CPU %d, device side on CPU %d "
-           "(hwloc-pinned)\n",
-           c.model, c.npus, u.release, c.sub, c.dev);
+    printf("machine: %s, %u CPUs (%u allowed), Linux %s; submitter on CPU %d, device side on "
+           "CPU %d (hwloc-pinned)\n",
+           c.model, c.npus, c.nallowed, u.release, c.sub, c.dev);
     printf("run:     %.0f ms per point after %.0f ms warm-up (excluded); figures are medians of %u "
            "repetitions%s\n",
            (double)o.point_ns / 1e6, (double)o.warmup_ns / 1e6, o.reps,
@@ -675,6 +742,14 @@ int main(int argc, char **argv)
     compute_targets(&o, &p, &r, t);
     print_targets(t, &r);
     printf("\nmeasured in %.0f s\n", elapsed);
+    bool any = false;
+    for (int i = 0; i < BENCH_TARGETS; i++)
+        any = any || (isfinite(t[i].value) && i != BENCH_TARGETS - 1);
+    if (!any) {
+        /* No target has both sides of its ratio: the run measured nothing worth a table. */
+        fprintf(stderr, "npuvfio-bench: nothing could be measured (no target has a value)\n");
+        status = 1;
+    }
 
     if (o.json_path != NULL) {
         struct bench_run run = {.o = &o,

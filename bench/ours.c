@@ -7,11 +7,13 @@
  * of the page size under test, shared with the model by fd.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <npuvfio/hugepages.h>
 #include <npuvfio/dev.h>
 #include <npuvfio/dma.h>
 #include <npuvfio/domain.h>
@@ -48,7 +50,7 @@ int ours_open(const struct bench_opts *o, const struct bench_cpus *c, struct our
         goto err;
     }
     bench_pin(c->sub, false);
-    rc = npv_ctx_new(&t->ctx);
+    rc = bench_ctx_new(&t->ctx);
     if (rc == 0)
         rc = npv_domain_new(t->ctx, NULL, &t->dom);
     if (rc == 0)
@@ -160,8 +162,9 @@ static void cost_add(const struct ours *t, const struct cost_mark *from, uint64_
 {
     struct cost_mark to;
     cost_mark(t, &to);
-    series_add(&out->wakeups, jobs ? (double)(to.sleeps - from->sleeps) / (double)jobs : 0);
-    series_add(&out->cpu_ns, jobs ? (double)(to.cpu_ns - from->cpu_ns) / (double)jobs : 0);
+    /* No job in the point: nothing measured (NAN), never a 0. */
+    series_add(&out->wakeups, jobs ? (double)(to.sleeps - from->sleeps) / (double)jobs : NAN);
+    series_add(&out->cpu_ns, jobs ? (double)(to.cpu_ns - from->cpu_ns) / (double)jobs : NAN);
 }
 
 static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem *m)
@@ -188,7 +191,8 @@ static int run_rtt(struct ours *t, enum npv_ring_wait_mode mode, struct ours_mem
     }
     cost_add(t, &mark, jobs, &m->rtt_cost[mode]);
     lat_compute(&smp, &m->rtt[mode]);
-    series_add(&m->rtt_p50[mode], m->rtt[mode].p50);
+    /* No round trip finished in the point: nothing measured (NAN), never a 0. */
+    series_add(&m->rtt_p50[mode], smp.n != 0 ? m->rtt[mode].p50 : NAN);
     samples_free(&smp);
     return rc;
 }
@@ -273,7 +277,7 @@ static int run_mem(struct ours *t, struct ours_mem *m)
         fprintf(stderr, "npuvfio-bench: cache-line peer next to ours: %s\n", npv_strerror(rc));
         return rc;
     }
-    series_add(&m->cacheline_adjacent_p50, cl.p50);
+    series_add(&m->cacheline_adjacent_p50, cl.n != 0 ? cl.p50 : NAN);
     bench_progress(o, "peer cache line, %zu KiB slot: p50 %.0f ns", m->page_size >> 10, cl.p50);
     for (int mode = 0; mode < BENCH_MODES; mode++) {
         if (!o->mode_on[mode])
@@ -295,7 +299,8 @@ static int run_mem(struct ours *t, struct ours_mem *m)
                         o->qd[q], npv_strerror(rc));
                 return rc;
             }
-            series_add(&m->rate[mode][q], rate);
+            /* 0: no job finished in the point, nothing measured (NAN). */
+            series_add(&m->rate[mode][q], rate > 0 ? rate : NAN);
             bench_progress(o, "ours %s QD%u, %zu KiB: %.2f M descriptors/s", bench_mode_names[mode],
                            o->qd[q], m->page_size >> 10, rate / 1e6);
         }
@@ -358,11 +363,21 @@ int ours_rep(struct ours *t, int m, struct ours_results *r)
 {
     static const enum npv_dma_page pages[BENCH_MEMS] = {NPV_DMA_PAGE_2M, NPV_DMA_PAGE_4K};
     struct ours_mem *mem = &r->mem[m];
+    /* Hugepages absent: said once, in the first repetition; the 4 KiB rows still run. */
+    if (pages[m] == NPV_DMA_PAGE_2M && mem->skipped != NULL)
+        return 0;
+    struct npv_hugepages pool;
+    if (pages[m] == NPV_DMA_PAGE_2M &&
+        (npv_hugepages_read(t->ctx, 2u << 20, -1, &pool) < 0 || pool.free == 0)) {
+        mem->skipped = "no free 2 MiB hugepage (reserve some: npuvfio hugepages 64)";
+        fprintf(stderr, "npuvfio-bench: %s\n", mem->skipped);
+        return 0;
+    }
     bench_pin(t->c->sub, false);
     int rc = ring_setup(t, pages[m], &mem->page_size);
     if (rc < 0) {
         mem->skipped = pages[m] == NPV_DMA_PAGE_2M
-                           ? "no free 2 MiB hugepage (reserve some: npuvfio hugepages)"
+                           ? "no free 2 MiB hugepage (reserve some: npuvfio hugepages 64)"
                            : "cannot allocate 4 KiB DMA memory";
         fprintf(stderr, "npuvfio-bench: %s: %s\n", mem->skipped, npv_strerror(rc));
         /* Without hugepages the 4 KiB rows still run. */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <hwloc.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +14,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <npuvfio/ctx.h>
 
 #include "registry.h"
 
@@ -43,21 +46,33 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Repetitions that measured nothing are NAN: figures are taken over the others. */
+unsigned series_measured(const struct series *s)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < s->n; i++)
+        k += isfinite(s->v[i]) != 0;
+    return k;
+}
+
 double series_median(const struct series *s)
 {
-    if (s->n == 0)
-        return NAN;
     double v[BENCH_MAX_REPS];
-    memcpy(v, s->v, s->n * sizeof(v[0]));
-    qsort(v, s->n, sizeof(v[0]), cmp_double);
-    return s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + v[s->n / 2]) / 2;
+    unsigned n = 0;
+    for (unsigned i = 0; i < s->n; i++)
+        if (isfinite(s->v[i]))
+            v[n++] = s->v[i];
+    if (n == 0)
+        return NAN;
+    qsort(v, n, sizeof(v[0]), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double series_min(const struct series *s)
 {
     double m = NAN;
     for (unsigned i = 0; i < s->n; i++)
-        if (isnan(m) || s->v[i] < m)
+        if (isfinite(s->v[i]) && (isnan(m) || s->v[i] < m))
             m = s->v[i];
     return m;
 }
@@ -66,7 +81,7 @@ double series_max(const struct series *s)
 {
     double m = NAN;
     for (unsigned i = 0; i < s->n; i++)
-        if (isnan(m) || s->v[i] > m)
+        if (isfinite(s->v[i]) && (isnan(m) || s->v[i] > m))
             m = s->v[i];
     return m;
 }
@@ -133,6 +148,7 @@ static hwloc_obj_t pu_by_os_index(int os_index)
 int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev)
 {
     memset(c, 0, sizeof(*c));
+    c->sub = c->dev = -1;
     read_cpu_model(c->model, sizeof(c->model));
     if (hwloc_topology_init(&topo) < 0 || hwloc_topology_load(topo) < 0)
         return -ENODEV;
@@ -140,18 +156,35 @@ int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev)
     if (n <= 0)
         return -ENODEV;
     c->npus = (unsigned)n;
-    /* The submitter and the device side on different cores when there are two. */
-    hwloc_obj_t a = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PU, 0);
-    hwloc_obj_t b = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PU, n > 1 ? 1 : 0);
+    /*
+     * Only the CPUs this process may run on (taskset, a container's cpuset):
+     * a pin outside them fails or, with taskset, escapes the user's choice.
+     */
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+        return -errno;
+    c->nallowed = (unsigned)CPU_COUNT(&allowed);
     if (want_sub >= 0) {
-        a = pu_by_os_index(want_sub);
-        b = pu_by_os_index(want_dev);
-        if (a == NULL || b == NULL)
+        if (pu_by_os_index(want_sub) == NULL || pu_by_os_index(want_dev) == NULL)
             return -EINVAL;
+        if (!CPU_ISSET(want_sub, &allowed) || !CPU_ISSET(want_dev, &allowed))
+            return -EPERM;
+        c->sub = want_sub;
+        c->dev = want_dev;
+        return 0;
     }
-    c->sub = (int)a->os_index;
-    c->dev = (int)b->os_index;
-    return 0;
+    /* The submitter and the device side on the first two allowed PUs, in hwloc's order. */
+    for (int i = 0; i < n && c->dev < 0; i++) {
+        hwloc_obj_t pu = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PU, (unsigned)i);
+        if (pu == NULL || pu->os_index >= CPU_SETSIZE || !CPU_ISSET(pu->os_index, &allowed))
+            continue;
+        if (c->sub < 0)
+            c->sub = (int)pu->os_index;
+        else
+            c->dev = (int)pu->os_index;
+    }
+    return c->sub >= 0 ? 0 : -ENODEV;
 }
 
 void bench_cpus_fini(void)
@@ -237,4 +270,20 @@ void bench_model_stop(struct bench_model *m)
     if (m->dir[0] != '\0')
         rmdir(m->dir);
     m->path[0] = m->dir[0] = '\0';
+}
+
+/* The library's messages in the CLI's style (tools/npuvfio.c, log_sink): "PROGRAM: LEVEL: msg". */
+static void bench_log_sink(void *user, enum npv_log_level level, const char *msg)
+{
+    (void)user;
+    static const char *const tags[] = {"error", "warn", "info", "debug"};
+    fprintf(stderr, "npuvfio-bench: %s: %s\n", tags[(unsigned)level < 4 ? level : 3], msg);
+}
+
+int bench_ctx_new(struct npv_ctx **out)
+{
+    int rc = npv_ctx_new(out);
+    if (rc == 0)
+        npv_ctx_set_log_sink(*out, bench_log_sink, NULL);
+    return rc;
 }

@@ -225,6 +225,7 @@ static const struct npv_device_entry devices[] = {
         .summary = "generic DMA test engine: descriptor ring, mmapped doorbell, MSI-X",
         .pci_ids = {{NPV_TESTDEV_VENDOR_ID, NPV_TESTDEV_DEVICE_ID}},
         .class_code = NPV_TESTDEV_CLASS,
+        .model_id = {NPV_TESTDEV_VENDOR_ID, NPV_TESTDEV_DEVICE_ID},
         .model_create = testdev_model_create,
         .model_destroy = testdev_model_destroy,
         .driver_open = testdev_driver_open,
@@ -237,6 +238,7 @@ static const struct npv_device_entry devices[] = {
         .summary = "Coral Edge TPU (Apex, Global Unichip Corp.)",
         .pci_ids = {{EDGETPU_PCI_VENDOR, EDGETPU_PCI_DEVICE}},
         .class_code = EDGETPU_PCI_CLASS,
+        .model_id = {EDGETPU_PCI_VENDOR, EDGETPU_PCI_DEVICE},
         .model_create = edgetpu_model_create,
         .model_destroy = edgetpu_model_destroy,
         .driver_open = edgetpu_driver_open,
@@ -254,6 +256,7 @@ static const struct npv_device_entry devices[] = {
          * the NPU's: no PCI function is this device.
          */
         .class_code = RKNPU_PCI_CLASS,
+        .model_id = {RKNPU_PCI_VENDOR, RKNPU_PCI_DEVICE},
         .model_create = rknpu_model_create,
         .model_destroy = rknpu_model_destroy,
         .driver_open = rknpu_driver_open,
@@ -266,6 +269,7 @@ static const struct npv_device_entry devices[] = {
         .summary = "Huawei Ascend AICore-class (Ascend 310, 910); model: the stand-in of regs.h",
         .pci_ids = {{0x19e5, 0xd100}, {0x19e5, 0xd801}, {AICORE_PCI_VENDOR, AICORE_PCI_DEVICE}},
         .class_code = AICORE_PCI_CLASS,
+        .model_id = {AICORE_PCI_VENDOR, AICORE_PCI_DEVICE},
         .model_create = aicore_model_create,
         .model_destroy = aicore_model_destroy,
         .model_create_small = aicore_model_create_small,
@@ -292,6 +296,15 @@ const struct npv_device_entry *npv_device_by_pci_id(uint16_t vendor, uint16_t de
         for (size_t k = 0; k < NPV_DEVICE_MAX_PCI_IDS && devices[i].pci_ids[k].vendor != 0; k++)
             if (devices[i].pci_ids[k].vendor == vendor && devices[i].pci_ids[k].device == device)
                 return &devices[i];
+    return NULL;
+}
+
+const struct npv_device_entry *npv_device_by_model_id(uint16_t vendor, uint16_t device)
+{
+    for (size_t i = 0; i < NR_DEVICES; i++)
+        if (devices[i].model_create != NULL && devices[i].model_id.vendor == vendor &&
+            devices[i].model_id.device == device)
+            return &devices[i];
     return NULL;
 }
 

@@ -31,6 +31,12 @@ struct npv_device_entry {
     /* The PCI functions that are this device; none for a platform device. */
     struct npv_device_pci_id pci_ids[NPV_DEVICE_MAX_PCI_IDS];
     uint32_t class_code; /* what the model reports; 0 without a model */
+    /*
+     * The vendor:device the model's config space presents: the same constants
+     * its npv_vus_config uses (model.c); 0:0 without a model. A platform
+     * device's PCI-shaped model has one although pci_ids is empty.
+     */
+    struct npv_device_pci_id model_id;
 
     /* The model: build it and its vfio-user server (not yet listening). NULL: no model yet. */
     int (*model_create)(struct npv_ctx *ctx, void **model, struct npv_vus **srv);
@@ -61,6 +67,8 @@ struct npv_device_entry {
 const struct npv_device_entry *npv_device_find(const char *name);
 /* The entry whose PCI ids include vendor:device, or NULL. */
 const struct npv_device_entry *npv_device_by_pci_id(uint16_t vendor, uint16_t device);
+/* The entry whose model presents vendor:device (model_id), or NULL. */
+const struct npv_device_entry *npv_device_by_model_id(uint16_t vendor, uint16_t device);
 /* Entries in registration order; NULL past the end. */
 const struct npv_device_entry *npv_device_at(size_t i);
 

@@ -243,7 +243,7 @@ int cmd_demo(struct npv_cli *cli, int argc, char **argv)
         if (why[0] != '\0')
             return cli_usage(cli, "%s cannot run%s: %s", device, addr ? " on hardware" : "", why);
         if (addr != NULL) {
-            int st = device_where_hw(cli, addr, canon, &hw);
+            int st = device_where_hw(cli, one, addr, canon, &hw);
             if (st != CLI_OK)
                 return st;
         }

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* npuvfio hugepages: resize a hugepage pool and report what the kernel actually gave. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <npuvfio/hugepages.h>
 
@@ -50,6 +52,34 @@ static void size_name(uint64_t bytes, char *buf, size_t len)
         snprintf(buf, len, "%" PRIu64 "M", bytes >> 20);
     else
         snprintf(buf, len, "%" PRIu64 "k", bytes >> 10);
+}
+
+/*
+ * The page sizes this machine has pools of ("2M, 1G"), from the names of
+ * SYSFS/kernel/mm/hugepages/hugepages-NkB (Documentation/admin-guide/mm/hugetlbpage.rst).
+ */
+static void pool_sizes(struct npv_cli *cli, char *buf, size_t len)
+{
+    char dir[4200];
+    snprintf(dir, sizeof(dir), "%s/kernel/mm/hugepages", npv_ctx_sysfs_root(cli->ctx));
+    buf[0] = '\0';
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        unsigned long long kb;
+        char unit[4];
+        if (sscanf(e->d_name, "hugepages-%llu%3s", &kb, unit) != 2 || strcmp(unit, "kB") != 0)
+            continue;
+        char name[32];
+        size_name((uint64_t)kb << 10, name, sizeof(name));
+        int w = snprintf(buf + n, len - n, "%s%s", n ? ", " : "", name);
+        if (w < 0 || (size_t)w >= len - n)
+            break;
+        n += (size_t)w;
+    }
+    closedir(d);
 }
 
 static void report(struct npv_cli *cli, const struct npv_hugepages *hp, bool asked, uint64_t want)
@@ -267,6 +297,22 @@ int cmd_hugepages(struct npv_cli *cli, int argc, char **argv)
     char sname[32];
     size_name(size, sname, sizeof(sname));
     struct npv_hugepages hp;
+    /*
+     * A page size the machine has no pool of is a command-line mistake here
+     * (exit 2); a node without one is a fact about that node (exit 1, below). Only the directory is
+     * looked at: reading nr_hugepages before a write is a dry run's business (a fake tree answers
+     * it as the kernel would).
+     */
+    char pool[4200];
+    struct stat st;
+    snprintf(pool, sizeof(pool), "%s/kernel/mm/hugepages/hugepages-%" PRIu64 "kB",
+             npv_ctx_sysfs_root(cli->ctx), size >> 10);
+    if (node < 0 && stat(pool, &st) != 0 && errno == ENOENT) {
+        char sizes[128];
+        pool_sizes(cli, sizes, sizeof(sizes));
+        return cli_usage(cli, "--size %s: this machine has no %s hugepages (%s%s)", sname, sname,
+                         sizes[0] != '\0' ? "its sizes: " : "no hugepage pool at all", sizes);
+    }
     if (optind == argc) {
         int ret = npv_hugepages_read(cli->ctx, size, node, &hp);
         if (ret == -ENOENT) {

@@ -19,7 +19,10 @@ static void help(void)
            "\n"
            "List the PCI functions under SYSFS/bus/pci/devices: address, vendor:device, class,\n"
            "bound driver, IOMMU group, NUMA node, whether vfio-pci has it, and the NPU family\n"
-           "of the ones npuvfio knows (the PCI ids listed below).\n"
+           "of the ones npuvfio knows (the PCI ids listed below). NUMA is the function's\n"
+           "numa_node in sysfs; \"-\" where that is -1 (the kernel knows no affinity: one\n"
+           "node, or firmware that does not say) and null in --json. With --npu and no NPU\n"
+           "found, \"no NPUs found\" instead of an empty table.\n"
            "\n"
            "Then the platform devices under SYSFS/bus/platform/devices that VFIO could take\n"
            "(those in an IOMMU group), are on vfio-platform, or are a known NPU: sysfs name,\n"
@@ -77,8 +80,24 @@ static void print_json(const struct npv_pci_func *f, size_t n, const struct plat
     json_finish(&j);
 }
 
+/* Known NPUs among the PCI functions and the platform devices. */
+static size_t count_npus(const struct npv_pci_func *f, size_t n, const struct platform_listing *pl)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += cli_known_npu(f[i].vendor, f[i].device) != NULL;
+    for (size_t i = 0; i < pl->n; i++)
+        k += npv_platform_known_npu(&pl->devs[i]) != NULL;
+    return k;
+}
+
 static void print_table(const struct npv_pci_func *f, size_t n, bool npu_only)
 {
+    size_t pci_npus = 0;
+    for (size_t i = 0; i < n; i++)
+        pci_npus += cli_known_npu(f[i].vendor, f[i].device) != NULL;
+    if (npu_only && pci_npus == 0)
+        return; /* the platform devices may still have one; the caller says when none */
     printf("%-13s %-9s %-6s %-16s %-5s %-4s %-4s %s\n", "ADDRESS", "ID", "CLASS", "DRIVER", "GROUP",
            "NUMA", "VFIO", "NPU");
     for (size_t i = 0; i < n; i++) {
@@ -137,6 +156,8 @@ int cmd_list(struct npv_cli *cli, int argc, char **argv)
     }
     if (cli->json) {
         print_json(funcs, n, &pl, npu_only);
+    } else if (npu_only && count_npus(funcs, n, &pl) == 0) {
+        printf("no NPUs found\n");
     } else {
         print_table(funcs, n, npu_only);
         platform_listing_text(&pl, npu_only);

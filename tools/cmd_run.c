@@ -167,7 +167,7 @@ int cmd_run(struct npv_cli *cli, int argc, char **argv)
     struct device_where w = {.socket = socket};
     if (pci != NULL) {
         char canon[NPV_PLATFORM_NAME_LEN];
-        int st = device_where_hw(cli, pci, canon, &w);
+        int st = device_where_hw(cli, e, pci, canon, &w);
         return st != CLI_OK ? st : run_on(cli, e, &w, &sopts);
     }
     if (socket != NULL)

@@ -30,17 +30,19 @@ static void help(void)
            "mode 0600) until SIGTERM or SIGINT. A server still listening on PATH makes\n"
            "it refuse to start; a stale socket is replaced. On exit the socket is removed\n"
            "if it is still ours. Any vfio-user client can drive it, e.g.\n"
-           "npv_dev_open_vfio_user().\n"
+           "npv_dev_open_vfio_user(), one client at a time: a second one is answered at\n"
+           "once with EBUSY (\"busy: one client at a time\"). `npuvfio --log info sim ...`\n"
+           "logs each connect, disconnect and refusal.\n"
            "\n"
            "  --device NAME   the model to run (see below)\n"
            "  --socket PATH   where to listen\n"
            "  --once          exit when the first client disconnects\n"
            "\n"
-           "Models:\n");
+           "Models (name, the vendor:device their config space presents):\n");
     for (size_t i = 0; npv_device_at(i) != NULL; i++) {
         const struct npv_device_entry *m = npv_device_at(i);
         if (m->model_create != NULL)
-            printf("  %-10s %04x:%04x  %s\n", m->name, m->pci_ids[0].vendor, m->pci_ids[0].device,
+            printf("  %-10s %04x:%04x  %s\n", m->name, m->model_id.vendor, m->model_id.device,
                    m->summary);
     }
 }

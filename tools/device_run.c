@@ -15,6 +15,7 @@
 #include <npuvfio/platform.h>
 
 #include "device_run.h"
+#include "host_use.h"
 #include "platform_cli.h"
 
 #define MODEL_START_TIMEOUT_NS (10ull * 1000000000ull)
@@ -78,7 +79,65 @@ int model_start(struct npv_cli *cli, const struct npv_device_entry *e, struct mo
     }
 }
 
-int device_where_hw(struct npv_cli *cli, const char *text, char *canon, struct device_where *w)
+/* Whether vendor:device is e: one of its PCI ids, or its model's (a model seen as PCI in a VM). */
+static bool entry_has_id(const struct npv_device_entry *e, uint16_t v, uint16_t d)
+{
+    if (e->model_create != NULL && e->model_id.vendor == v && e->model_id.device == d)
+        return true;
+    for (size_t k = 0; k < NPV_DEVICE_MAX_PCI_IDS && e->pci_ids[k].vendor != 0; k++)
+        if (e->pci_ids[k].vendor == v && e->pci_ids[k].device == d)
+            return true;
+    return false;
+}
+
+/*
+ * A PCI function about to be driven as e: it must be e by its ids (the
+ * device table, devices/registry.c) before any bind is advised, and the
+ * advice must be one that can work: not without an IOMMU, not for a device
+ * the host is using (host_use.c).
+ */
+static int check_pci_function(struct npv_cli *cli, const struct npv_device_entry *e,
+                              const char *canon)
+{
+    struct npv_pci_func f;
+    int r = npv_pci_func_read(cli->ctx, canon, &f);
+    if (r < 0)
+        return cli_fail(cli, canon, r);
+    const char *drv = f.driver[0] != '\0' ? f.driver : "no driver";
+    if (!entry_has_id(e, f.vendor, f.device)) {
+        const struct npv_device_entry *is = npv_device_by_pci_id(f.vendor, f.device);
+        if (is == NULL)
+            is = npv_device_by_model_id(f.vendor, f.device);
+        if (is != NULL)
+            cli_error(cli, "%s is %04x:%04x, a %s, not %s (try --device %s)", canon, f.vendor,
+                      f.device, is->name, e->name, is->name);
+        else
+            cli_error(cli,
+                      "%s is %04x:%04x (class %06x, on %s), not %s: no device npuvfio drives "
+                      "(npuvfio list --npu shows those)",
+                      canon, f.vendor, f.device, f.class_code, drv, e->name);
+        return CLI_FAILED;
+    }
+    if (f.vfio_bound)
+        return CLI_OK;
+    char why[512];
+    if (host_no_iommu_reason(cli, "pci", canon, why, sizeof(why))) {
+        cli_error(cli, "%s: on %s, not vfio-pci, and vfio-pci cannot take it here: %s", canon, drv,
+                  why);
+        return CLI_FAILED;
+    }
+    struct host_use use;
+    if (host_use_check(cli, "pci", canon, &use) == 0 && use.n > 0) {
+        cli_error(cli, "%s: on %s and in use by the host (%s): leave it to the host", canon, drv,
+                  use.reasons[0]);
+        return CLI_FAILED;
+    }
+    cli_error(cli, "%s: on %s, not vfio-pci: npuvfio bind %s", canon, drv, canon);
+    return CLI_FAILED;
+}
+
+int device_where_hw(struct npv_cli *cli, const struct npv_device_entry *e, const char *text,
+                    char *canon, struct device_where *w)
 {
     enum cli_dev_kind kind;
     int st = cli_resolve_device(cli, text, canon, &kind);
@@ -86,7 +145,7 @@ int device_where_hw(struct npv_cli *cli, const char *text, char *canon, struct d
         return st;
     *w = (struct device_where){.hw = canon, .platform = kind == CLI_DEV_PLATFORM};
     if (!w->platform)
-        return CLI_OK;
+        return check_pci_function(cli, e, canon);
     /* vfio-platform takes the device only through a bind (driver_override), never by itself. */
     struct npv_platform_dev pd;
     int r = npv_platform_dev_read(cli->ctx, canon, &pd);
@@ -110,6 +169,38 @@ static int open_where(struct npv_cli *cli, const struct device_where *w, struct 
     return npv_dev_open_pci(cli->ctx, w->hw, dom, NULL, dev);
 }
 
+/*
+ * Whether the device opened at where is e: its config space's vendor:device
+ * is one of e's PCI ids or e's model's. When it is not, say what it is (the
+ * device table's entry for its id) instead of letting e's driver fail on it.
+ * A device without readable ids (a platform device) is e's driver's to judge.
+ */
+static bool device_is(struct npv_cli *cli, const struct npv_device_entry *e, struct npv_dev *dev,
+                      const char *where)
+{
+    struct npv_dev_info info;
+    if (npv_dev_info(dev, &info) < 0 || info.vendor_id == 0)
+        return true;
+    uint16_t v = info.vendor_id, d = info.device_id;
+    if (e->model_id.vendor == v && e->model_id.device == d)
+        return true;
+    for (size_t k = 0; k < NPV_DEVICE_MAX_PCI_IDS && e->pci_ids[k].vendor != 0; k++)
+        if (e->pci_ids[k].vendor == v && e->pci_ids[k].device == d)
+            return true;
+    const struct npv_device_entry *model = npv_device_by_model_id(v, d);
+    const struct npv_device_entry *hw = npv_device_by_pci_id(v, d);
+    if (model != NULL)
+        cli_error(cli, "%s answers as %04x:%04x, the %s model, not %s (try --device %s)", where, v,
+                  d, model->name, e->name, model->name);
+    else if (hw != NULL)
+        cli_error(cli, "%s answers as %04x:%04x, a %s, not %s (try --device %s)", where, v, d,
+                  hw->name, e->name, hw->name);
+    else
+        cli_error(cli, "%s answers as %04x:%04x (class %06x), no device npuvfio knows, not %s",
+                  where, v, d, info.class_code, e->name);
+    return false;
+}
+
 int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e,
                       const struct device_where *w, const struct npv_sample_opts *opts,
                       struct npv_sample_result *res)
@@ -127,6 +218,10 @@ int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e,
         return cli_fail(cli, where, r);
     }
     int ret = CLI_OK;
+    if (!device_is(cli, e, dev, where)) {
+        ret = CLI_FAILED;
+        goto out_dev;
+    }
     r = e->driver_open(dev, &drv);
     if (r < 0) {
         ret = cli_fail(cli, e->name, r);

@@ -42,9 +42,13 @@ struct device_where {
  * when sysfs has one by that name, else a PCI address) into w, its canonical
  * form kept in canon (NPV_PLATFORM_NAME_LEN bytes). A platform device must be
  * on vfio-platform already. Prints the error and returns CLI_USAGE (malformed)
- * or CLI_FAILED (absent, or not bound), else CLI_OK.
+ * or CLI_FAILED (absent, or not bound), else CLI_OK. A PCI function must be
+ * e by its vendor:device (or e's model's), else it is named for what it is;
+ * one not on vfio-pci gets the advice that can work: bind it, or why not (no
+ * IOMMU, in use by the host).
  */
-int device_where_hw(struct npv_cli *cli, const char *text, char *canon, struct device_where *w);
+int device_where_hw(struct npv_cli *cli, const struct npv_device_entry *e, const char *text,
+                    char *canon, struct device_where *w);
 
 /*
  * Open the device at w, e's driver on it, and run e's sample workload into

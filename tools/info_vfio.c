@@ -8,6 +8,7 @@
 #include <npuvfio/dev.h>
 #include <npuvfio/domain.h>
 
+#include "host_use.h"
 #include "info_vfio.h"
 
 #ifndef NPV_CLI_VFIO_OPEN
@@ -240,9 +241,19 @@ int info_vfio_finish(struct npv_cli *cli, const char *name, bool platform, bool 
     const char *driver = platform ? "vfio-platform" : "vfio-pci";
     int status = CLI_OK;
     char why[640];
-    snprintf(why, sizeof(why), "not bound to %s; run npuvfio bind", driver);
+    snprintf(why, sizeof(why), "not bound to %s; run npuvfio bind %s", driver, name);
     bool want_open = mode == INFO_OPEN_REQUIRED || (mode == INFO_OPEN_AUTO && bound);
     if (want_open && !bound) {
+        /* Advise a bind only where one can work (cmd_bind.c refuses the same cases). */
+        const char *bus = platform ? "platform" : "pci";
+        char reason[512];
+        struct host_use use;
+        if (host_no_iommu_reason(cli, bus, name, reason, sizeof(reason)))
+            snprintf(why, sizeof(why), "not bound to %s, and %s cannot take it here: %s", driver,
+                     driver, reason);
+        else if (host_use_check(cli, bus, name, &use) == 0 && use.n > 0)
+            snprintf(why, sizeof(why), "not bound to %s; in use by the host (%s)", driver,
+                     use.reasons[0]);
         char not_bound[64];
         snprintf(not_bound, sizeof(not_bound), "not bound to %s", driver);
         if (j != NULL) {

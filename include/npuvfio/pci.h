@@ -38,7 +38,7 @@ struct npv_pci_func {
     uint32_t class_code;
     char driver[NPV_PCI_DRIVER_LEN]; /* "" when unbound */
     int iommu_group;                 /* -1 without an IOMMU group */
-    int numa_node;                   /* -1 when unknown */
+    int numa_node;                   /* sysfs numa_node; -1: no affinity known */
     bool vfio_bound;                 /* driver is vfio-pci */
 };
 

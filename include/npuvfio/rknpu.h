@@ -221,7 +221,8 @@ enum npv_rknpu_dtype {
  * C[M][N] = A[M][K] x B[K][N] (+ bias[N]) (then max(0, .) with relu), as a
  * 1x1 direct convolution: the feature map is A (height M, width 1, K
  * channels), the N kernels are B's columns. Buffers hold the native layouts
- * (npv_rknpu_matmul_layout packs and unpacks them):
+ * (npv_rknpu_matmul_a_index, _b_index and _c_index below give each element's
+ * place, for packing A and B and reading C):
  *   A int8 [K/16][M][16], fp16 [K/8][M][8];
  *   B int8 [N/32][K/32][32][32], fp16 [N/16][K/32][16][32];
  *   C int32 / fp32 [N/4][M][4];

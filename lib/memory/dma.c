@@ -55,6 +55,12 @@ struct npv_dma {
     uint64_t fd_offset; /* of vaddr in fd */
     bool wrapped;       /* the caller's memory: never unmapped by us */
     int numa_node;
+    /*
+     * The hugepage size asked for when none was free and 4 KiB pages were
+     * taken instead; 0 otherwise. Warned about when the buffer is mapped
+     * into a kernel IOMMU, where small pages cost IOTLB entries and pins.
+     */
+    size_t wanted_page;
     struct dma_mapping *maps;
     size_t nr_maps;
 };
@@ -142,7 +148,12 @@ err_close:
     return ret;
 }
 
-/* One warning per context: a process allocating many buffers hears it once. */
+/*
+ * One warning per context: a process allocating many buffers hears it once.
+ * Only for a mapping into a kernel IOMMU: a vfio-user server (another
+ * process) has no IOTLB and pins nothing, so there the small pages cost
+ * nothing worth a warning.
+ */
 static void warn_small_pages(struct npv_ctx *ctx, size_t wanted)
 {
     pthread_mutex_lock(&ctx->lock);
@@ -151,8 +162,8 @@ static void warn_small_pages(struct npv_ctx *ctx, size_t wanted)
     pthread_mutex_unlock(&ctx->lock);
     if (first)
         npv_warn(ctx,
-                 "no free %zu MiB hugepages: DMA memory uses 4 KiB pages (more IOTLB misses, "
-                 "more pins); reserve some with e.g. echo 64 > /proc/sys/vm/nr_hugepages",
+                 "no free %zu MiB hugepages: DMA memory mapped into the IOMMU uses 4 KiB pages "
+                 "(more IOTLB misses, more pins); reserve some with: npuvfio hugepages 64",
                  wanted >> 20);
 }
 
@@ -192,9 +203,11 @@ static int alloc_backing(struct npv_dma *dma, size_t size, const struct npv_dma_
         if (ret == 0)
             return 0;
     }
-    npv_debug(dma->ctx, "%zu MiB hugepages: %s", page >> 20, npv_strerror(ret));
-    warn_small_pages(dma->ctx, page);
-    return make_backing(dma, size, SZ_4K, o->numa_node, sparse);
+    npv_debug(dma->ctx, "%zu MiB hugepages: %s: taking 4 KiB pages", page >> 20, npv_strerror(ret));
+    ret = make_backing(dma, size, SZ_4K, o->numa_node, sparse);
+    if (ret == 0)
+        dma->wanted_page = page;
+    return ret;
 }
 
 int npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
@@ -466,6 +479,9 @@ static int map_common(struct npv_dma *dma, struct npv_domain *dom, unsigned prot
         return ret;
     maps[dma->nr_maps++] = (struct dma_mapping){npv_domain_get(dom), m.iova};
     *iova = m.iova;
+    /* A kernel IOMMU holds the domain when its coherence is known (domain.c, update_coherent). */
+    if (dma->wanted_page != 0 && npv_domain_coherent(dom) >= 0)
+        warn_small_pages(dma->ctx, dma->wanted_page);
     return 0;
 }
 

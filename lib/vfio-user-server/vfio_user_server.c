@@ -509,14 +509,59 @@ int npv_vus_handle(struct npv_vus *srv, struct npv_vu_msg *m)
     return r;
 }
 
+/*
+ * A second client while one is served: read its VERSION (briefly) and answer
+ * it with EBUSY, so it learns at once that the server serves one client at a
+ * time instead of waiting out its own timeout. Model choice: refuse rather
+ * than queue; the vfio-user spec leaves a second connection to the server.
+ */
+static void refuse_busy(struct npv_vus *srv)
+{
+    struct pollfd lp = {.fd = srv->listen_fd, .events = POLLIN};
+    if (poll(&lp, 1, 0) <= 0 || !(lp.revents & POLLIN))
+        return; /* the client gave up already */
+    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct npv_vu_msg m;
+    int r = npv_vu_recv(fd, &m, sizeof(struct npv_vu_hdr) + NPV_VU_MAX_VERSION_DATA + 64, 0,
+                        NPV_VUS_BUSY_RECV_TIMEOUT);
+    if (r == 0) {
+        if ((m.hdr.flags & NPV_VU_F_TYPE_MASK) == NPV_VU_F_TYPE_COMMAND)
+            npv_vu_send_error(fd, m.hdr.msg_id, m.hdr.cmd, EBUSY, NPV_VUS_BUSY_RECV_TIMEOUT);
+        npv_vu_msg_release(&m);
+        npv_info(srv->ctx, "vfio-user server: refused a second client: busy, one client at a time");
+    }
+    close(fd);
+}
+
 void npv_vus_serve_conn(struct npv_vus *srv)
 {
+    /* When a second client was first seen waiting; 0: none waits. */
+    int64_t waiting_since = 0;
     for (;;) {
-        struct pollfd p[2] = {
+        /*
+         * A client waiting on the listening socket gets a short grace period
+         * in which the current client can still leave (a process that just
+         * closed its device); then it is refused, not left to time out.
+         */
+        bool watch_listen = srv->listen_fd >= 0 && waiting_since == 0;
+        int timeout_ms = -1;
+        if (waiting_since != 0) {
+            int64_t left = waiting_since + NPV_VUS_BUSY_GRACE - npv_vu_now_ns();
+            if (left <= 0) {
+                refuse_busy(srv);
+                waiting_since = 0;
+                continue;
+            }
+            timeout_ms = (int)(left / 1000000) + 1;
+        }
+        struct pollfd p[3] = {
             {.fd = srv->conn_fd, .events = POLLIN},
             {.fd = srv->stop_fd, .events = POLLIN},
+            {.fd = srv->listen_fd, .events = POLLIN},
         };
-        int r = poll(p, 2, -1);
+        int r = poll(p, watch_listen ? 3 : 2, timeout_ms);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -524,8 +569,11 @@ void npv_vus_serve_conn(struct npv_vus *srv)
         }
         if (p[1].revents & POLLIN)
             break;
-        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            if (watch_listen && (p[2].revents & POLLIN))
+                waiting_since = npv_vu_now_ns();
             continue;
+        }
         struct npv_vu_msg m;
         size_t max =
             sizeof(struct npv_vu_hdr) + sizeof(struct npv_vu_region_access) + NPV_VUS_MAX_XFER;
@@ -575,7 +623,9 @@ NPV_API int npv_vus_run(struct npv_vus *srv, bool once)
             break;
         }
         npv_vus_set_conn(srv, fd);
+        npv_info(srv->ctx, "vfio-user server: client connected");
         npv_vus_serve_conn(srv);
+        npv_info(srv->ctx, "vfio-user server: client disconnected");
         if (once)
             break;
     }

@@ -20,6 +20,9 @@
  */
 #define NPV_VUS_MAX_DMA_MAPS 65535u
 #define NPV_VUS_MSG_TIMEOUT  (5ll * 1000000000ll) /* rest of a message once its first byte came */
+/* A second client: how long the current one may still leave, then how long its VERSION may take. */
+#define NPV_VUS_BUSY_GRACE        (100ll * 1000000ll)
+#define NPV_VUS_BUSY_RECV_TIMEOUT (200ll * 1000000ll)
 
 struct npv_vus_mapping {
     uint64_t iova;

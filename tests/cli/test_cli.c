@@ -529,7 +529,12 @@ START_TEST(hugepages_missing_pool_and_bad_args)
     run_cli(
         &r, NULL,
         ARGS("--sysfs-root", fs.root, "--proc-root", fs.proc, "hugepages", "4", "--size", "1G"));
-    assert_one_line_error("npuvfio hugepages: no 1G hugepage pool");
+    /* A size this machine has no pool of is a usage error (issue 19 §3: --size 4M). */
+    ck_assert_msg(r.status == 2, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(
+        strncmp(r.err, "npuvfio hugepages: --size 1G: this machine has no 1G hugepages", 62) == 0,
+        "%s", r.err);
+    ck_assert_int_eq(count_lines(r.err), 1);
     run_cli(
         &r, NULL,
         ARGS("--sysfs-root", fs.root, "--proc-root", fs.proc, "hugepages", "4", "--size", "3M"));

@@ -13,6 +13,7 @@
 #include <npuvfio/dma.h>
 
 #include "dma_test_util.h"
+#include "fake_sink.h"
 
 #define PG 4096ul
 #define MB (1ul << 20)
@@ -32,24 +33,42 @@ static void teardown(void)
     npv_ctx_free(ctx);
 }
 
+/* A domain with one fake sink: coherent -1 stands for a vfio-user server, 1 for a kernel IOMMU. */
+static struct npv_domain *domain_with_sink(struct npv_ctx *c, struct fake_sink *f, int coherent)
+{
+    struct npv_domain *dom;
+    fake_sink_init(f, coherent);
+    ck_assert_int_eq(npv_domain_new(c, NULL, &dom), 0);
+    ck_assert_int_eq(npv_domain_add_sink(dom, &f->sink), 0);
+    return dom;
+}
+
 START_TEST(dma_falls_back_to_4k_pages_with_one_warning_per_context)
 {
     struct npv_dma_opts o = {.page = NPV_DMA_PAGE_2M, .numa_node = -1};
     struct npv_dma *a, *b, *c;
+    struct fake_sink f;
+    struct npv_domain *dom = domain_with_sink(ctx, &f, 1);
     ck_assert_int_eq(npv_dma_alloc(ctx, 2 * MB, &o, &a), 0);
     ck_assert_uint_eq(npv_dma_page_size(a), PG);
     ck_assert_uint_eq(npv_dma_size(a), 2 * MB);
+    ck_assert_uint_eq(logs.warns, 0); /* not mapped anywhere yet */
+    ck_assert_int_eq(npv_dma_map(a, dom, NPV_DMA_RW, NULL), 0);
     ck_assert_uint_eq(logs.warns, 1);
     ck_assert_ptr_nonnull(strstr(logs.last_warn, "4 KiB"));
-    ck_assert_ptr_nonnull(strstr(logs.last_warn, "nr_hugepages"));
+    ck_assert_ptr_nonnull(strstr(logs.last_warn, "npuvfio hugepages"));
     ck_assert_int_eq(npv_dma_alloc(ctx, MB + 1, &o, &b), 0);
     ck_assert_uint_eq(npv_dma_size(b), MB + PG);
     ck_assert_int_eq(npv_dma_alloc(ctx, 4 * MB, NULL, &c), 0);
     ck_assert_uint_eq(npv_dma_page_size(c), PG);
+    ck_assert_int_eq(npv_dma_map(b, dom, NPV_DMA_RW, NULL), 0);
+    ck_assert_int_eq(npv_dma_map(c, dom, NPV_DMA_RW, NULL), 0);
     ck_assert_uint_eq(logs.warns, 1);
     npv_dma_free(a);
     npv_dma_free(b);
     npv_dma_free(c);
+    npv_domain_remove_sink(dom, &f.sink, true);
+    npv_domain_put(dom);
 
     /* Another context hears it once too. */
     struct npv_ctx *other;
@@ -57,12 +76,34 @@ START_TEST(dma_falls_back_to_4k_pages_with_one_warning_per_context)
     memset(&other_logs, 0, sizeof(other_logs));
     ck_assert_int_eq(npv_ctx_new(&other), 0);
     npv_ctx_set_log_sink(other, capture_log, &other_logs);
+    dom = domain_with_sink(other, &f, 1);
     ck_assert_int_eq(npv_dma_alloc(other, 2 * MB, &o, &a), 0);
     ck_assert_int_eq(npv_dma_alloc(other, 2 * MB, &o, &b), 0);
+    ck_assert_int_eq(npv_dma_map(a, dom, NPV_DMA_RW, NULL), 0);
+    ck_assert_int_eq(npv_dma_map(b, dom, NPV_DMA_RW, NULL), 0);
     ck_assert_uint_eq(other_logs.warns, 1);
     npv_dma_free(a);
     npv_dma_free(b);
+    npv_domain_remove_sink(dom, &f.sink, true);
+    npv_domain_put(dom);
     npv_ctx_free(other);
+}
+END_TEST
+
+/* Over vfio-user (a sink that is no kernel IOMMU) there is no IOTLB and no pin to warn about. */
+START_TEST(dma_fallback_is_not_warned_about_over_vfio_user)
+{
+    struct npv_dma_opts o = {.page = NPV_DMA_PAGE_2M, .numa_node = -1};
+    struct npv_dma *a;
+    struct fake_sink f;
+    struct npv_domain *dom = domain_with_sink(ctx, &f, -1);
+    ck_assert_int_eq(npv_dma_alloc(ctx, 2 * MB, &o, &a), 0);
+    ck_assert_uint_eq(npv_dma_page_size(a), PG);
+    ck_assert_int_eq(npv_dma_map(a, dom, NPV_DMA_RW, NULL), 0);
+    ck_assert_uint_eq(logs.warns, 0);
+    npv_dma_free(a);
+    npv_domain_remove_sink(dom, &f.sink, true);
+    npv_domain_put(dom);
 }
 END_TEST
 
@@ -86,9 +127,8 @@ START_TEST(dma_1g_request_falls_back_through_2m_to_4k)
     ck_assert_int_eq(npv_dma_alloc(ctx, 3 * MB, &o, &d), 0);
     ck_assert_uint_eq(npv_dma_page_size(d), PG);
     ck_assert_uint_eq(npv_dma_size(d), 3 * MB);
-    /* One for 1 GiB -> 2 MiB, one for the 4 KiB fallback. */
-    ck_assert_uint_eq(logs.warns, 2);
-    ck_assert_ptr_nonnull(strstr(logs.last_warn, "4 KiB"));
+    /* One for 1 GiB -> 2 MiB; the 4 KiB fallback is warned about when mapped into an IOMMU. */
+    ck_assert_uint_eq(logs.warns, 1);
     npv_dma_free(d);
 }
 END_TEST
@@ -99,6 +139,7 @@ static Suite *fallback_suite(void)
     TCase *tc = tcase_create("fallback");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, dma_falls_back_to_4k_pages_with_one_warning_per_context);
+    tcase_add_test(tc, dma_fallback_is_not_warned_about_over_vfio_user);
     tcase_add_test(tc, dma_require_page_fails_instead_of_falling_back);
     tcase_add_test(tc, dma_1g_request_falls_back_through_2m_to_4k);
     suite_add_tcase(s, tc);
