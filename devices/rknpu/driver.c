@@ -43,7 +43,7 @@ static inline void core_write(struct npv_rknpu *npu, unsigned c, uint32_t off, u
 }
 
 int rknpu_core_start(struct npv_rknpu *npu, unsigned c, npv_iova_t regcmd, uint32_t amount,
-                     uint32_t nr_tasks)
+                     uint32_t nr_tasks, uint32_t done_mask)
 {
     if (regcmd > UINT32_MAX || (regcmd & ~(npv_iova_t)RKNPU_PC_BASE_ADDRESS_MASK) != 0)
         return -ERANGE; /* BASE_ADDRESS holds IOVA[31:4] */
@@ -52,15 +52,25 @@ int rknpu_core_start(struct npv_rknpu *npu, unsigned c, npv_iova_t regcmd, uint3
      * the "reserved" bits 28+, as both stock drivers write them.
      */
     uint32_t pointer = RKNPU_S_POINTER_PP_DEFAULT | (uint32_t)c << 28;
-    /* DMA errors end a run without a DPU bit: unmasked so the vector fires for them too. */
+    /*
+     * INTERRUPT_MASK: the last task's done pair, as the vendor's
+     * rknpu_job_subcore_commit_pc unmasks last_task.int_mask; DMA errors end
+     * a run without a done bit: unmasked so the vector fires for them too.
+     */
     const struct {
         uint32_t off, val;
     } setup[] = {
+        /*
+         * BASE_ADDRESS <- 1 first: rocket_job_hw_submit writes it before the
+         * pointers, the vendor's rknpu_job_subcore_commit_pc as "switch to
+         * slave mode" (PC_SEL) before anything else.
+         */
+        {RKNPU_PC_BASE_ADDRESS, RKNPU_PC_SEL},
         {RKNPU_CNA_S_POINTER, pointer},
         {RKNPU_CORE_S_POINTER, pointer},
         {RKNPU_PC_BASE_ADDRESS, (uint32_t)regcmd},
         {RKNPU_PC_REGISTER_AMOUNTS, amount & RKNPU_PC_REGISTER_AMOUNTS_MASK},
-        {RKNPU_PC_INTERRUPT_MASK, RKNPU_INT_DPU_DONE | RKNPU_INT_DMA_ERROR},
+        {RKNPU_PC_INTERRUPT_MASK, done_mask | RKNPU_INT_DMA_ERROR},
         {RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL},
         {RKNPU_PC_TASK_CON, RKNPU_TASK_CON_RESERVED14 | RKNPU_TASK_CON_TASK_COUNT_CLEAR |
                                 RKNPU_TASK_CON_TASK_PP_EN |
@@ -100,11 +110,12 @@ int rknpu_core_start(struct npv_rknpu *npu, unsigned c, npv_iova_t regcmd, uint3
 }
 
 /* Completion is decided by status_decode.c from the two values the core writes. */
-int rknpu_core_check(struct npv_rknpu *npu, unsigned c, uint32_t nr_tasks, uint32_t *status)
+int rknpu_core_check(struct npv_rknpu *npu, unsigned c, uint32_t nr_tasks, uint32_t done_mask,
+                     uint32_t *status)
 {
     uint32_t raw = core_read(npu, c, RKNPU_PC_INTERRUPT_RAW_STATUS);
     *status = raw;
-    int r = rknpu_decode_irq_status(raw);
+    int r = rknpu_decode_irq_status(raw, done_mask);
     if (r != 1)
         return r;
     r = rknpu_decode_task_status(core_read(npu, c, RKNPU_PC_TASK_STATUS), nr_tasks);
@@ -181,6 +192,19 @@ static int find_cores(struct npv_rknpu *npu)
     return npu->nr_cores != 0 ? 0 : -ENODEV;
 }
 
+/*
+ * The version both stock drivers compare: rocket_core_init and the vendor's
+ * rknpu_get_hw_version read PC_VERSION + (PC_VERSION_NUM & 0xffff) (RK3576
+ * parts report a nonzero VERSION_NUM). A gone device reads all-ones in both.
+ */
+static uint32_t rknpu_core_version(struct npv_rknpu *npu, unsigned c)
+{
+    uint32_t v = core_read(npu, c, RKNPU_PC_VERSION);
+    if (v == UINT32_MAX || v == 0)
+        return v;
+    return v + (core_read(npu, c, RKNPU_PC_VERSION_NUM) & 0xffffu);
+}
+
 static int bring_up_cores(struct npv_rknpu *npu)
 {
     for (unsigned c = 0; c < npu->nr_cores; c++) {
@@ -190,14 +214,14 @@ static int bring_up_cores(struct npv_rknpu *npu)
          * the core held in reset (it then reads 0): every core starts from a
          * soft reset, as after power-on.
          */
-        uint32_t version = core_read(npu, c, RKNPU_PC_VERSION);
+        uint32_t version = rknpu_core_version(npu, c);
         bool was_reset = false;
         if (version == 0) {
             rknpu_core_recover(npu, c);
             if (npu->dead)
                 return -EIO; /* never left reset: not a wrong version */
             was_reset = true;
-            version = core_read(npu, c, RKNPU_PC_VERSION);
+            version = rknpu_core_version(npu, c);
         }
         int r = rknpu_decode_version(version);
         if (r == -EPROTO)

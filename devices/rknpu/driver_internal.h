@@ -32,6 +32,7 @@ struct rknpu_part {
     bool finished;
     uint16_t nr_tasks;
     uint32_t first_amount; /* PC_REGISTER_AMOUNTS of the first task */
+    uint32_t done_mask;    /* the last task's done pair (rknpu_done_mask) */
     npv_iova_t first_iova;
     uint32_t seq; /* in the core's npv_inflight while running */
 };
@@ -112,9 +113,10 @@ void rknpu_domains_release(struct npv_rknpu *npu);
 
 /* Cores (driver.c). */
 int rknpu_core_start(struct npv_rknpu *npu, unsigned core, npv_iova_t regcmd, uint32_t amount,
-                     uint32_t nr_tasks);
+                     uint32_t nr_tasks, uint32_t done_mask);
 /* 1 finished, 0 still running, < 0 error; *status gets the interrupt status then. */
-int rknpu_core_check(struct npv_rknpu *npu, unsigned core, uint32_t nr_tasks, uint32_t *status);
+int rknpu_core_check(struct npv_rknpu *npu, unsigned core, uint32_t nr_tasks, uint32_t done_mask,
+                     uint32_t *status);
 int rknpu_core_reset(struct npv_rknpu *npu, unsigned core);
 /* Soft resets of one core, tried RESET_ATTEMPTS times, counted; npu->dead when none took. */
 #define RESET_ATTEMPTS 3

@@ -21,6 +21,7 @@
 #include <npuvfio/ring.h>
 
 #include "driver_internal.h"
+#include "status_decode.h"
 
 static const uint32_t WORDS_ALIGN = RKNPU_REGCMD_ALIGN / 8u;
 
@@ -147,7 +148,9 @@ static void lay_out_part(struct npv_rknpu *npu, const struct npv_rknpu_job *job,
         } else {
             rknpu_regcmd_chain(prev_trailer, iova, amount);
         }
-        rknpu_regcmd_trailer(trailer, task->enable_mask != 0 ? task->enable_mask : RKNPU_MM_ENABLE);
+        uint32_t enable = task->enable_mask != 0 ? task->enable_mask : RKNPU_MM_ENABLE;
+        rknpu_regcmd_trailer(trailer, enable);
+        part->done_mask = rknpu_done_mask(enable); /* the last task's, in the end */
         prev_trailer = trailer;
         part->nr_tasks++;
         at += words;
@@ -216,7 +219,8 @@ static int start_part(struct npv_rknpu *npu, uint32_t idx, struct rknpu_part *pa
     int r = npv_inflight_add(core->inflight, idx, rknpu_now_ns() + job->timeout_ns, &part->seq);
     if (r < 0)
         return r;
-    r = rknpu_core_start(npu, part->core, part->first_iova, part->first_amount, part->nr_tasks);
+    r = rknpu_core_start(npu, part->core, part->first_iova, part->first_amount, part->nr_tasks,
+                         part->done_mask);
     if (r < 0) {
         npv_inflight_set_status(core->inflight, part->seq, r, 0);
         npv_inflight_complete(core->inflight, part->seq + 1);
@@ -372,7 +376,7 @@ static void check_core(struct npv_rknpu *npu, unsigned c, uint64_t now)
     }
     bool need_reset = false;
     uint32_t status = 0;
-    int r = rknpu_core_check(npu, c, part->nr_tasks, &status);
+    int r = rknpu_core_check(npu, c, part->nr_tasks, part->done_mask, &status);
     if (r == 1) {
         npv_inflight_complete(core->inflight, part->seq + 1);
     } else if (r < 0) {

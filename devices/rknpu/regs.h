@@ -127,6 +127,7 @@
 #define RKNPU_INT_DMA_READ_ERROR  (1u << 12)
 #define RKNPU_INT_DMA_WRITE_ERROR (1u << 13)
 #define RKNPU_INT_DPU_DONE        (RKNPU_INT_DPU_0 | RKNPU_INT_DPU_1)
+#define RKNPU_INT_PPU_DONE        (RKNPU_INT_PPU_0 | RKNPU_INT_PPU_1)
 #define RKNPU_INT_DMA_ERROR       (RKNPU_INT_DMA_READ_ERROR | RKNPU_INT_DMA_WRITE_ERROR)
 #define RKNPU_INT_CLEAR_ALL       0x1ffffu /* what both drivers write to INTERRUPT_CLEAR */
 #define RKNPU_INT_VALID_MASK      0x3fffu  /* the bits that exist */
@@ -267,17 +268,39 @@ static_assert(offsetof(struct rknpu_task, regcmd_addr) == 32, "rknpu_task layout
 #define RKNPU_CNA_WEIGHT_SIZE2      0x1038u /* [28:24] W, [20:16] H, [13:0] KERNELS */
 #define RKNPU_CNA_CBUF_CON0         0x1040u /* [7:4] weight banks, [3:0] data banks */
 #define RKNPU_CNA_CBUF_CON1         0x1044u /* [12:0] data entries */
-#define RKNPU_CNA_CVT_CON0          0x104cu
+#define RKNPU_CNA_CVT_CON0          0x104cu /* bit3 DATA_SIGN, bit1 CVT_TYPE, bit0 CVT_BYPASS */
+#define RKNPU_CNA_CVT_CON1          0x1050u /* [31:16] CVT_SCALE0 */
+#define RKNPU_CNA_CVT_CON2          0x1054u
+#define RKNPU_CNA_CVT_CON3          0x1058u
+#define RKNPU_CNA_CVT_CON4          0x105cu
 #define RKNPU_CNA_FC_CON0           0x1060u
+#define RKNPU_CNA_FC_CON1           0x1064u
 #define RKNPU_CNA_PAD_CON0          0x1068u
 #define RKNPU_CNA_FEATURE_DATA_ADDR 0x1070u /* IOVA of A */
-#define RKNPU_CNA_DMA_CON0          0x1078u
-#define RKNPU_CNA_DMA_CON1          0x107cu /* line stride */
-#define RKNPU_CNA_DMA_CON2          0x1080u /* surface stride */
-#define RKNPU_CNA_FC_DATA_SIZE0     0x1084u
-#define RKNPU_CNA_FC_DATA_SIZE1     0x1088u
+#define RKNPU_CNA_FC_CON2           0x1074u
+#define RKNPU_CNA_DMA_CON0          0x1078u /* [19:16] weight burst, [3:0] data burst */
+#define RKNPU_CNA_DMA_CON1          0x107cu /* [27:0] line stride */
+#define RKNPU_CNA_DMA_CON2          0x1080u /* [27:0] surface stride */
+#define RKNPU_CNA_FC_DATA_SIZE0     0x1084u /* [26:16] DMA width, [10:0] DMA height */
+#define RKNPU_CNA_FC_DATA_SIZE1     0x1088u /* [15:0] DMA channel */
 #define RKNPU_CNA_DCOMP_CTRL        0x1100u
+#define RKNPU_CNA_DCOMP_REGNUM      0x1104u
 #define RKNPU_CNA_DCOMP_ADDR0       0x1110u /* IOVA of B (weights) */
+#define RKNPU_CNA_DCOMP_AMOUNT0     0x1140u /* ..AMOUNT15 at 0x117c */
+#define RKNPU_CNA_CVT_CON5          0x1180u
+#define RKNPU_CNA_PAD_CON1          0x1184u
+
+#define RKNPU_CBUF_CON0_WEIGHT_BANK_SHIFT 4u
+#define RKNPU_CBUF_CON0_BANK_MASK         0xfu
+#define RKNPU_CBUF_CON1_ENTRIES_MASK      0x1fffu
+/* CVT_CON0 bits (mtx512 gen_matmul_task: data_sign << 3 | cvt_type << 1 | cvt_bypass). */
+#define RKNPU_CVT_CON0_DATA_SIGN  (1u << 3)
+#define RKNPU_CVT_CON0_CVT_TYPE   (1u << 1)
+#define RKNPU_CVT_CON0_CVT_BYPASS (1u << 0)
+/* What every source writes for a matmul / non-ARGB convolution (mtx512, Mesa): 0xb. */
+#define RKNPU_CVT_CON0_MATMUL                                                                      \
+    (RKNPU_CVT_CON0_DATA_SIGN | RKNPU_CVT_CON0_CVT_TYPE | RKNPU_CVT_CON0_CVT_BYPASS)
+#define RKNPU_DMA_STRIDE_MASK 0xfffffffu
 
 #define RKNPU_CONV_MODE_MASK            0xfu
 #define RKNPU_CONV_MODE_DIRECT          0u
@@ -307,31 +330,44 @@ static_assert(offsetof(struct rknpu_task, regcmd_addr) == 32, "rknpu_task layout
 #define RKNPU_CORE_DATAOUT_SIZE_0  0x3014u /* [31:16] HEIGHT - 1, [15:0] WIDTH - 1 */
 #define RKNPU_CORE_DATAOUT_SIZE_1  0x3018u /* [15:0] CHANNEL - 1 */
 #define RKNPU_CORE_CLIP_TRUNCATE   0x301cu
+#define RKNPU_CORE_3030            0x3030u /* undocumented; mtx512 and Mesa write 0 */
 #define RKNPU_CORE_MISC_PREC_SHIFT 8u
 
 /* ---- DPU (NVDLA SDP: bias/scale, BN, element-wise, output convert, write DMA) ---- */
 #define RKNPU_DPU_S_POINTER 0x4004u
 #define RKNPU_DPU_FEATURE_MODE_CFG                                                                 \
     0x400cu /* [8:5] burst, [4:3] conv mode, [2:1] OUTPUT_MODE, bit0 flying */
-#define RKNPU_DPU_DATA_FORMAT        0x4010u /* [31:29] OUT_PREC, [28:26] IN_PREC, [2:0] PROC_PREC */
-#define RKNPU_DPU_DST_BASE_ADDR      0x4020u /* IOVA of C */
-#define RKNPU_DPU_DST_SURF_STRIDE    0x4024u /* [31:4] */
-#define RKNPU_DPU_DATA_CUBE_WIDTH    0x4030u /* [12:0] WIDTH - 1 */
-#define RKNPU_DPU_DATA_CUBE_HEIGHT   0x4034u /* [12:0] HEIGHT - 1 */
-#define RKNPU_DPU_DATA_CUBE_CHANNEL  0x403cu /* [28:16] ORIG_CHANNEL - 1, [12:0] CHANNEL - 1 */
-#define RKNPU_DPU_BS_CFG             0x4040u
-#define RKNPU_DPU_BS_ALU_CFG         0x4044u /* register operand when BS_ALU_SRC = 0 */
-#define RKNPU_DPU_BS_MUL_CFG         0x4048u
-#define RKNPU_DPU_BS_RELUX_CMP_VALUE 0x404cu
-#define RKNPU_DPU_BS_OW_CFG          0x4050u
-#define RKNPU_DPU_WDMA_SIZE_0        0x4058u
-#define RKNPU_DPU_WDMA_SIZE_1        0x405cu
-#define RKNPU_DPU_BN_CFG             0x4060u
-#define RKNPU_DPU_EW_CFG             0x4070u
-#define RKNPU_DPU_OUT_CVT_OFFSET     0x4080u
-#define RKNPU_DPU_OUT_CVT_SCALE      0x4084u /* [15:0] scale, bit16 FP32TOFP16_EN */
-#define RKNPU_DPU_OUT_CVT_SHIFT      0x4088u
-#define RKNPU_DPU_SURFACE_ADD        0x40c0u
+#define RKNPU_DPU_DATA_FORMAT          0x4010u /* [31:29] OUT_PREC, [28:26] IN_PREC, [2:0] PROC_PREC */
+#define RKNPU_DPU_OFFSET_PEND          0x4014u
+#define RKNPU_DPU_DST_BASE_ADDR        0x4020u /* IOVA of C */
+#define RKNPU_DPU_DST_SURF_STRIDE      0x4024u /* [31:4] */
+#define RKNPU_DPU_DATA_CUBE_WIDTH      0x4030u /* [12:0] WIDTH - 1 */
+#define RKNPU_DPU_DATA_CUBE_HEIGHT     0x4034u /* [12:0] HEIGHT - 1 */
+#define RKNPU_DPU_DATA_CUBE_NOTCH_ADDR 0x4038u
+#define RKNPU_DPU_DATA_CUBE_CHANNEL    0x403cu /* [28:16] ORIG_CHANNEL - 1, [12:0] CHANNEL - 1 */
+#define RKNPU_DPU_BS_CFG               0x4040u
+#define RKNPU_DPU_BS_ALU_CFG           0x4044u /* register operand when BS_ALU_SRC = 0 */
+#define RKNPU_DPU_BS_MUL_CFG           0x4048u
+#define RKNPU_DPU_BS_RELUX_CMP_VALUE   0x404cu
+#define RKNPU_DPU_BS_OW_CFG            0x4050u /* [10:8][7:5][4:2] SIZE_E_2..0, bit1 OD_BYPASS */
+#define RKNPU_DPU_BS_OW_OP             0x4054u
+#define RKNPU_DPU_WDMA_SIZE_0          0x4058u /* [12:0] CHANNEL_WDMA */
+#define RKNPU_DPU_WDMA_SIZE_1          0x405cu /* [28:16] HEIGHT_WDMA, [12:0] WIDTH_WDMA */
+#define RKNPU_DPU_BN_CFG               0x4060u
+#define RKNPU_DPU_BN_ALU_CFG           0x4064u
+#define RKNPU_DPU_BN_MUL_CFG           0x4068u
+#define RKNPU_DPU_BN_RELUX_CMP_VALUE   0x406cu
+#define RKNPU_DPU_EW_CFG               0x4070u
+#define RKNPU_DPU_EW_CVT_OFFSET_VALUE  0x4074u
+#define RKNPU_DPU_EW_CVT_SCALE_VALUE   0x4078u
+#define RKNPU_DPU_EW_RELUX_CMP_VALUE   0x407cu
+#define RKNPU_DPU_OUT_CVT_OFFSET       0x4080u
+#define RKNPU_DPU_OUT_CVT_SCALE        0x4084u /* [15:0] scale, bit16 FP32TOFP16_EN */
+#define RKNPU_DPU_OUT_CVT_SHIFT        0x4088u
+#define RKNPU_DPU_EW_OP_VALUE_0        0x4090u /* ..EW_OP_VALUE_7 at 0x40ac */
+#define RKNPU_DPU_SURFACE_ADD          0x40c0u /* [31:4] SURF_ADD */
+#define RKNPU_DPU_40C4                 0x40c4u /* undocumented; mtx512 and Mesa write 0 */
+#define RKNPU_DPU_LUT_ACCESS_CFG       0x4100u /* LUT registers up to LUT_LO_SLOPE_SHIFT 0x412c */
 
 #define RKNPU_DPU_FMC_OUTPUT_MODE_SHIFT 1u
 #define RKNPU_DPU_FMC_OUTPUT_MODE_MASK  0x3u
@@ -351,6 +387,15 @@ static_assert(offsetof(struct rknpu_task, regcmd_addr) == 32, "rknpu_task layout
 #define RKNPU_DPU_ALU_ALGO_ADD      2u /* NVDLA: 0 max, 1 min, 2 sum */
 #define RKNPU_DPU_BN_BYPASS         (1u << 0)
 #define RKNPU_DPU_EW_BYPASS         (1u << 0)
+/* EW_CFG (mtx512 gen_matmul_task): relu_bypass << 9 | op_cvt_bypass << 8 | lut_bypass << 7 |
+ * op_bypass << 1 | bypass: every element-wise stage bypassed, 0x383 (Mesa the same). */
+#define RKNPU_DPU_EW_CFG_ALL_BYPASS (1u << 9 | 1u << 8 | 1u << 7 | 1u << 1 | RKNPU_DPU_EW_BYPASS)
+#define RKNPU_DPU_BS_OW_OD_BYPASS   (1u << 1)
+/* BS_OW_CFG with SIZE_E_0..2 = e and OD_BYPASS (mtx512 gen_matmul_task ops[67]). */
+static inline uint32_t rknpu_bs_ow_cfg(uint32_t size_e)
+{
+    return (size_e & 7u) << 8 | (size_e & 7u) << 5 | (size_e & 7u) << 2 | RKNPU_DPU_BS_OW_OD_BYPASS;
+}
 
 /* ---- DPU_RDMA (operand fetch for the DPU stages) ---- */
 #define RKNPU_DPU_RDMA_S_POINTER    0x5004u
