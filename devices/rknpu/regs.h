@@ -172,10 +172,12 @@
  * Target = block id | RKNPU_TGT_WRITE. A write's offset must lie in the block
  * its target names (the model treats anything else as a config error).
  * Target 0 (a zero word) is padding. The last four words of every task are the
- * trailer: [PC BASE_ADDRESS = next task's regcmd IOVA, or 0]
- * [PC REGISTER_AMOUNTS = next task's amount] [RKNPU_TGT_BARRIER]
- * [RKNPU_TGT_OP_EN, value = block-enable mask, reg = PC_OPERATION_ENABLE].
- * The op-enable word starts the task's computation.
+ * trailer: [PC BASE_ADDRESS = next task's regcmd IOVA; a zero word in the
+ * last task] [PC REGISTER_AMOUNTS = next task's amount; 0 in the last]
+ * [RKNPU_TGT_BARRIER] [RKNPU_TGT_OP_EN, value = block-enable mask, reg =
+ * PC_OPERATION_ENABLE] (mtx512 gen_matmul_task ops[104..107]; Mesa
+ * fill_first_regcmd and compile_operation). The op-enable word starts the
+ * task's computation.
  */
 #define RKNPU_TGT_WRITE    0x0001u
 #define RKNPU_TGT_BARRIER  0x0040u /* "must be set before op_en" (TRM via Mesa) */
@@ -422,15 +424,41 @@ static inline uint32_t rknpu_bs_ow_cfg(uint32_t size_e)
  *     BS_MUL_BYPASS must be set (scaling is not modelled); BN_CFG and EW_CFG
  *     must have their BYPASS bits set.
  *   op-enable mask: CNA | CORE | DPU, plus DPU_RDMA when bias comes from memory.
+ * The model reads, and checks against each other, every register the
+ * silicon-run example mtx512/rk3588-npu (gen_matmul_task) writes; a task
+ * whose own list leaves one unwritten is a config error [model choice].
+ * Besides the sizes above (each must agree with the others):
+ *   CNA CBUF_CON0: data banks hold M*K*esize, weight banks one kernel, <= 12;
+ *   CNA CBUF_CON1 DATA_ENTRIES = ceil(K * esize / 64) (mtx512);
+ *   CNA CVT_CON0: CVT_BYPASS and CVT_TYPE set; DATA_SIGN clear reads int8 A
+ *     as unsigned (wrong products, not an error); fp16 needs DATA_SIGN;
+ *   CNA CONV_CON3 strides 1, PAD_CON0 0, FC_CON0 skip 0, DCOMP_CTRL 0,
+ *     DATA_SIZE2 1, DATA_SIZE3 M, FC_DATA_SIZE0 1 << 16 | M, FC_DATA_SIZE1 K;
+ *   CORE CLIP_TRUNCATE 0 (truncation not modelled);
+ *   DPU FEATURE_MODE_CFG conv mode 0, not flying; WDMA_SIZE_0/1 the cube;
+ *   DPU BS_OW_CFG exactly rknpu_bs_ow_cfg(7) int8 / (3) fp16, OUT_CVT
+ *     offset 0 scale 1 shift 0, SURFACE_ADD M*8 int8 / M*4 fp16 in [31:4]
+ *     (mtx512's values; their meaning is not public: anything else refused);
+ *   DPU_RDMA BRDMA_CFG DATA_USE 1 with a bias.
  * Limits [model choice]: 1 <= M <= 2047 (HEIGHT is 11 bits), K a multiple of
  * 32 up to RKNPU_MM_MAX_K, N a multiple of 32 (int8) / 16 (fp16) up to
  * RKNPU_MM_MAX_N (RKNN-MM's RK3588 alignment). Anything else is a config
  * error (RKNPU_TP_CONFIG_ERRORS), never a silent zero.
  *
+ * CNA feature-map strides [inferred; model choice]: mtx512 gen_matmul_* and
+ * Mesa rkt_task.c fill_task write LINE_STRIDE = width * 4 and SURF_STRIDE =
+ * LINE_STRIDE * (height / 4 - 1): for width 1, 4 and M - 4. Read in 16-byte
+ * atoms (one line of a width-1 map: c2 channels), that is a step of four
+ * lines per LINE_STRIDE and a surface of (LINE_STRIDE + SURF_STRIDE) = M
+ * atoms, i.e. the dense [K/c2][M][c2] layout below. The model reads A[m][k] at
+ *   A + (k/c2) * (DMA_CON1 + DMA_CON2) * 16 + (m/4) * DMA_CON1 * 16
+ *     + (m%4) * 16 + (k%c2) * esize
+ * and writes C's surface s at C + s * DST_SURF_STRIDE (the register's value:
+ * M << 4 = M * 16 bytes), so other strides read or write elsewhere.
+ *
  * Native layouts (vendor RKNN-MM "native" = the NC1HWC2 / tiled forms the
  * CNA and DPU DMA; element indices, esize = 1 int8, 2 fp16, 4 int32/fp32;
- * [model choice] dense: the model derives addresses from M, K, N only and
- * does not read the CNA DMA_CON1/2 or DPU DST_SURF_STRIDE strides):
+ * A and C as the strides above place them):
  *   A int8 [K/16][M][16]:  A[m][k] at A + ((k/16)*M + m)*16 + k%16
  *   A fp16 [K/8][M][8]:    A[m][k] at A + 2*(((k/8)*M + m)*8 + k%8)
  *   B int8 [N/32][K/32][32][32]:
@@ -487,8 +515,10 @@ static inline uint64_t rknpu_c_index(uint32_t m, uint32_t n, uint32_t M)
  * i's trailer wrote to PC BASE_ADDRESS/REGISTER_AMOUNTS), applies the writes,
  * executes at the op-enable word, then TASK_STATUS += 1. The trailer's
  * writes land in the PC's own BASE_ADDRESS / REGISTER_AMOUNTS, so after a run
- * they hold the last trailer's values (0): a driver programs both before
- * every run, as both drivers do. After the last task
+ * REGISTER_AMOUNTS holds the last trailer's 0 and BASE_ADDRESS the last link
+ * written: a driver programs both before every run, as both drivers do. A
+ * chain shorter than TASK_NUMBER refetches from that stale address with
+ * amount 0 (two words, no op-enable): a config error. After the last task
  * RAW_STATUS gets DPU_g (g = 0, or the run's last ping-pong group, which
  * alternates per task from 0 when TASK_PP_EN) and the core's MSI-X vector
  * fires if RAW & MASK != 0. A DMA the client has not mapped (or not mapped
