@@ -132,6 +132,21 @@ int rknpu_core_check(struct npv_rknpu *npu, unsigned c, uint32_t nr_tasks, uint3
  */
 int rknpu_core_reset(struct npv_rknpu *npu, unsigned c)
 {
+    if (npu->reset_kind == RKNPU_RESET_NONE)
+        return -EOPNOTSUPP;
+    if (npu->reset_kind == RKNPU_RESET_DEVICE) {
+        /*
+         * vfio-platform's reset handler of the node (none exists for the
+         * RK3588 NPU in mainline; a board that adds one reports it): it
+         * resets all three cores.
+         */
+        int r = npv_dev_reset(npu->dev);
+        if (r < 0)
+            return r;
+        core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, 0);
+        core_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
+        return 0;
+    }
     core_write(npu, c, RKNPU_GLOBAL_SOFT_RESET, RKNPU_SOFT_RESET_LINES);
     struct timespec hold = {.tv_sec = 0, .tv_nsec = 10000};
     nanosleep(&hold, NULL);
@@ -205,9 +220,54 @@ static uint32_t rknpu_core_version(struct npv_rknpu *npu, unsigned c)
     return v + (core_read(npu, c, RKNPU_PC_VERSION_NUM) & 0xffffu);
 }
 
+/*
+ * The reset this transport has (enum rknpu_reset_kind). The SoC has no
+ * register-level reset: rocket (rocket_reset) and the vendor
+ * (rknpu_soft_reset) assert the CRU lines SRST_A/SRST_H, outside the NPU's
+ * window and out of user space's reach. GLOBAL_SOFT_RESET is the PCI
+ * stand-in's (regs.h), read only there (PRESENT bit); on a platform device
+ * VFIO_DEVICE_RESET exists only where vfio-platform has a reset handler for
+ * the node.
+ */
+static void choose_reset(struct npv_rknpu *npu)
+{
+    struct npv_dev_info info = {0};
+    npu->reset_kind = RKNPU_RESET_NONE;
+    if (npv_dev_info(npu->dev, &info) < 0)
+        return;
+    if (info.flags & NPV_DEV_FLAG_PCI) {
+        uint32_t v = core_read(npu, 0, RKNPU_GLOBAL_SOFT_RESET);
+        if (v != UINT32_MAX && (v & RKNPU_SOFT_RESET_PRESENT))
+            npu->reset_kind = RKNPU_RESET_MODEL_LINES;
+    } else if ((info.flags & NPV_DEV_FLAG_PLATFORM) && (info.flags & NPV_DEV_FLAG_RESET)) {
+        npu->reset_kind = RKNPU_RESET_DEVICE;
+    }
+    if (npu->reset_kind == RKNPU_RESET_NONE)
+        npv_ctx_log(npu->ctx, NPV_LOG_WARN,
+                    "rknpu: %s offers no reset of the NPU cores: a core that stalls will be "
+                    "taken out of service",
+                    npv_dev_name(npu->dev));
+}
+
+/* Without a reset: quiet the core as far as registers go (mask, clear, enable low). */
+static void quiet_core(struct npv_rknpu *npu, unsigned c)
+{
+    core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, 0);
+    core_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
+    core_write(npu, c, RKNPU_PC_OPERATION_ENABLE, 0);
+}
+
 static int bring_up_cores(struct npv_rknpu *npu)
 {
+    choose_reset(npu);
     for (unsigned c = 0; c < npu->nr_cores; c++) {
+        if (npu->reset_kind == RKNPU_RESET_NONE) {
+            int r = rknpu_decode_version(rknpu_core_version(npu, c));
+            if (r < 0)
+                return r;
+            quiet_core(npu, c);
+            continue;
+        }
         /*
          * A previous owner may have died mid-run, between the enable's 1 and
          * 0 (the next 1 would be no edge and nothing would start), or with
@@ -251,7 +311,8 @@ static int config_apply(struct npv_rknpu *npu, const struct npv_rknpu_config *cf
         c.job_timeout_ns = DEFAULT_JOB_TIMEOUT;
     if (c.reset_timeout_ns == 0)
         c.reset_timeout_ns = DEFAULT_RESET_TIMEOUT;
-    if (c.completion != NPV_RKNPU_POLL && c.completion != NPV_RKNPU_IRQ)
+    if (c.completion != NPV_RKNPU_POLL && c.completion != NPV_RKNPU_IRQ &&
+        c.completion != NPV_RKNPU_IRQ_ONLY)
         return -EINVAL;
     if (c.queue_depth > MAX_QUEUE_DEPTH || (c.queue_depth & (c.queue_depth - 1)) != 0 ||
         c.max_job_words < 8 || c.max_job_words > MAX_JOB_WORDS)
@@ -294,8 +355,23 @@ int npv_rknpu_open(struct npv_dev *dev, const struct npv_rknpu_config *cfg, stru
     if (r < 0)
         goto err_bars;
     r = rknpu_irq_init(npu);
-    if (r < 0)
+    if (r < 0 && npu->cfg.completion == NPV_RKNPU_IRQ) {
+        /* The set-up released what it took: poll instead, and say why. */
+        npv_ctx_log(npu->ctx, NPV_LOG_WARN,
+                    "rknpu: the cores' interrupts cannot be had on %s (%s; on the RK3588 the "
+                    "NPU's line is shared with its IOMMU and vfio-platform requests it "
+                    "unshared): polling instead (NPV_RKNPU_IRQ_ONLY refuses)",
+                    npv_dev_name(dev), npv_strerror(r));
+        npu->cfg.completion = NPV_RKNPU_POLL;
+        r = 0;
+    }
+    if (r < 0) {
+        npv_ctx_log(npu->ctx, NPV_LOG_ERROR,
+                    "rknpu: the cores' interrupts cannot be had on %s (%s) and "
+                    "NPV_RKNPU_IRQ_ONLY was asked: not opened",
+                    npv_dev_name(dev), npv_strerror(r));
         goto err_jobs;
+    }
     *out = npu;
     return 0;
 
@@ -314,7 +390,7 @@ void npv_rknpu_close(struct npv_rknpu *npu)
         return;
     for (unsigned c = 0; c < npu->nr_cores; c++) {
         core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, 0);
-        if (npu->cores[c].running != RKNPU_NO_JOB)
+        if (npu->cores[c].running != RKNPU_NO_JOB && npu->reset_kind != RKNPU_RESET_NONE)
             rknpu_core_reset(npu, c);
     }
     rknpu_irq_fini(npu);

@@ -62,9 +62,22 @@ struct rknpu_core {
     bool irq_pending_unmask;
     uint64_t base; /* of the core's window in bar */
     struct npv_inflight *inflight;
-    uint32_t running; /* job index or RKNPU_NO_JOB */
-    uint32_t queued;  /* parts waiting for this core */
-    bool enable_high; /* the 0 of the last start's enable pulse was lost */
+    uint32_t running;    /* job index or RKNPU_NO_JOB */
+    uint32_t queued;     /* parts waiting for this core */
+    bool enable_high;    /* the 0 of the last start's enable pulse was lost */
+    bool out_of_service; /* stalled, and this transport cannot reset it: its jobs fail */
+};
+
+/*
+ * How a stalled core is brought back, per transport (driver.c choose_reset):
+ * the PCI stand-in's own reset lines (GLOBAL_SOFT_RESET, the model's, not the
+ * SoC's); VFIO_DEVICE_RESET of a platform device that reports it (all three
+ * cores); or nothing -- the core is taken out of service.
+ */
+enum rknpu_reset_kind {
+    RKNPU_RESET_MODEL_LINES,
+    RKNPU_RESET_DEVICE,
+    RKNPU_RESET_NONE,
 };
 
 struct npv_rknpu {
@@ -93,6 +106,7 @@ struct npv_rknpu {
 
     struct npv_rknpu_counters counters;
     bool dead; /* a core could not be reset */
+    enum rknpu_reset_kind reset_kind;
 };
 
 struct npv_rknpu_mem {
@@ -121,6 +135,8 @@ int rknpu_core_reset(struct npv_rknpu *npu, unsigned core);
 /* Soft resets of one core, tried RESET_ATTEMPTS times, counted; npu->dead when none took. */
 #define RESET_ATTEMPTS 3
 void rknpu_core_recover(struct npv_rknpu *npu, unsigned core);
+/* Fail the part running on core c (if any) with status, without touching the core. */
+void rknpu_fail_running(struct npv_rknpu *npu, unsigned c, int32_t status);
 
 /*
  * Register-command trailers (driver_matmul.c): every task's list ends with

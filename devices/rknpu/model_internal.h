@@ -57,6 +57,7 @@ struct npv_rknpu_model {
     struct npv_vus *srv;
     struct rknpu_core cores[RKNPU_NUM_CORES];
     atomic_uint task_delay_us;
+    atomic_bool soft_reset_absent; /* RKNPU_TP_SOFT_RESET_ABSENT */
     atomic_bool stop;
 };
 

@@ -153,6 +153,9 @@
  *   while either line is asserted the core is held in reset: a running task
  *   stops without completing, PC and sub-block state return to reset values,
  *   DMA stops, interrupt status is cleared;
+ *   [31] RO PRESENT: reads 1, so a driver can tell the stand-in's register
+ *   from an unused offset (0) -- it reads it only on the PCI stand-in, never
+ *   on a platform device, where the offset is the SoC's and unknown;
  *   [8] RO IN_RESET: the core has not come out of reset. After releasing both
  *   lines it reads 0 unless the reset failed (RKNPU_FAULT_RESET_FAILS_ONCE:
  *   the core stays in reset, every other register of the window reads 0 and
@@ -163,6 +166,7 @@
 #define RKNPU_SOFT_RESET_SRST_H   (1u << 1)
 #define RKNPU_SOFT_RESET_LINES    (RKNPU_SOFT_RESET_SRST_A | RKNPU_SOFT_RESET_SRST_H)
 #define RKNPU_SOFT_RESET_IN_RESET (1u << 8)
+#define RKNPU_SOFT_RESET_PRESENT  (1u << 31)
 
 /* ---- register-command words ---- */
 /*
@@ -534,7 +538,10 @@ static inline uint64_t rknpu_c_index(uint32_t m, uint32_t n, uint32_t M)
 #define RKNPU_TP_TASK_DELAY_US                                                                     \
     0x004u /* RW: the model sleeps this long per task (timeout tests)                              \
             */
-#define RKNPU_TP_CORE(core) (0x100u + (uint32_t)(core)*0x40u)
+/* RW: nonzero makes every core's GLOBAL_SOFT_RESET absent (reads 0, ignores writes), as on
+ * the SoC: the register-level reset is the stand-in's, not the hardware's. */
+#define RKNPU_TP_SOFT_RESET_ABSENT 0x008u
+#define RKNPU_TP_CORE(core)        (0x100u + (uint32_t)(core)*0x40u)
 /* Offsets inside RKNPU_TP_CORE(core). */
 #define RKNPU_TP_FAULT          0x00u /* RW: enum rknpu_fault, armed for the next run / reset */
 #define RKNPU_TP_TASKS_EXECUTED 0x04u /* RO: tasks completed since the model started */

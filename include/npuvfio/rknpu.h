@@ -62,6 +62,13 @@ enum npv_rknpu_completion {
      * never past the earliest job deadline.
      */
     NPV_RKNPU_IRQ = 1,
+    /*
+     * NPV_RKNPU_IRQ, or npv_rknpu_open fails (the error of the interrupt
+     * set-up, logged with the reason) instead of falling back to polling.
+     * NPV_RKNPU_IRQ falls back with a warning: on the RK3588 the NPU's line
+     * is shared with its IOMMU and vfio-platform requests it unshared.
+     */
+    NPV_RKNPU_IRQ_ONLY = 2,
 };
 
 struct npv_rknpu_config {
