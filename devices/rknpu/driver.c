@@ -15,6 +15,7 @@
 
 #include "driver_internal.h"
 #include "status_decode.h"
+#include "windows.h"
 
 static_assert(NPV_RKNPU_NUM_CORES == RKNPU_NUM_CORES, "public and register-map core counts");
 static_assert(NPV_RKNPU_ENABLE_CNA == RKNPU_ENABLE_CNA &&
@@ -32,14 +33,36 @@ static_assert(NPV_RKNPU_ENABLE_CNA == RKNPU_ENABLE_CNA &&
 #define DEFAULT_JOB_TIMEOUT   1000000000ull
 #define DEFAULT_RESET_TIMEOUT 100000000ull
 
+uint32_t rknpu_reg_read(struct npv_rknpu *npu, unsigned c, uint32_t off)
+{
+    struct rknpu_core *core = &npu->cores[c];
+    if (core->bar != NULL)
+        return npv_bar_read32(core->bar, core->base + off);
+    uint32_t v;
+    if (!rknpu_window_reg_allowed(off) ||
+        npv_dev_region_read(npu->dev, core->region, core->base + off, &v, 4) < 0)
+        return UINT32_MAX;
+    return v;
+}
+
+int rknpu_reg_write(struct npv_rknpu *npu, unsigned c, uint32_t off, uint32_t v)
+{
+    struct rknpu_core *core = &npu->cores[c];
+    if (core->bar != NULL)
+        return npv_bar_write(core->bar, core->base + off, 4, v);
+    if (!rknpu_window_reg_allowed(off))
+        return -EPERM; /* the core's IOMMU pages (windows.h) */
+    return npv_dev_region_write(npu->dev, core->region, core->base + off, &v, 4);
+}
+
 static inline uint32_t core_read(struct npv_rknpu *npu, unsigned c, uint32_t off)
 {
-    return npv_bar_read32(npu->cores[c].bar, npu->cores[c].base + off);
+    return rknpu_reg_read(npu, c, off);
 }
 
 static inline void core_write(struct npv_rknpu *npu, unsigned c, uint32_t off, uint32_t v)
 {
-    npv_bar_write32(npu->cores[c].bar, npu->cores[c].base + off, v);
+    (void)rknpu_reg_write(npu, c, off, v);
 }
 
 int rknpu_core_start(struct npv_rknpu *npu, unsigned c, npv_iova_t regcmd, uint32_t amount,
@@ -86,10 +109,8 @@ int rknpu_core_start(struct npv_rknpu *npu, unsigned c, npv_iova_t regcmd, uint3
      * 0 was lost, so that this start's 1 is a rising edge again.
      */
     size_t nr_setup = sizeof(setup) / sizeof(setup[0]) - (npu->cores[c].enable_high ? 0 : 1);
-    struct npv_bar *bar = npu->cores[c].bar;
-    uint64_t base = npu->cores[c].base;
     for (size_t i = 0; i < nr_setup; i++) {
-        int r = npv_bar_write(bar, base + setup[i].off, 4, setup[i].val);
+        int r = rknpu_reg_write(npu, c, setup[i].off, setup[i].val);
         if (r < 0)
             return r;
     }
@@ -100,11 +121,11 @@ int rknpu_core_start(struct npv_rknpu *npu, unsigned c, npv_iova_t regcmd, uint3
      * driver does) so the next job's write of 1 is an edge again.
      */
     npv_dma_wmb();
-    int r = npv_bar_write(bar, base + RKNPU_PC_OPERATION_ENABLE, 4, RKNPU_PC_OP_EN);
+    int r = rknpu_reg_write(npu, c, RKNPU_PC_OPERATION_ENABLE, RKNPU_PC_OP_EN);
     if (r < 0)
         return r;
     /* The job runs either way; a lost 0 is written before the next start. */
-    if (npv_bar_write(bar, base + RKNPU_PC_OPERATION_ENABLE, 4, 0) < 0)
+    if (rknpu_reg_write(npu, c, RKNPU_PC_OPERATION_ENABLE, 0) < 0)
         npu->cores[c].enable_high = true;
     return 0;
 }
@@ -180,14 +201,20 @@ static int find_cores(struct npv_rknpu *npu)
      * platform device: regions 0..2); the model puts them back to back in
      * BAR0. Either way each core is one 64 KiB window.
      */
+    /* A platform window holds the core's IOMMU pages: never mapped (windows.h). */
+    bool map =
+        rknpu_window_access((info.flags & NPV_DEV_FLAG_PLATFORM) != 0) == RKNPU_WINDOW_MAPPED;
     if (info.num_regions > 0 && npv_dev_region_info(npu->dev, 0, &ri) == 0 &&
         ri.size >= (uint64_t)NPV_RKNPU_NUM_CORES * RKNPU_CORE_WINDOW_SIZE) {
-        r = npv_bar_map(npu->dev, 0, &npu->bars[0]);
-        if (r < 0)
-            return r;
-        npu->nr_bars = 1;
+        if (map) {
+            r = npv_bar_map(npu->dev, 0, &npu->bars[0]);
+            if (r < 0)
+                return r;
+            npu->nr_bars = 1;
+        }
         for (unsigned c = 0; c < NPV_RKNPU_NUM_CORES; c++) {
-            npu->cores[c].bar = npu->bars[0];
+            npu->cores[c].bar = map ? npu->bars[0] : NULL;
+            npu->cores[c].region = 0;
             npu->cores[c].base = (uint64_t)c * RKNPU_CORE_WINDOW_SIZE;
         }
         npu->nr_cores = NPV_RKNPU_NUM_CORES;
@@ -196,11 +223,14 @@ static int find_cores(struct npv_rknpu *npu)
     for (unsigned c = 0; c < NPV_RKNPU_NUM_CORES && c < info.num_regions; c++) {
         if (npv_dev_region_info(npu->dev, c, &ri) < 0 || ri.size < RKNPU_CORE_WINDOW_SIZE)
             break;
-        r = npv_bar_map(npu->dev, c, &npu->bars[c]);
-        if (r < 0)
-            return r;
-        npu->nr_bars++;
-        npu->cores[c].bar = npu->bars[c];
+        if (map) {
+            r = npv_bar_map(npu->dev, c, &npu->bars[c]);
+            if (r < 0)
+                return r;
+            npu->nr_bars++;
+        }
+        npu->cores[c].bar = map ? npu->bars[c] : NULL;
+        npu->cores[c].region = c;
         npu->cores[c].base = 0;
         npu->nr_cores++;
     }

@@ -56,7 +56,8 @@ struct rknpu_job {
 };
 
 struct rknpu_core {
-    struct npv_bar *bar;
+    struct npv_bar *bar; /* NULL: trapped access of region `region` (windows.h) */
+    uint32_t region;
     struct npv_irq *irq; /* NPV_RKNPU_IRQ: the core's line */
     uint32_t irq_vec;
     bool irq_pending_unmask;
@@ -132,6 +133,13 @@ int rknpu_core_start(struct npv_rknpu *npu, unsigned core, npv_iova_t regcmd, ui
 int rknpu_core_check(struct npv_rknpu *npu, unsigned core, uint32_t nr_tasks, uint32_t done_mask,
                      uint32_t *status);
 int rknpu_core_reset(struct npv_rknpu *npu, unsigned core);
+/*
+ * One 32-bit register of a core's window, mapped or trapped (windows.h). A
+ * read that fails, or of a page the driver may not touch, is all-ones; a
+ * write returns 0 or < 0 (-EPERM for such a page).
+ */
+uint32_t rknpu_reg_read(struct npv_rknpu *npu, unsigned core, uint32_t off);
+int rknpu_reg_write(struct npv_rknpu *npu, unsigned core, uint32_t off, uint32_t v);
 /* Soft resets of one core, tried RESET_ATTEMPTS times, counted; npu->dead when none took. */
 #define RESET_ATTEMPTS 3
 void rknpu_core_recover(struct npv_rknpu *npu, unsigned core);

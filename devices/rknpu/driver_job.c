@@ -446,7 +446,7 @@ static void check_core(struct npv_rknpu *npu, unsigned c, uint64_t now)
      */
     if (need_reset && !stalled && npu->reset_kind == RKNPU_RESET_NONE) {
         need_reset = false;
-        npv_bar_write32(core->bar, core->base + RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
+        (void)rknpu_reg_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
     }
     struct npv_cpl cpl;
     if (npv_inflight_reap(core->inflight, &cpl, 1) != 1)
