@@ -221,8 +221,10 @@ static inline uint16_t rknpu_regcmd_reg(uint64_t word)
 /*
  * PC REGISTER_AMOUNTS for a list of `words` 64-bit words, trailer included:
  * the PC fetches (amount + 1) * 2 words (RK3588 pc_data_amount_scale = 2).
- * [model choice] The amount in a trailer's PC REGISTER_AMOUNTS write uses the
- * same unit (Mesa's different formula for it is unexplained, hw doc §9).
+ * [model choice, unverified] The amount in a trailer's PC REGISTER_AMOUNTS
+ * write uses the same unit: Mesa's ALIGN((n - 4) / 2, 2) there is never
+ * followed by the PC under rocket (one task per run), and the vendor's
+ * chains come from its closed runtime (devices/rknpu/README.md).
  */
 static inline uint32_t rknpu_regcmd_amount(uint32_t words)
 {
