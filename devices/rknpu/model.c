@@ -119,7 +119,7 @@ static uint32_t core_read(struct rknpu_core *c, uint32_t off)
     case RKNPU_PC_VERSION:
         return RKNPU_VERSION_VALUE;
     case RKNPU_PC_VERSION_NUM:
-        return RKNPU_VERSION_NUM_VALUE;
+        return atomic_load(&c->m->version_num);
     case RKNPU_PC_INTERRUPT_CLEAR:
         return 0;
     case RKNPU_PC_INTERRUPT_STATUS:
@@ -172,6 +172,10 @@ static int port_access(struct npv_rknpu_model *m, uint32_t off, uint32_t *v, boo
             atomic_store(&m->task_delay_us, *v > 1000000u ? 1000000u : *v);
         else if (off == RKNPU_TP_TASK_DELAY_US)
             *v = atomic_load(&m->task_delay_us);
+        else if (off == RKNPU_TP_VERSION_NUM && is_write)
+            atomic_store(&m->version_num, *v);
+        else if (off == RKNPU_TP_VERSION_NUM)
+            *v = atomic_load(&m->version_num);
         else if (off == RKNPU_TP_SOFT_RESET_ABSENT && is_write)
             atomic_store(&m->soft_reset_absent, *v != 0);
         else if (off == RKNPU_TP_SOFT_RESET_ABSENT)

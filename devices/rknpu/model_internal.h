@@ -58,6 +58,7 @@ struct npv_rknpu_model {
     struct rknpu_core cores[RKNPU_NUM_CORES];
     atomic_uint task_delay_us;
     atomic_bool soft_reset_absent; /* RKNPU_TP_SOFT_RESET_ABSENT */
+    atomic_uint version_num;       /* RKNPU_TP_VERSION_NUM: what PC_VERSION_NUM reads */
     atomic_bool stop;
 };
 

@@ -543,7 +543,10 @@ static inline uint64_t rknpu_c_index(uint32_t m, uint32_t n, uint32_t M)
 /* RW: nonzero makes every core's GLOBAL_SOFT_RESET absent (reads 0, ignores writes), as on
  * the SoC: the register-level reset is the stand-in's, not the hardware's. */
 #define RKNPU_TP_SOFT_RESET_ABSENT 0x008u
-#define RKNPU_TP_CORE(core)        (0x100u + (uint32_t)(core)*0x40u)
+/* RW: what every core's PC_VERSION_NUM reads (RKNPU_VERSION_NUM_VALUE after start; RK3576
+ * parts report a nonzero one, which rocket_core_init adds to PC_VERSION). */
+#define RKNPU_TP_VERSION_NUM 0x00cu
+#define RKNPU_TP_CORE(core)  (0x100u + (uint32_t)(core)*0x40u)
 /* Offsets inside RKNPU_TP_CORE(core). */
 #define RKNPU_TP_FAULT          0x00u /* RW: enum rknpu_fault, armed for the next run / reset */
 #define RKNPU_TP_TASKS_EXECUTED 0x04u /* RO: tasks completed since the model started */

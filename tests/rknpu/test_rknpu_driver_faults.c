@@ -358,6 +358,32 @@ START_TEST(irq_that_cannot_be_had_falls_back_to_polling_or_refuses_by_option)
 }
 END_TEST
 
+/*
+ * Issue 22 section 2: the version is PC_VERSION + (PC_VERSION_NUM & 0xffff),
+ * as rocket_core_init computes it: a core whose VERSION_NUM is not the
+ * RK3588's 0 (an RK3576 part: another register layout) is refused, though
+ * its PC_VERSION alone reads "FIRE".
+ */
+START_TEST(the_version_counts_version_num_as_rocket_does)
+{
+    npv_rknpu_close(t.npu);
+    t.npu = NULL;
+    uint32_t num = 1;
+    ck_assert_int_eq(npv_bar_write(t.port, RKNPU_TP_VERSION_NUM, 4, num), 0);
+    struct npv_rknpu *npu = NULL;
+    ck_assert_int_eq(npv_rknpu_open(t.dev, NULL, &npu), -EPROTO);
+    ck_assert_ptr_null(npu);
+    /* Only the low 16 bits count. */
+    num = 0x10000;
+    ck_assert_int_eq(npv_bar_write(t.port, RKNPU_TP_VERSION_NUM, 4, num), 0);
+    ck_assert_int_eq(npv_rknpu_open(t.dev, NULL, &t.npu), 0);
+    npv_rknpu_close(t.npu);
+    num = 0;
+    ck_assert_int_eq(npv_bar_write(t.port, RKNPU_TP_VERSION_NUM, 4, num), 0);
+    ck_assert_int_eq(npv_rknpu_open(t.dev, NULL, &t.npu), 0);
+}
+END_TEST
+
 int main(void)
 {
     rk_require_model("fault injection is the model's test port");
@@ -373,6 +399,7 @@ int main(void)
     tcase_add_test(tc, cores_a_dead_owner_left_running_enabled_or_in_reset_are_reset_at_open);
     tcase_add_test(tc, without_a_reset_a_stalled_core_goes_out_of_service_and_the_others_go_on);
     tcase_add_test(tc, irq_that_cannot_be_had_falls_back_to_polling_or_refuses_by_option);
+    tcase_add_test(tc, the_version_counts_version_num_as_rocket_does);
     suite_add_tcase(s, tc);
     /* Sleeping on interrupts: a stalled core raises none, its deadline still ends the wait. */
     TCase *irq = tcase_create("irq");
