@@ -9,12 +9,19 @@
  * server) are timed alternately; the medians and their difference are
  * printed, with the exact command line. Not a test: nothing is asserted.
  *
- *   npuvfio-rknpu-switch-cost [JOBS]     (default 200 per point)
+ * Side by side with the kernel backends: --kernel FILE reads the output of
+ * tests/vm guest_switch_cost (one run per backend, lines "# legacy N ..."
+ * and "# iommufd N ..."; this machine has no kernel VFIO device to measure
+ * them on) and prints the three switch costs per mapping count in one
+ * table, each column naming where it was measured.
+ *
+ *   npuvfio-rknpu-switch-cost [JOBS] [--kernel FILE]   (default 200 per point)
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -75,7 +82,32 @@ static int run(struct npv_rknpu *npu, struct rknpu_sample_mm *s, uint32_t domain
     return r;
 }
 
-static int point(struct npv_rknpu *npu, unsigned maps, unsigned jobs)
+/* A kernel backend's median switch cost for `maps` mappings from guest_switch_cost's output. */
+static double kernel_median(const char *file, const char *backend, unsigned maps)
+{
+    FILE *f = file != NULL ? fopen(file, "r") : NULL;
+    double found = -1.0;
+    char line[256], name[32];
+    unsigned n;
+    double first, median;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "# %31s %u %lf %lf", name, &n, &first, &median) == 4 &&
+            strcmp(name, backend) == 0 && n == maps)
+            found = median;
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
+static void print_cell(double v)
+{
+    if (v < 0)
+        printf(" %14s", "n/a");
+    else
+        printf(" %14.1f", v);
+}
+
+static int point(struct npv_rknpu *npu, unsigned maps, unsigned jobs, double *cost_us)
 {
     static const struct rknpu_sample_shape shape = {
         .dtype = NPV_RKNPU_INT8, .m = 4, .k = 32, .n = 32};
@@ -105,6 +137,7 @@ static int point(struct npv_rknpu *npu, unsigned maps, unsigned jobs)
         unsigned total = maps + 4; /* + A, B, C of the matmul and the driver's command memory */
         printf("%-10s %9u %12.1f %12.1f %12.1f %14.3f\n", "vfio-user", total, a, b, b - a,
                (b - a) / (double)total);
+        *cost_us = b - a;
     }
     for (unsigned i = 0; extra != NULL && i < 2u * maps; i++)
         npv_rknpu_mem_destroy(extra[i]);
@@ -118,7 +151,14 @@ static int point(struct npv_rknpu *npu, unsigned maps, unsigned jobs)
 
 int main(int argc, char **argv)
 {
-    unsigned jobs = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 200u;
+    unsigned jobs = 0;
+    const char *kernel = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc)
+            kernel = argv[++i];
+        else
+            jobs = (unsigned)strtoul(argv[i], NULL, 10);
+    }
     if (jobs == 0)
         jobs = 200;
     char dir[] = "/tmp/npuvfio-rknpu-cost-XXXXXX", path[128];
@@ -138,14 +178,28 @@ int main(int argc, char **argv)
     if (r == 0)
         r = npv_rknpu_open(dev, NULL, &npu);
     if (r == 0) {
-        printf(
-            "# %s %u   (RKNPU model over vfio-user, one int8 4x32x32 matmul per job on core 0)\n",
-            argv[0], jobs);
+        printf("# %s %u%s%s   (RKNPU model over vfio-user, one int8 4x32x32 matmul per job on "
+               "core 0)\n",
+               argv[0], jobs, kernel != NULL ? " --kernel " : "", kernel != NULL ? kernel : "");
         printf("%-10s %9s %12s %12s %12s %14s\n", "# transport", "mappings", "same_us", "switch_us",
                "cost_us", "cost_us/map");
         const unsigned counts[] = {1, 64, 512};
+        double cost[3] = {-1.0, -1.0, -1.0};
         for (unsigned i = 0; i < 3 && r == 0; i++)
-            r = point(npu, counts[i], jobs);
+            r = point(npu, counts[i], jobs, &cost[i]);
+        /* The backends side by side: one switch's cost, by the target domain's extra mappings. */
+        printf("\n# switch cost, us   vfio-user: this run (RKNPU model, + 4 mappings of its own);\n"
+               "# legacy type1 / iommufd: tests/vm guest_switch_cost medians%s%s\n",
+               kernel != NULL ? " from " : " (not given: --kernel FILE)",
+               kernel != NULL ? kernel : "");
+        printf("%-10s %14s %14s %14s\n", "# mappings", "vfio-user", "legacy-type1", "iommufd");
+        for (unsigned i = 0; i < 3 && r == 0; i++) {
+            printf("%-10u", counts[i]);
+            print_cell(cost[i]);
+            print_cell(kernel_median(kernel, "legacy", counts[i]));
+            print_cell(kernel_median(kernel, "iommufd", counts[i]));
+            printf("\n");
+        }
     }
     if (r < 0)
         fprintf(stderr, "npuvfio-rknpu-switch-cost: %s\n", npv_strerror(r));

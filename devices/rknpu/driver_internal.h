@@ -32,6 +32,7 @@ struct rknpu_part {
     bool finished;
     uint16_t nr_tasks;
     uint32_t first_amount; /* PC_REGISTER_AMOUNTS of the first task */
+    uint32_t done_mask;    /* the last task's done pair (rknpu_done_mask) */
     npv_iova_t first_iova;
     uint32_t seq; /* in the core's npv_inflight while running */
 };
@@ -55,15 +56,29 @@ struct rknpu_job {
 };
 
 struct rknpu_core {
-    struct npv_bar *bar;
+    struct npv_bar *bar; /* NULL: trapped access of region `region` (windows.h) */
+    uint32_t region;
     struct npv_irq *irq; /* NPV_RKNPU_IRQ: the core's line */
     uint32_t irq_vec;
     bool irq_pending_unmask;
     uint64_t base; /* of the core's window in bar */
     struct npv_inflight *inflight;
-    uint32_t running; /* job index or RKNPU_NO_JOB */
-    uint32_t queued;  /* parts waiting for this core */
-    bool enable_high; /* the 0 of the last start's enable pulse was lost */
+    uint32_t running;    /* job index or RKNPU_NO_JOB */
+    uint32_t queued;     /* parts waiting for this core */
+    bool enable_high;    /* the 0 of the last start's enable pulse was lost */
+    bool out_of_service; /* stalled, and this transport cannot reset it: its jobs fail */
+};
+
+/*
+ * How a stalled core is brought back, per transport (driver.c choose_reset):
+ * the PCI stand-in's own reset lines (GLOBAL_SOFT_RESET, the model's, not the
+ * SoC's); VFIO_DEVICE_RESET of a platform device that reports it (all three
+ * cores); or nothing -- the core is taken out of service.
+ */
+enum rknpu_reset_kind {
+    RKNPU_RESET_MODEL_LINES,
+    RKNPU_RESET_DEVICE,
+    RKNPU_RESET_NONE,
 };
 
 struct npv_rknpu {
@@ -92,6 +107,7 @@ struct npv_rknpu {
 
     struct npv_rknpu_counters counters;
     bool dead; /* a core could not be reset */
+    enum rknpu_reset_kind reset_kind;
 };
 
 struct npv_rknpu_mem {
@@ -112,13 +128,23 @@ void rknpu_domains_release(struct npv_rknpu *npu);
 
 /* Cores (driver.c). */
 int rknpu_core_start(struct npv_rknpu *npu, unsigned core, npv_iova_t regcmd, uint32_t amount,
-                     uint32_t nr_tasks);
+                     uint32_t nr_tasks, uint32_t done_mask);
 /* 1 finished, 0 still running, < 0 error; *status gets the interrupt status then. */
-int rknpu_core_check(struct npv_rknpu *npu, unsigned core, uint32_t nr_tasks, uint32_t *status);
+int rknpu_core_check(struct npv_rknpu *npu, unsigned core, uint32_t nr_tasks, uint32_t done_mask,
+                     uint32_t *status);
 int rknpu_core_reset(struct npv_rknpu *npu, unsigned core);
+/*
+ * One 32-bit register of a core's window, mapped or trapped (windows.h). A
+ * read that fails, or of a page the driver may not touch, is all-ones; a
+ * write returns 0 or < 0 (-EPERM for such a page).
+ */
+uint32_t rknpu_reg_read(struct npv_rknpu *npu, unsigned core, uint32_t off);
+int rknpu_reg_write(struct npv_rknpu *npu, unsigned core, uint32_t off, uint32_t v);
 /* Soft resets of one core, tried RESET_ATTEMPTS times, counted; npu->dead when none took. */
 #define RESET_ATTEMPTS 3
 void rknpu_core_recover(struct npv_rknpu *npu, unsigned core);
+/* Fail the part running on core c (if any) with status, without touching the core. */
+void rknpu_fail_running(struct npv_rknpu *npu, unsigned c, int32_t status);
 
 /*
  * Register-command trailers (driver_matmul.c): every task's list ends with

@@ -21,6 +21,7 @@
 #include <npuvfio/ring.h>
 
 #include "driver_internal.h"
+#include "status_decode.h"
 
 static const uint32_t WORDS_ALIGN = RKNPU_REGCMD_ALIGN / 8u;
 
@@ -87,12 +88,16 @@ static int mask_cores(const struct npv_rknpu *npu, uint32_t mask, uint8_t *cores
         /* The core with the least work queued or running, as the vendor's AUTO does. */
         unsigned best = 0, best_load = UINT32_MAX;
         for (unsigned c = 0; c < npu->nr_cores; c++) {
+            if (npu->cores[c].out_of_service)
+                continue;
             unsigned load = npu->cores[c].queued + (npu->cores[c].running != RKNPU_NO_JOB);
             if (load < best_load) {
                 best = c;
                 best_load = load;
             }
         }
+        if (best_load == UINT32_MAX)
+            return -EIO; /* every core out of service */
         cores[0] = (uint8_t)best;
         return 1;
     }
@@ -106,6 +111,8 @@ static int mask_cores(const struct npv_rknpu *npu, uint32_t mask, uint8_t *cores
             if (mask & (1u << c)) {
                 if (c >= npu->nr_cores)
                     return -EINVAL;
+                if (npu->cores[c].out_of_service)
+                    return -EIO; /* stalled, no reset on this transport (logged) */
                 cores[n++] = (uint8_t)c;
             }
         return n;
@@ -147,7 +154,9 @@ static void lay_out_part(struct npv_rknpu *npu, const struct npv_rknpu_job *job,
         } else {
             rknpu_regcmd_chain(prev_trailer, iova, amount);
         }
-        rknpu_regcmd_trailer(trailer, task->enable_mask != 0 ? task->enable_mask : RKNPU_MM_ENABLE);
+        uint32_t enable = task->enable_mask != 0 ? task->enable_mask : RKNPU_MM_ENABLE;
+        rknpu_regcmd_trailer(trailer, enable);
+        part->done_mask = rknpu_done_mask(enable); /* the last task's, in the end */
         prev_trailer = trailer;
         part->nr_tasks++;
         at += words;
@@ -216,7 +225,8 @@ static int start_part(struct npv_rknpu *npu, uint32_t idx, struct rknpu_part *pa
     int r = npv_inflight_add(core->inflight, idx, rknpu_now_ns() + job->timeout_ns, &part->seq);
     if (r < 0)
         return r;
-    r = rknpu_core_start(npu, part->core, part->first_iova, part->first_amount, part->nr_tasks);
+    r = rknpu_core_start(npu, part->core, part->first_iova, part->first_amount, part->nr_tasks,
+                         part->done_mask);
     if (r < 0) {
         npv_inflight_set_status(core->inflight, part->seq, r, 0);
         npv_inflight_complete(core->inflight, part->seq + 1);
@@ -249,8 +259,17 @@ static void schedule(struct npv_rknpu *npu)
         uint32_t idx = npu->pending[i];
         struct rknpu_job *job = &npu->jobs[idx];
         unsigned need = 0;
-        for (unsigned p = 0; p < job->nr_parts; p++)
+        bool out = false;
+        for (unsigned p = 0; p < job->nr_parts; p++) {
             need |= 1u << job->parts[p].core;
+            out |= npu->cores[job->parts[p].core].out_of_service;
+        }
+        if (out) { /* queued before its core went out of service: fail fast */
+            pending_remove(npu, i);
+            job->state = RKNPU_JOB_RUNNING;
+            job_fail_queued(npu, idx, -EIO);
+            continue;
+        }
         struct rknpu_domain *d = &npu->domains[job->domain_id];
         if (d->dom != npu->attached) {
             if (running)
@@ -334,13 +353,34 @@ int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job)
     return 0;
 }
 
-/* A core that failed its job is soft-reset; one that cannot be is retried, then the NPU is dead. */
+/*
+ * A core that failed its job is reset; one whose reset fails is retried,
+ * then the NPU is dead. Without a reset on this transport the core is taken
+ * out of service: its queued jobs and later submits fail with -EIO at once,
+ * the other cores go on.
+ */
 void rknpu_core_recover(struct npv_rknpu *npu, unsigned c)
 {
+    if (npu->reset_kind == RKNPU_RESET_NONE) {
+        if (!npu->cores[c].out_of_service)
+            npv_ctx_log(npu->ctx, NPV_LOG_ERROR,
+                        "rknpu: core %u stalled and %s cannot reset it (the RK3588 has no "
+                        "register-level reset and vfio-platform no reset handler for its NPU): "
+                        "core %u is out of service, its jobs fail with -EIO; rebind the NPU to "
+                        "the rocket or vendor driver (their CRU reset) or reboot to recover it",
+                        c, npv_dev_name(npu->dev), c);
+        npu->cores[c].out_of_service = true;
+        return;
+    }
     for (int attempt = 1; attempt <= RESET_ATTEMPTS; attempt++) {
         int r = rknpu_core_reset(npu, c);
         if (r == 0) {
             npu->counters.resets++;
+            /* A device reset stopped the other cores' runs as well. */
+            if (npu->reset_kind == RKNPU_RESET_DEVICE)
+                for (unsigned o = 0; o < npu->nr_cores; o++)
+                    if (o != c)
+                        rknpu_fail_running(npu, o, -EIO);
             return;
         }
         npu->counters.reset_retries++;
@@ -361,6 +401,21 @@ static struct rknpu_part *running_part(struct npv_rknpu *npu, unsigned c)
     return NULL;
 }
 
+void rknpu_fail_running(struct npv_rknpu *npu, unsigned c, int32_t status)
+{
+    struct rknpu_core *core = &npu->cores[c];
+    if (core->running == RKNPU_NO_JOB)
+        return;
+    uint32_t idx = core->running;
+    struct rknpu_part *part = running_part(npu, c);
+    npv_inflight_fail_all(core->inflight, status, status);
+    struct npv_cpl cpl;
+    npv_inflight_reap(core->inflight, &cpl, 1);
+    core->running = RKNPU_NO_JOB;
+    if (part != NULL)
+        part_finished(npu, idx, part, status, 0);
+}
+
 static void check_core(struct npv_rknpu *npu, unsigned c, uint64_t now)
 {
     struct rknpu_core *core = &npu->cores[c];
@@ -370,9 +425,9 @@ static void check_core(struct npv_rknpu *npu, unsigned c, uint64_t now)
         core->running = RKNPU_NO_JOB;
         return;
     }
-    bool need_reset = false;
+    bool need_reset = false, stalled = false;
     uint32_t status = 0;
-    int r = rknpu_core_check(npu, c, part->nr_tasks, &status);
+    int r = rknpu_core_check(npu, c, part->nr_tasks, part->done_mask, &status);
     if (r == 1) {
         npv_inflight_complete(core->inflight, part->seq + 1);
     } else if (r < 0) {
@@ -380,9 +435,18 @@ static void check_core(struct npv_rknpu *npu, unsigned c, uint64_t now)
         npv_inflight_complete(core->inflight, part->seq + 1);
         need_reset = true;
     } else if (npv_inflight_expire(core->inflight, now) != 0) {
-        need_reset = true;
+        need_reset = stalled = true;
     } else {
         return;
+    }
+    /*
+     * Without a reset, a run that ended in an error status is over (the
+     * status says so): clear it and go on. Only a core that stopped
+     * answering is out of service.
+     */
+    if (need_reset && !stalled && npu->reset_kind == RKNPU_RESET_NONE) {
+        need_reset = false;
+        (void)rknpu_reg_write(npu, c, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
     }
     struct npv_cpl cpl;
     if (npv_inflight_reap(core->inflight, &cpl, 1) != 1)
@@ -395,18 +459,8 @@ static void check_core(struct npv_rknpu *npu, unsigned c, uint64_t now)
 
 void rknpu_jobs_cancel_all(struct npv_rknpu *npu)
 {
-    for (unsigned c = 0; c < npu->nr_cores; c++) {
-        struct rknpu_core *core = &npu->cores[c];
-        if (core->running == RKNPU_NO_JOB)
-            continue;
-        uint32_t idx = core->running;
-        struct rknpu_part *part = running_part(npu, c);
-        npv_inflight_fail_all(core->inflight, -ECANCELED, -ECANCELED);
-        struct npv_cpl cpl;
-        npv_inflight_reap(core->inflight, &cpl, 1);
-        core->running = RKNPU_NO_JOB;
-        part_finished(npu, idx, part, -ECANCELED, 0);
-    }
+    for (unsigned c = 0; c < npu->nr_cores; c++)
+        rknpu_fail_running(npu, c, -ECANCELED);
     while (npu->nr_pending != 0) {
         uint32_t idx = npu->pending[0];
         pending_remove(npu, 0);
@@ -509,8 +563,17 @@ int npv_rknpu_reset(struct npv_rknpu *npu)
         return -EINVAL;
     rknpu_jobs_cancel_all(npu);
     npu->dead = false;
-    for (unsigned c = 0; c < npu->nr_cores; c++)
+    if (npu->reset_kind == RKNPU_RESET_NONE) {
+        /* Nothing to reset with: cores out of service stay so. */
+        for (unsigned c = 0; c < npu->nr_cores; c++)
+            if (npu->cores[c].out_of_service)
+                return -EOPNOTSUPP;
+        return 0;
+    }
+    for (unsigned c = 0; c < npu->nr_cores; c++) {
         rknpu_core_recover(npu, c);
+        npu->cores[c].out_of_service = false;
+    }
     return npu->dead ? -EIO : 0;
 }
 

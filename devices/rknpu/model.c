@@ -70,7 +70,9 @@ static void soft_reset_write(struct rknpu_core *c, uint32_t v)
 static void core_write(struct rknpu_core *c, uint32_t off, uint32_t v)
 {
     if (off == RKNPU_GLOBAL_SOFT_RESET) {
-        soft_reset_write(c, v);
+        /* Absent (RKNPU_TP_SOFT_RESET_ABSENT): an unused offset, as on the SoC. */
+        if (!atomic_load(&c->m->soft_reset_absent))
+            soft_reset_write(c, v);
         return;
     }
     if (core_in_reset(c))
@@ -105,15 +107,19 @@ static void core_write(struct rknpu_core *c, uint32_t off, uint32_t v)
 
 static uint32_t core_read(struct rknpu_core *c, uint32_t off)
 {
-    if (off == RKNPU_GLOBAL_SOFT_RESET)
-        return c->reset_lines | (core_in_reset(c) ? RKNPU_SOFT_RESET_IN_RESET : 0u);
+    if (off == RKNPU_GLOBAL_SOFT_RESET) {
+        if (atomic_load(&c->m->soft_reset_absent))
+            return 0;
+        return RKNPU_SOFT_RESET_PRESENT | c->reset_lines |
+               (core_in_reset(c) ? RKNPU_SOFT_RESET_IN_RESET : 0u);
+    }
     if (core_in_reset(c))
         return 0;
     switch (off) {
     case RKNPU_PC_VERSION:
         return RKNPU_VERSION_VALUE;
     case RKNPU_PC_VERSION_NUM:
-        return RKNPU_VERSION_NUM_VALUE;
+        return atomic_load(&c->m->version_num);
     case RKNPU_PC_INTERRUPT_CLEAR:
         return 0;
     case RKNPU_PC_INTERRUPT_STATUS:
@@ -166,6 +172,14 @@ static int port_access(struct npv_rknpu_model *m, uint32_t off, uint32_t *v, boo
             atomic_store(&m->task_delay_us, *v > 1000000u ? 1000000u : *v);
         else if (off == RKNPU_TP_TASK_DELAY_US)
             *v = atomic_load(&m->task_delay_us);
+        else if (off == RKNPU_TP_VERSION_NUM && is_write)
+            atomic_store(&m->version_num, *v);
+        else if (off == RKNPU_TP_VERSION_NUM)
+            *v = atomic_load(&m->version_num);
+        else if (off == RKNPU_TP_SOFT_RESET_ABSENT && is_write)
+            atomic_store(&m->soft_reset_absent, *v != 0);
+        else if (off == RKNPU_TP_SOFT_RESET_ABSENT)
+            *v = atomic_load(&m->soft_reset_absent) ? 1u : 0u;
         else if (!is_write)
             *v = 0;
         return 0;

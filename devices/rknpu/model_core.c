@@ -133,6 +133,7 @@ static int apply_words(struct rknpu_core *c, const uint64_t *words, uint32_t cou
         if (reg < blk || reg >= blk + RKNPU_BLK_SIZE || (reg & 3u))
             return 0;
         c->regs[reg / 4u] = val;
+        c->written[reg / 128u] |= 1u << ((reg / 4u) % 32u);
     }
     return 0; /* no op-enable word: the task never starts */
 }
@@ -155,6 +156,28 @@ static void task_delay(struct rknpu_core *c, uint64_t gen)
         ;
 }
 
+/*
+ * C's surfaces of four channels (M x 16 bytes each, dense in c_out) to the
+ * addresses DST_SURF_STRIDE gives (model_matmul.c decode_dpu); the bytes
+ * between surfaces are not written. 0, or < 0 when one is not writable.
+ */
+static int write_c(struct rknpu_core *c, const struct rknpu_matmul *mm, const uint8_t *c_out,
+                   uint64_t nc)
+{
+    uint64_t surf = (uint64_t)mm->m * 16u, nsurf = nc / surf;
+    if (mm->c_surface == surf)
+        return range_ok(mm->c, nc) ? npv_vus_dma_write(c->m->srv, mm->c, c_out, nc) : -EFAULT;
+    if (!range_ok(mm->c, (nsurf - 1u) * mm->c_surface + surf))
+        return -EFAULT;
+    for (uint64_t i = 0; i < nsurf; i++) {
+        int r = npv_vus_dma_write(c->m->srv, (uint32_t)(mm->c + i * mm->c_surface),
+                                  c_out + i * surf, surf);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 /* Operands in, compute, C out. 0, or the DMA error bit with *iova. Without lock. */
 static uint32_t execute(struct rknpu_core *c, const struct rknpu_matmul *mm, bool inject_dma_error,
                         uint32_t *iova)
@@ -162,6 +185,14 @@ static uint32_t execute(struct rknpu_core *c, const struct rknpu_matmul *mm, boo
     uint64_t na = rknpu_matmul_a_bytes(mm), nb = rknpu_matmul_b_bytes(mm);
     uint64_t nbias = rknpu_matmul_bias_bytes(mm), nc = rknpu_matmul_c_bytes(mm);
     uint32_t err = 0;
+    /*
+     * [model choice] Strides that spread A over more than 256 MiB are read
+     * as a DMA read error at A rather than buffered (the model's own memory).
+     */
+    if (na > RKNPU_MODEL_MAX_A_SPAN) {
+        *iova = mm->a;
+        return RKNPU_INT_DMA_READ_ERROR;
+    }
     uint8_t *a = malloc(na), *b = malloc(nb), *c_out = malloc(nc);
     uint8_t *bias = nbias ? malloc(nbias) : NULL;
     if (a == NULL || b == NULL || c_out == NULL || (nbias && bias == NULL)) {
@@ -191,8 +222,7 @@ static uint32_t execute(struct rknpu_core *c, const struct rknpu_matmul *mm, boo
         err = RKNPU_INT_DMA_READ_ERROR;
         goto out;
     }
-    if (inject_dma_error || !range_ok(mm->c, nc) ||
-        npv_vus_dma_write(c->m->srv, mm->c, c_out, nc) < 0) {
+    if (inject_dma_error || write_c(c, mm, c_out, nc) < 0) {
         *iova = mm->c;
         err = RKNPU_INT_DMA_WRITE_ERROR;
     }
@@ -231,9 +261,10 @@ static int task_load(struct rknpu_core *c, uint64_t gen, uint32_t addr, uint32_t
         free(words);
         return 0;
     }
+    memset(c->written, 0, sizeof(c->written));
     r = apply_words(c, words, count, &enable, &bad);
     free(words);
-    if (r != 1 || rknpu_matmul_decode(c->regs, enable, mm) < 0) {
+    if (r != 1 || rknpu_matmul_decode(c->regs, c->written, enable, mm) < 0) {
         run_config_error(c, gen, bad);
         return 0;
     }

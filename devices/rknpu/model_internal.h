@@ -32,8 +32,9 @@ struct rknpu_core {
 
     /* The window's registers as last written (PC and sub-blocks), by offset / 4. */
     uint32_t regs[RKNPU_CORE_WINDOW_SIZE / 4];
-    uint32_t raw_status;  /* INTERRUPT_RAW_STATUS */
-    uint32_t task_status; /* TASK_STATUS counter */
+    uint32_t written[RKNPU_CORE_WINDOW_SIZE / 4 / 32]; /* by the running task's list */
+    uint32_t raw_status;                               /* INTERRUPT_RAW_STATUS */
+    uint32_t task_status;                              /* TASK_STATUS counter */
 
     uint32_t reset_lines; /* RKNPU_SOFT_RESET_LINES asserted */
     bool held_in_reset;   /* a failed reset: the core did not come out */
@@ -56,6 +57,8 @@ struct npv_rknpu_model {
     struct npv_vus *srv;
     struct rknpu_core cores[RKNPU_NUM_CORES];
     atomic_uint task_delay_us;
+    atomic_bool soft_reset_absent; /* RKNPU_TP_SOFT_RESET_ABSENT */
+    atomic_uint version_num;       /* RKNPU_TP_VERSION_NUM: what PC_VERSION_NUM reads */
     atomic_bool stop;
 };
 
@@ -75,19 +78,34 @@ struct rknpu_matmul {
     uint32_t m, k, n;
     uint32_t a, b, c, bias; /* IOVAs; bias 0 when has_bias is false */
     bool has_bias, relu;
+    bool a_unsigned;    /* CNA CVT_CON0 DATA_SIGN clear: int8 A read as unsigned */
+    uint64_t a_group;   /* CNA DMA_CON1: bytes from one group of four lines of A to the next */
+    uint64_t a_surface; /* CNA DMA_CON1 + DMA_CON2: bytes from one surface of A to the next */
+    uint64_t c_surface; /* DPU DST_SURF_STRIDE: bytes from one surface of C to the next */
 };
 
+/* The convolution buffer the CBUF_CON0 split divides (mtx512 npu_hw.h, Mesa). */
+#define RKNPU_MODEL_CBUF_BANKS     12u
+#define RKNPU_MODEL_CBUF_BANK_SIZE 32768u
+/* The most of A's span (strides included) the model buffers (model_core.c execute). */
+#define RKNPU_MODEL_MAX_A_SPAN (256ull << 20)
+
 /*
- * Decode and check the task's configuration (regs by offset / 4) against the
+ * Decode and check the task's configuration (regs by offset / 4; wr: the
+ * bitmap, by offset / 4, of the registers this task's list wrote) against the
  * op-enable mask. 0, or -EINVAL for anything the model does not execute.
  */
-int rknpu_matmul_decode(const uint32_t *regs, uint32_t enable, struct rknpu_matmul *mm);
-/* Bytes of A, B, the bias and C in their native layouts. */
+int rknpu_matmul_decode(const uint32_t *regs, const uint32_t *wr, uint32_t enable,
+                        struct rknpu_matmul *mm);
+/* Bytes of A (the span its strides reach), B and the bias, and of C dense (M x 16 surfaces). */
 uint64_t rknpu_matmul_a_bytes(const struct rknpu_matmul *mm);
 uint64_t rknpu_matmul_b_bytes(const struct rknpu_matmul *mm);
 uint64_t rknpu_matmul_bias_bytes(const struct rknpu_matmul *mm);
 uint64_t rknpu_matmul_c_bytes(const struct rknpu_matmul *mm);
-/* C from A, B and the bias (NULL without), all in native layouts, little-endian. 0 or -ENOMEM. */
+/*
+ * C, dense (surfaces of M x 16 bytes), from A as read over its span, B and
+ * the bias (NULL without), little-endian. 0 or -ENOMEM.
+ */
 int rknpu_matmul_compute(const struct rknpu_matmul *mm, const void *a, const void *b,
                          const void *bias, void *c);
 

@@ -127,6 +127,7 @@
 #define RKNPU_INT_DMA_READ_ERROR  (1u << 12)
 #define RKNPU_INT_DMA_WRITE_ERROR (1u << 13)
 #define RKNPU_INT_DPU_DONE        (RKNPU_INT_DPU_0 | RKNPU_INT_DPU_1)
+#define RKNPU_INT_PPU_DONE        (RKNPU_INT_PPU_0 | RKNPU_INT_PPU_1)
 #define RKNPU_INT_DMA_ERROR       (RKNPU_INT_DMA_READ_ERROR | RKNPU_INT_DMA_WRITE_ERROR)
 #define RKNPU_INT_CLEAR_ALL       0x1ffffu /* what both drivers write to INTERRUPT_CLEAR */
 #define RKNPU_INT_VALID_MASK      0x3fffu  /* the bits that exist */
@@ -152,6 +153,9 @@
  *   while either line is asserted the core is held in reset: a running task
  *   stops without completing, PC and sub-block state return to reset values,
  *   DMA stops, interrupt status is cleared;
+ *   [31] RO PRESENT: reads 1, so a driver can tell the stand-in's register
+ *   from an unused offset (0) -- it reads it only on the PCI stand-in, never
+ *   on a platform device, where the offset is the SoC's and unknown;
  *   [8] RO IN_RESET: the core has not come out of reset. After releasing both
  *   lines it reads 0 unless the reset failed (RKNPU_FAULT_RESET_FAILS_ONCE:
  *   the core stays in reset, every other register of the window reads 0 and
@@ -162,6 +166,7 @@
 #define RKNPU_SOFT_RESET_SRST_H   (1u << 1)
 #define RKNPU_SOFT_RESET_LINES    (RKNPU_SOFT_RESET_SRST_A | RKNPU_SOFT_RESET_SRST_H)
 #define RKNPU_SOFT_RESET_IN_RESET (1u << 8)
+#define RKNPU_SOFT_RESET_PRESENT  (1u << 31)
 
 /* ---- register-command words ---- */
 /*
@@ -171,10 +176,12 @@
  * Target = block id | RKNPU_TGT_WRITE. A write's offset must lie in the block
  * its target names (the model treats anything else as a config error).
  * Target 0 (a zero word) is padding. The last four words of every task are the
- * trailer: [PC BASE_ADDRESS = next task's regcmd IOVA, or 0]
- * [PC REGISTER_AMOUNTS = next task's amount] [RKNPU_TGT_BARRIER]
- * [RKNPU_TGT_OP_EN, value = block-enable mask, reg = PC_OPERATION_ENABLE].
- * The op-enable word starts the task's computation.
+ * trailer: [PC BASE_ADDRESS = next task's regcmd IOVA; a zero word in the
+ * last task] [PC REGISTER_AMOUNTS = next task's amount; 0 in the last]
+ * [RKNPU_TGT_BARRIER] [RKNPU_TGT_OP_EN, value = block-enable mask, reg =
+ * PC_OPERATION_ENABLE] (mtx512 gen_matmul_task ops[104..107]; Mesa
+ * fill_first_regcmd and compile_operation). The op-enable word starts the
+ * task's computation.
  */
 #define RKNPU_TGT_WRITE    0x0001u
 #define RKNPU_TGT_BARRIER  0x0040u /* "must be set before op_en" (TRM via Mesa) */
@@ -214,8 +221,10 @@ static inline uint16_t rknpu_regcmd_reg(uint64_t word)
 /*
  * PC REGISTER_AMOUNTS for a list of `words` 64-bit words, trailer included:
  * the PC fetches (amount + 1) * 2 words (RK3588 pc_data_amount_scale = 2).
- * [model choice] The amount in a trailer's PC REGISTER_AMOUNTS write uses the
- * same unit (Mesa's different formula for it is unexplained, hw doc §9).
+ * [model choice, unverified] The amount in a trailer's PC REGISTER_AMOUNTS
+ * write uses the same unit: Mesa's ALIGN((n - 4) / 2, 2) there is never
+ * followed by the PC under rocket (one task per run), and the vendor's
+ * chains come from its closed runtime (devices/rknpu/README.md).
  */
 static inline uint32_t rknpu_regcmd_amount(uint32_t words)
 {
@@ -267,17 +276,39 @@ static_assert(offsetof(struct rknpu_task, regcmd_addr) == 32, "rknpu_task layout
 #define RKNPU_CNA_WEIGHT_SIZE2      0x1038u /* [28:24] W, [20:16] H, [13:0] KERNELS */
 #define RKNPU_CNA_CBUF_CON0         0x1040u /* [7:4] weight banks, [3:0] data banks */
 #define RKNPU_CNA_CBUF_CON1         0x1044u /* [12:0] data entries */
-#define RKNPU_CNA_CVT_CON0          0x104cu
+#define RKNPU_CNA_CVT_CON0          0x104cu /* bit3 DATA_SIGN, bit1 CVT_TYPE, bit0 CVT_BYPASS */
+#define RKNPU_CNA_CVT_CON1          0x1050u /* [31:16] CVT_SCALE0 */
+#define RKNPU_CNA_CVT_CON2          0x1054u
+#define RKNPU_CNA_CVT_CON3          0x1058u
+#define RKNPU_CNA_CVT_CON4          0x105cu
 #define RKNPU_CNA_FC_CON0           0x1060u
+#define RKNPU_CNA_FC_CON1           0x1064u
 #define RKNPU_CNA_PAD_CON0          0x1068u
 #define RKNPU_CNA_FEATURE_DATA_ADDR 0x1070u /* IOVA of A */
-#define RKNPU_CNA_DMA_CON0          0x1078u
-#define RKNPU_CNA_DMA_CON1          0x107cu /* line stride */
-#define RKNPU_CNA_DMA_CON2          0x1080u /* surface stride */
-#define RKNPU_CNA_FC_DATA_SIZE0     0x1084u
-#define RKNPU_CNA_FC_DATA_SIZE1     0x1088u
+#define RKNPU_CNA_FC_CON2           0x1074u
+#define RKNPU_CNA_DMA_CON0          0x1078u /* [19:16] weight burst, [3:0] data burst */
+#define RKNPU_CNA_DMA_CON1          0x107cu /* [27:0] line stride */
+#define RKNPU_CNA_DMA_CON2          0x1080u /* [27:0] surface stride */
+#define RKNPU_CNA_FC_DATA_SIZE0     0x1084u /* [26:16] DMA width, [10:0] DMA height */
+#define RKNPU_CNA_FC_DATA_SIZE1     0x1088u /* [15:0] DMA channel */
 #define RKNPU_CNA_DCOMP_CTRL        0x1100u
+#define RKNPU_CNA_DCOMP_REGNUM      0x1104u
 #define RKNPU_CNA_DCOMP_ADDR0       0x1110u /* IOVA of B (weights) */
+#define RKNPU_CNA_DCOMP_AMOUNT0     0x1140u /* ..AMOUNT15 at 0x117c */
+#define RKNPU_CNA_CVT_CON5          0x1180u
+#define RKNPU_CNA_PAD_CON1          0x1184u
+
+#define RKNPU_CBUF_CON0_WEIGHT_BANK_SHIFT 4u
+#define RKNPU_CBUF_CON0_BANK_MASK         0xfu
+#define RKNPU_CBUF_CON1_ENTRIES_MASK      0x1fffu
+/* CVT_CON0 bits (mtx512 gen_matmul_task: data_sign << 3 | cvt_type << 1 | cvt_bypass). */
+#define RKNPU_CVT_CON0_DATA_SIGN  (1u << 3)
+#define RKNPU_CVT_CON0_CVT_TYPE   (1u << 1)
+#define RKNPU_CVT_CON0_CVT_BYPASS (1u << 0)
+/* What every source writes for a matmul / non-ARGB convolution (mtx512, Mesa): 0xb. */
+#define RKNPU_CVT_CON0_MATMUL                                                                      \
+    (RKNPU_CVT_CON0_DATA_SIGN | RKNPU_CVT_CON0_CVT_TYPE | RKNPU_CVT_CON0_CVT_BYPASS)
+#define RKNPU_DMA_STRIDE_MASK 0xfffffffu
 
 #define RKNPU_CONV_MODE_MASK            0xfu
 #define RKNPU_CONV_MODE_DIRECT          0u
@@ -307,31 +338,44 @@ static_assert(offsetof(struct rknpu_task, regcmd_addr) == 32, "rknpu_task layout
 #define RKNPU_CORE_DATAOUT_SIZE_0  0x3014u /* [31:16] HEIGHT - 1, [15:0] WIDTH - 1 */
 #define RKNPU_CORE_DATAOUT_SIZE_1  0x3018u /* [15:0] CHANNEL - 1 */
 #define RKNPU_CORE_CLIP_TRUNCATE   0x301cu
+#define RKNPU_CORE_3030            0x3030u /* undocumented; mtx512 and Mesa write 0 */
 #define RKNPU_CORE_MISC_PREC_SHIFT 8u
 
 /* ---- DPU (NVDLA SDP: bias/scale, BN, element-wise, output convert, write DMA) ---- */
 #define RKNPU_DPU_S_POINTER 0x4004u
 #define RKNPU_DPU_FEATURE_MODE_CFG                                                                 \
     0x400cu /* [8:5] burst, [4:3] conv mode, [2:1] OUTPUT_MODE, bit0 flying */
-#define RKNPU_DPU_DATA_FORMAT        0x4010u /* [31:29] OUT_PREC, [28:26] IN_PREC, [2:0] PROC_PREC */
-#define RKNPU_DPU_DST_BASE_ADDR      0x4020u /* IOVA of C */
-#define RKNPU_DPU_DST_SURF_STRIDE    0x4024u /* [31:4] */
-#define RKNPU_DPU_DATA_CUBE_WIDTH    0x4030u /* [12:0] WIDTH - 1 */
-#define RKNPU_DPU_DATA_CUBE_HEIGHT   0x4034u /* [12:0] HEIGHT - 1 */
-#define RKNPU_DPU_DATA_CUBE_CHANNEL  0x403cu /* [28:16] ORIG_CHANNEL - 1, [12:0] CHANNEL - 1 */
-#define RKNPU_DPU_BS_CFG             0x4040u
-#define RKNPU_DPU_BS_ALU_CFG         0x4044u /* register operand when BS_ALU_SRC = 0 */
-#define RKNPU_DPU_BS_MUL_CFG         0x4048u
-#define RKNPU_DPU_BS_RELUX_CMP_VALUE 0x404cu
-#define RKNPU_DPU_BS_OW_CFG          0x4050u
-#define RKNPU_DPU_WDMA_SIZE_0        0x4058u
-#define RKNPU_DPU_WDMA_SIZE_1        0x405cu
-#define RKNPU_DPU_BN_CFG             0x4060u
-#define RKNPU_DPU_EW_CFG             0x4070u
-#define RKNPU_DPU_OUT_CVT_OFFSET     0x4080u
-#define RKNPU_DPU_OUT_CVT_SCALE      0x4084u /* [15:0] scale, bit16 FP32TOFP16_EN */
-#define RKNPU_DPU_OUT_CVT_SHIFT      0x4088u
-#define RKNPU_DPU_SURFACE_ADD        0x40c0u
+#define RKNPU_DPU_DATA_FORMAT          0x4010u /* [31:29] OUT_PREC, [28:26] IN_PREC, [2:0] PROC_PREC */
+#define RKNPU_DPU_OFFSET_PEND          0x4014u
+#define RKNPU_DPU_DST_BASE_ADDR        0x4020u /* IOVA of C */
+#define RKNPU_DPU_DST_SURF_STRIDE      0x4024u /* [31:4] */
+#define RKNPU_DPU_DATA_CUBE_WIDTH      0x4030u /* [12:0] WIDTH - 1 */
+#define RKNPU_DPU_DATA_CUBE_HEIGHT     0x4034u /* [12:0] HEIGHT - 1 */
+#define RKNPU_DPU_DATA_CUBE_NOTCH_ADDR 0x4038u
+#define RKNPU_DPU_DATA_CUBE_CHANNEL    0x403cu /* [28:16] ORIG_CHANNEL - 1, [12:0] CHANNEL - 1 */
+#define RKNPU_DPU_BS_CFG               0x4040u
+#define RKNPU_DPU_BS_ALU_CFG           0x4044u /* register operand when BS_ALU_SRC = 0 */
+#define RKNPU_DPU_BS_MUL_CFG           0x4048u
+#define RKNPU_DPU_BS_RELUX_CMP_VALUE   0x404cu
+#define RKNPU_DPU_BS_OW_CFG            0x4050u /* [10:8][7:5][4:2] SIZE_E_2..0, bit1 OD_BYPASS */
+#define RKNPU_DPU_BS_OW_OP             0x4054u
+#define RKNPU_DPU_WDMA_SIZE_0          0x4058u /* [12:0] CHANNEL_WDMA */
+#define RKNPU_DPU_WDMA_SIZE_1          0x405cu /* [28:16] HEIGHT_WDMA, [12:0] WIDTH_WDMA */
+#define RKNPU_DPU_BN_CFG               0x4060u
+#define RKNPU_DPU_BN_ALU_CFG           0x4064u
+#define RKNPU_DPU_BN_MUL_CFG           0x4068u
+#define RKNPU_DPU_BN_RELUX_CMP_VALUE   0x406cu
+#define RKNPU_DPU_EW_CFG               0x4070u
+#define RKNPU_DPU_EW_CVT_OFFSET_VALUE  0x4074u
+#define RKNPU_DPU_EW_CVT_SCALE_VALUE   0x4078u
+#define RKNPU_DPU_EW_RELUX_CMP_VALUE   0x407cu
+#define RKNPU_DPU_OUT_CVT_OFFSET       0x4080u
+#define RKNPU_DPU_OUT_CVT_SCALE        0x4084u /* [15:0] scale, bit16 FP32TOFP16_EN */
+#define RKNPU_DPU_OUT_CVT_SHIFT        0x4088u
+#define RKNPU_DPU_EW_OP_VALUE_0        0x4090u /* ..EW_OP_VALUE_7 at 0x40ac */
+#define RKNPU_DPU_SURFACE_ADD          0x40c0u /* [31:4] SURF_ADD */
+#define RKNPU_DPU_40C4                 0x40c4u /* undocumented; mtx512 and Mesa write 0 */
+#define RKNPU_DPU_LUT_ACCESS_CFG       0x4100u /* LUT registers up to LUT_LO_SLOPE_SHIFT 0x412c */
 
 #define RKNPU_DPU_FMC_OUTPUT_MODE_SHIFT 1u
 #define RKNPU_DPU_FMC_OUTPUT_MODE_MASK  0x3u
@@ -351,6 +395,15 @@ static_assert(offsetof(struct rknpu_task, regcmd_addr) == 32, "rknpu_task layout
 #define RKNPU_DPU_ALU_ALGO_ADD      2u /* NVDLA: 0 max, 1 min, 2 sum */
 #define RKNPU_DPU_BN_BYPASS         (1u << 0)
 #define RKNPU_DPU_EW_BYPASS         (1u << 0)
+/* EW_CFG (mtx512 gen_matmul_task): relu_bypass << 9 | op_cvt_bypass << 8 | lut_bypass << 7 |
+ * op_bypass << 1 | bypass: every element-wise stage bypassed, 0x383 (Mesa the same). */
+#define RKNPU_DPU_EW_CFG_ALL_BYPASS (1u << 9 | 1u << 8 | 1u << 7 | 1u << 1 | RKNPU_DPU_EW_BYPASS)
+#define RKNPU_DPU_BS_OW_OD_BYPASS   (1u << 1)
+/* BS_OW_CFG with SIZE_E_0..2 = e and OD_BYPASS (mtx512 gen_matmul_task ops[67]). */
+static inline uint32_t rknpu_bs_ow_cfg(uint32_t size_e)
+{
+    return (size_e & 7u) << 8 | (size_e & 7u) << 5 | (size_e & 7u) << 2 | RKNPU_DPU_BS_OW_OD_BYPASS;
+}
 
 /* ---- DPU_RDMA (operand fetch for the DPU stages) ---- */
 #define RKNPU_DPU_RDMA_S_POINTER    0x5004u
@@ -377,15 +430,41 @@ static_assert(offsetof(struct rknpu_task, regcmd_addr) == 32, "rknpu_task layout
  *     BS_MUL_BYPASS must be set (scaling is not modelled); BN_CFG and EW_CFG
  *     must have their BYPASS bits set.
  *   op-enable mask: CNA | CORE | DPU, plus DPU_RDMA when bias comes from memory.
+ * The model reads, and checks against each other, every register the
+ * silicon-run example mtx512/rk3588-npu (gen_matmul_task) writes; a task
+ * whose own list leaves one unwritten is a config error [model choice].
+ * Besides the sizes above (each must agree with the others):
+ *   CNA CBUF_CON0: data banks hold M*K*esize, weight banks one kernel, <= 12;
+ *   CNA CBUF_CON1 DATA_ENTRIES = ceil(K * esize / 64) (mtx512);
+ *   CNA CVT_CON0: CVT_BYPASS and CVT_TYPE set; DATA_SIGN clear reads int8 A
+ *     as unsigned (wrong products, not an error); fp16 needs DATA_SIGN;
+ *   CNA CONV_CON3 strides 1, PAD_CON0 0, FC_CON0 skip 0, DCOMP_CTRL 0,
+ *     DATA_SIZE2 1, DATA_SIZE3 M, FC_DATA_SIZE0 1 << 16 | M, FC_DATA_SIZE1 K;
+ *   CORE CLIP_TRUNCATE 0 (truncation not modelled);
+ *   DPU FEATURE_MODE_CFG conv mode 0, not flying; WDMA_SIZE_0/1 the cube;
+ *   DPU BS_OW_CFG exactly rknpu_bs_ow_cfg(7) int8 / (3) fp16, OUT_CVT
+ *     offset 0 scale 1 shift 0, SURFACE_ADD M*8 int8 / M*4 fp16 in [31:4]
+ *     (mtx512's values; their meaning is not public: anything else refused);
+ *   DPU_RDMA BRDMA_CFG DATA_USE 1 with a bias.
  * Limits [model choice]: 1 <= M <= 2047 (HEIGHT is 11 bits), K a multiple of
  * 32 up to RKNPU_MM_MAX_K, N a multiple of 32 (int8) / 16 (fp16) up to
  * RKNPU_MM_MAX_N (RKNN-MM's RK3588 alignment). Anything else is a config
  * error (RKNPU_TP_CONFIG_ERRORS), never a silent zero.
  *
+ * CNA feature-map strides [inferred; model choice]: mtx512 gen_matmul_* and
+ * Mesa rkt_task.c fill_task write LINE_STRIDE = width * 4 and SURF_STRIDE =
+ * LINE_STRIDE * (height / 4 - 1): for width 1, 4 and M - 4. Read in 16-byte
+ * atoms (one line of a width-1 map: c2 channels), that is a step of four
+ * lines per LINE_STRIDE and a surface of (LINE_STRIDE + SURF_STRIDE) = M
+ * atoms, i.e. the dense [K/c2][M][c2] layout below. The model reads A[m][k] at
+ *   A + (k/c2) * (DMA_CON1 + DMA_CON2) * 16 + (m/4) * DMA_CON1 * 16
+ *     + (m%4) * 16 + (k%c2) * esize
+ * and writes C's surface s at C + s * DST_SURF_STRIDE (the register's value:
+ * M << 4 = M * 16 bytes), so other strides read or write elsewhere.
+ *
  * Native layouts (vendor RKNN-MM "native" = the NC1HWC2 / tiled forms the
  * CNA and DPU DMA; element indices, esize = 1 int8, 2 fp16, 4 int32/fp32;
- * [model choice] dense: the model derives addresses from M, K, N only and
- * does not read the CNA DMA_CON1/2 or DPU DST_SURF_STRIDE strides):
+ * A and C as the strides above place them):
  *   A int8 [K/16][M][16]:  A[m][k] at A + ((k/16)*M + m)*16 + k%16
  *   A fp16 [K/8][M][8]:    A[m][k] at A + 2*(((k/8)*M + m)*8 + k%8)
  *   B int8 [N/32][K/32][32][32]:
@@ -442,8 +521,10 @@ static inline uint64_t rknpu_c_index(uint32_t m, uint32_t n, uint32_t M)
  * i's trailer wrote to PC BASE_ADDRESS/REGISTER_AMOUNTS), applies the writes,
  * executes at the op-enable word, then TASK_STATUS += 1. The trailer's
  * writes land in the PC's own BASE_ADDRESS / REGISTER_AMOUNTS, so after a run
- * they hold the last trailer's values (0): a driver programs both before
- * every run, as both drivers do. After the last task
+ * REGISTER_AMOUNTS holds the last trailer's 0 and BASE_ADDRESS the last link
+ * written: a driver programs both before every run, as both drivers do. A
+ * chain shorter than TASK_NUMBER refetches from that stale address with
+ * amount 0 (two words, no op-enable): a config error. After the last task
  * RAW_STATUS gets DPU_g (g = 0, or the run's last ping-pong group, which
  * alternates per task from 0 when TASK_PP_EN) and the core's MSI-X vector
  * fires if RAW & MASK != 0. A DMA the client has not mapped (or not mapped
@@ -459,7 +540,13 @@ static inline uint64_t rknpu_c_index(uint32_t m, uint32_t n, uint32_t M)
 #define RKNPU_TP_TASK_DELAY_US                                                                     \
     0x004u /* RW: the model sleeps this long per task (timeout tests)                              \
             */
-#define RKNPU_TP_CORE(core) (0x100u + (uint32_t)(core)*0x40u)
+/* RW: nonzero makes every core's GLOBAL_SOFT_RESET absent (reads 0, ignores writes), as on
+ * the SoC: the register-level reset is the stand-in's, not the hardware's. */
+#define RKNPU_TP_SOFT_RESET_ABSENT 0x008u
+/* RW: what every core's PC_VERSION_NUM reads (RKNPU_VERSION_NUM_VALUE after start; RK3576
+ * parts report a nonzero one, which rocket_core_init adds to PC_VERSION). */
+#define RKNPU_TP_VERSION_NUM 0x00cu
+#define RKNPU_TP_CORE(core)  (0x100u + (uint32_t)(core)*0x40u)
 /* Offsets inside RKNPU_TP_CORE(core). */
 #define RKNPU_TP_FAULT          0x00u /* RW: enum rknpu_fault, armed for the next run / reset */
 #define RKNPU_TP_TASKS_EXECUTED 0x04u /* RO: tasks completed since the model started */

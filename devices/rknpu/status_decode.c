@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The interrupt status and task counter are values the device writes: bits
- * that do not exist, a completion bit of a block the task does not end with
- * (PPU for our DPU-ending tasks), a counter beyond the chain's length or an
+ * that do not exist, a completion bit of a block the chain does not enable
+ * (PPU for a DPU-ending chain), a counter beyond the chain's length or an
  * all-ones read (the device is gone: outside the valid bits) are a device
  * fault, never taken as completion.
  */
@@ -13,15 +13,26 @@
 #include "regs.h"
 #include "status_decode.h"
 
-int rknpu_decode_irq_status(uint32_t raw)
+uint32_t rknpu_done_mask(uint32_t enable)
+{
+    return enable & (RKNPU_ENABLE_PPU | RKNPU_ENABLE_PPU_RDMA) ? RKNPU_INT_PPU_DONE
+                                                               : RKNPU_INT_DPU_DONE;
+}
+
+int rknpu_decode_irq_status(uint32_t raw, uint32_t done_mask)
 {
     if ((raw & ~RKNPU_INT_VALID_MASK) != 0)
         return -NPV_EDEVFAULT;
     if (raw & RKNPU_INT_DMA_ERROR)
         return -EIO;
-    if (raw & (RKNPU_INT_PPU_0 | RKNPU_INT_PPU_1))
+    /*
+     * A PPU-ending chain passes through the DPU first: its DPU bits are no
+     * completion and no fault (the vendor completes such tasks on 0xc00). A
+     * DPU-ending chain enables no PPU: a PPU bit is the device's fault.
+     */
+    if (done_mask == RKNPU_INT_DPU_DONE && (raw & RKNPU_INT_PPU_DONE))
         return -NPV_EDEVFAULT;
-    return (raw & RKNPU_INT_DPU_DONE) != 0 ? 1 : 0;
+    return (raw & done_mask) != 0 ? 1 : 0;
 }
 
 int rknpu_decode_task_status(uint32_t task_status, uint32_t nr_tasks)

@@ -22,6 +22,16 @@
  * then the device is switched (skipped when unchanged), and no new job of
  * the current domain starts while one of another domain waits.
  *
+ * What a switch costs depends on the backend (npv_dev_attach): iommufd
+ * replaces the device's page table in one call, flat in the number of
+ * mappings (~17 us in the VM suite); legacy type1 has no replace and
+ * replays every mapping of the target domain -- each unmapped (unpinned)
+ * from the old container and mapped (pinned) again, ~11 us per mapping in
+ * the VM suite, so a domain of GiBs in 4 KiB pages switched per job costs
+ * seconds (hugepage-backed buffers cut the count); vfio-user replays the
+ * mappings to the server (0.1-0.2 ms each). bench/npuvfio-rknpu-switch-cost
+ * prints them side by side.
+ *
  * Jobs: a job is one or more tasks (register-command lists). The driver
  * copies the tasks into command memory of the job's domain, chains them and
  * starts them on the cores of the job's core_mask. Every job has a deadline;
@@ -62,6 +72,13 @@ enum npv_rknpu_completion {
      * never past the earliest job deadline.
      */
     NPV_RKNPU_IRQ = 1,
+    /*
+     * NPV_RKNPU_IRQ, or npv_rknpu_open fails (the error of the interrupt
+     * set-up, logged with the reason) instead of falling back to polling.
+     * NPV_RKNPU_IRQ falls back with a warning: on the RK3588 the NPU's line
+     * is shared with its IOMMU and vfio-platform requests it unshared.
+     */
+    NPV_RKNPU_IRQ_ONLY = 2,
 };
 
 struct npv_rknpu_config {

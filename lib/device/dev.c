@@ -216,8 +216,16 @@ int npv_dev_move_private_sink(struct npv_dev *dev, struct npv_iommu_sink *sink,
                               struct npv_domain *dom)
 {
     struct npv_domain *old = dev->domain;
-    if (old != NULL)
-        npv_domain_remove_sink(old, sink, true);
+    /*
+     * Leave the old domain all or nothing: a failed unmap keeps the device in
+     * it, whole (a sink left holding some of its mappings would refuse every
+     * later replay over the same IOVAs with -EEXIST).
+     */
+    if (old != NULL) {
+        int ret = npv_domain_leave_sink(old, sink);
+        if (ret < 0)
+            return ret;
+    }
     int ret = npv_domain_add_sink(dom, sink);
     if (ret < 0 && old != NULL) {
         int ret2 = npv_domain_add_sink(old, sink);

@@ -609,6 +609,48 @@ out:
     return ret;
 }
 
+/*
+ * Unmap the journal from sink, all or nothing: on the first failure the
+ * mappings already removed are mapped again and the error returned, so the
+ * sink holds the whole journal or none of it. Under dom's lock.
+ */
+static int unmap_journal_all_or_none(struct npv_domain *dom, struct npv_iommu_sink *sink)
+{
+    for (struct journal_entry *e = first_entry(dom); e != NULL; e = next_entry(dom, e)) {
+        int ret = sink->ops->unmap(sink, &e->m);
+        if (ret == 0)
+            continue;
+        for (struct journal_entry *u = first_entry(dom); u != e; u = next_entry(dom, u)) {
+            int r2 = sink->ops->map(sink, &u->m);
+            if (r2 < 0)
+                npv_err(dom->ctx, "%s: mapping again after a failed unmap: %s", sink->ops->name,
+                        npv_strerror(r2));
+        }
+        return ret;
+    }
+    return 0;
+}
+
+int npv_domain_leave_sink(struct npv_domain *dom, struct npv_iommu_sink *sink)
+{
+    if (dom == NULL || sink == NULL)
+        return -EINVAL;
+    pthread_mutex_lock(&dom->lock);
+    if (!has_sink(dom, sink)) {
+        pthread_mutex_unlock(&dom->lock);
+        return 0;
+    }
+    int ret = unmap_journal_all_or_none(dom, sink);
+    pthread_mutex_unlock(&dom->lock);
+    if (ret < 0) {
+        npv_err(dom->ctx, "%s: unmapping the domain's mappings failed, it stays in the domain: %s",
+                sink->ops->name, npv_strerror(ret));
+        return ret;
+    }
+    npv_domain_remove_sink(dom, sink, false);
+    return 0;
+}
+
 void npv_domain_remove_sink(struct npv_domain *dom, struct npv_iommu_sink *sink, bool unmap)
 {
     if (dom == NULL || sink == NULL)

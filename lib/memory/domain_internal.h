@@ -84,6 +84,14 @@ int npv_domain_add_sink(struct npv_domain *dom, struct npv_iommu_sink *sink);
  * domain's devices now): those nothing else holds are released.
  */
 void npv_domain_remove_sink(struct npv_domain *dom, struct npv_iommu_sink *sink, bool unmap);
+/*
+ * Remove a sink after unmapping the journal from it, all or nothing: when an
+ * unmap fails, what was unmapped is mapped again, the sink stays in the
+ * domain and the error is returned (a sink left holding part of a domain
+ * would refuse the next replay of overlapping IOVAs with -EEXIST). 0 when
+ * the sink was not in the domain.
+ */
+int npv_domain_leave_sink(struct npv_domain *dom, struct npv_iommu_sink *sink);
 /* The first sink with these ops, or NULL (for sinks shared per domain, such as an IOAS). */
 struct npv_iommu_sink *npv_domain_find_sink(struct npv_domain *dom,
                                             const struct npv_iommu_sink_ops *ops);

@@ -30,14 +30,16 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* One poll of a running job, as rknpu_core_check makes it. */
-static int core_check(uint32_t raw, uint32_t task_status, uint32_t nr_tasks)
+static int core_check(uint32_t raw, uint32_t task_status, uint32_t nr_tasks, uint32_t done)
 {
-    int r = rknpu_decode_irq_status(raw);
+    int r = rknpu_decode_irq_status(raw, done);
     require(r == 1 || r == 0 || r == -EIO || r == -NPV_EDEVFAULT, "undocumented irq answer", r);
     if ((raw & ~RKNPU_INT_VALID_MASK) != 0)
         require(r == -NPV_EDEVFAULT, "a bit that does not exist is no fault", raw);
     else if (raw & RKNPU_INT_DMA_ERROR)
         require(r == -EIO, "a DMA error is not -EIO", raw);
+    else if (r == 1)
+        require((raw & done) != 0, "done without the chain's done bits", raw);
     if (r != 1)
         return r;
     r = rknpu_decode_task_status(task_status, nr_tasks);
@@ -67,17 +69,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2)
         return 0;
     uint32_t nr_tasks = 1u + (uint32_t)(data[0] | data[1] << 8) % RKNPU_MAX_TASKS_PER_RUN;
+    /* Bit 15 of the first two bytes: the chain ends in the PPU instead of the DPU. */
+    uint32_t done = rknpu_done_mask(data[1] & 0x80 ? RKNPU_ENABLE_PPU : RKNPU_MM_ENABLE);
     uint64_t jobs = 1, completed = 0, failed = 0;
     for (size_t at = 2; at + 8 <= size; at += 8) {
         uint32_t raw = fuzz_rd32(data + at), task_status = fuzz_rd32(data + at + 4);
         check_reset_and_version(raw);
         check_reset_and_version(task_status);
-        int r = core_check(raw, task_status, nr_tasks);
+        int r = core_check(raw, task_status, nr_tasks, done);
         if (raw == UINT32_MAX)
             require(r < 0, "an all-ones status (device gone) is no error", raw);
         if (r == 1) {
-            require((raw & ~RKNPU_INT_VALID_MASK) == 0 && (raw & RKNPU_INT_DPU_DONE) != 0 &&
-                        (raw & (RKNPU_INT_DMA_ERROR | RKNPU_INT_PPU_0 | RKNPU_INT_PPU_1)) == 0,
+            require((raw & ~RKNPU_INT_VALID_MASK) == 0 && (raw & done) != 0 &&
+                        (raw & RKNPU_INT_DMA_ERROR) == 0 &&
+                        (done == RKNPU_INT_PPU_DONE || (raw & RKNPU_INT_PPU_DONE) == 0),
                     "completed on a status that does not say so", raw);
             require((task_status & RKNPU_TASK_STATUS_COUNT_MASK) == nr_tasks,
                     "completed before the chain's last task", task_status);

@@ -106,7 +106,7 @@ void rknpu_run(struct rknpu_t *t, unsigned core, const struct rknpu_buf *prog, u
 /* The masked interrupt status once the core's vector fired, or 0 at the deadline. */
 uint32_t rknpu_wait(struct rknpu_t *t, unsigned core, uint64_t timeout_ns);
 void rknpu_finish(struct rknpu_t *t, unsigned core);
-/* Assert and release SRST_A|SRST_H; returns the SOFT_RESET register read after. */
+/* Assert and release SRST_A|SRST_H; returns the SOFT_RESET register read after, less PRESENT. */
 uint32_t rknpu_soft_reset(struct rknpu_t *t, unsigned core);
 
 #endif

@@ -10,6 +10,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include <npuvfio/ctx.h>
+
+#include "driver_internal.h"
 #include "npv_test.h"
 #include "rk_drv.h"
 
@@ -131,6 +134,65 @@ START_TEST(a_single_domain_refuses_4gib_plus_one_with_enospc)
 }
 END_TEST
 
+/*
+ * Issue 22 section 4: the exact boundary. A fresh domain holds the zero
+ * guard page, the driver's command memory (one slot of max_job_words words,
+ * whole pages, per queued job: 64 x 32 KiB by default) and then exactly the
+ * rest of its 4 GiB: that much is one buffer, a page more is -ENOSPC.
+ */
+START_TEST(a_domain_holds_exactly_4gib_minus_the_guard_and_its_command_memory)
+{
+    const uint64_t cmd = 64u * (4096u * 8u); /* default queue_depth x slot bytes */
+    const uint64_t room = 4 * GIB - NPV_DOMAIN_IOVA_ZERO_GUARD - cmd;
+    struct npv_rknpu_mem *m = NULL;
+    ck_assert_int_eq(npv_rknpu_mem_create(t.npu, room + 4096, 4, NPV_RKNPU_MEM_SPARSE, &m),
+                     -ENOSPC);
+    ck_assert_ptr_null(m);
+    ck_assert_uint_eq(counters().domains_live, 0); /* the failed create gave its domain back */
+    ck_assert_int_eq(npv_rknpu_mem_create(t.npu, room, 4, NPV_RKNPU_MEM_SPARSE, &m), 0);
+    struct npv_rknpu_mem *one = NULL;
+    ck_assert_int_eq(npv_rknpu_mem_create(t.npu, 4096, 4, NPV_RKNPU_MEM_SPARSE, &one), -ENOSPC);
+    npv_rknpu_mem_destroy(m);
+    /* Freed, the whole room is there again (a page at a time, the first is enough to see). */
+    ck_assert_int_eq(npv_rknpu_mem_create(t.npu, room, 4, NPV_RKNPU_MEM_SPARSE, &m), 0);
+    npv_rknpu_mem_destroy(m);
+    ck_assert_uint_eq(counters().domains_live, 0);
+}
+END_TEST
+
+static unsigned unbalanced;
+
+static void count_unbalanced(void *user, enum npv_log_level level, const char *msg)
+{
+    (void)user;
+    if (level == NPV_LOG_ERROR && strstr(msg, "unbalanced put of domain") != NULL)
+        unbalanced++;
+}
+
+/* Issue 22 section 4: a put without its get is refused and logged, never a double free. */
+START_TEST(an_unbalanced_put_is_refused_and_logged)
+{
+    unbalanced = 0;
+    npv_ctx_set_log_sink(t.ctx, count_unbalanced, NULL);
+    rknpu_domain_put(t.npu, 6); /* never created */
+    ck_assert_uint_eq(unbalanced, 1);
+    struct npv_rknpu_mem *m;
+    ck_assert_int_eq(npv_rknpu_mem_create(t.npu, 4096, 6, 0, &m), 0);
+    ck_assert_uint_eq(counters().domains_live, 1);
+    npv_rknpu_mem_destroy(m); /* the last reference: the domain is freed */
+    ck_assert_uint_eq(counters().domains_live, 0);
+    rknpu_domain_put(t.npu, 6); /* one put too many */
+    ck_assert_uint_eq(unbalanced, 2);
+    ck_assert_uint_eq(counters().domains_live, 0);
+    rknpu_domain_put(t.npu, NPV_RKNPU_MAX_DOMAINS); /* out of range: ignored */
+    ck_assert_uint_eq(unbalanced, 2);
+    /* The domain still works after. */
+    ck_assert_int_eq(npv_rknpu_mem_create(t.npu, 4096, 6, 0, &m), 0);
+    npv_rknpu_mem_destroy(m);
+    ck_assert_uint_eq(counters().domains_live, 0);
+}
+END_TEST
+
 START_TEST(domains_are_created_on_first_use_and_freed_with_their_last_buffer)
 {
     ck_assert_uint_eq(counters().domains_live, 0);
@@ -207,6 +269,8 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, more_than_4gib_across_two_domains_runs_and_costs_only_touched_pages);
     tcase_add_test(tc, a_single_domain_refuses_4gib_plus_one_with_enospc);
+    tcase_add_test(tc, a_domain_holds_exactly_4gib_minus_the_guard_and_its_command_memory);
+    tcase_add_test(tc, an_unbalanced_put_is_refused_and_logged);
     tcase_add_test(tc, domains_are_created_on_first_use_and_freed_with_their_last_buffer);
     tcase_add_test(tc, a_job_in_a_domain_without_buffers_is_refused);
     tcase_add_test(tc, a_finished_job_leaves_no_reference_on_its_domain);

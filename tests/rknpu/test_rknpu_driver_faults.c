@@ -15,12 +15,22 @@
 #include <unistd.h>
 
 #include <npuvfio/ctx.h>
+#include <npuvfio/failpoint.h>
+#include <stdio.h>
+#include <time.h>
 
 #include "npv_test.h"
 #include "rk_drv.h"
 
 static struct rk t;
 static unsigned reset_warnings;
+
+static int64_t rknpu_now_ns_for_tests(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static void count_reset_warnings(void *user, enum npv_log_level level, const char *msg)
 {
@@ -235,6 +245,145 @@ START_TEST(cores_a_dead_owner_left_running_enabled_or_in_reset_are_reset_at_open
 }
 END_TEST
 
+static char last_error[512];
+static unsigned warnings_polling;
+
+static void keep_messages(void *user, enum npv_log_level level, const char *msg)
+{
+    (void)user;
+    if (level == NPV_LOG_ERROR)
+        snprintf(last_error, sizeof(last_error), "%s", msg);
+    if (level == NPV_LOG_WARN && strstr(msg, "polling") != NULL)
+        warnings_polling++;
+}
+
+/*
+ * Issue 22 section 3: where the transport has no reset (the SoC through
+ * vfio-platform: no register-level reset, no reset handler), a stalled core
+ * is taken out of service: its job times out, the job queued behind it and
+ * every later job on it fail at once with -EIO and a message naming the fix,
+ * and the other cores go on. On the model: its reset register made absent.
+ */
+START_TEST(without_a_reset_a_stalled_core_goes_out_of_service_and_the_others_go_on)
+{
+    rk_close_client(&t);
+    uint32_t absent = 1;
+    /* The test port is reached through a fresh client's BAR2. */
+    rk_reopen(&t, NULL);
+    ck_assert_int_eq(npv_bar_write(t.port, RKNPU_TP_SOFT_RESET_ABSENT, 4, absent), 0);
+    rk_close_client(&t);
+    const struct npv_rknpu_config cfg = {.job_timeout_ns = 300 * MS, .reset_timeout_ns = 50 * MS};
+    rk_reopen(&t, &cfg);
+    last_error[0] = '\0';
+    npv_ctx_set_log_sink(t.ctx, keep_messages, NULL);
+    uint32_t model_resets = rk_port_read(&t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS);
+
+    struct rknpu_sample_mm *s[4];
+    for (unsigned i = 0; i < 4; i++)
+        ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 40 + i, &s[i]), 0);
+    rk_fault(&t, 1, RKNPU_FAULT_STALL);
+    submit(s[0], 0x2, 0); /* stalls */
+    submit(s[1], 0x2, 1); /* queued behind it on the same core */
+    submit(s[2], 0x1, 2); /* other cores, unaffected */
+    submit(s[3], 0x4, 3);
+    struct npv_cpl cpl[4];
+    uint64_t t0 = (uint64_t)rknpu_now_ns_for_tests();
+    collect(cpl, 4);
+    ck_assert_int_eq(cpl[0].status, -ETIMEDOUT);
+    ck_assert_int_eq(cpl[1].status, -EIO); /* failed fast, not after its own deadline */
+    ck_assert_int_eq(cpl[2].status, 0);
+    ck_assert_int_eq(cpl[3].status, 0);
+    ck_assert_uint_lt((uint64_t)rknpu_now_ns_for_tests() - t0, 2 * 300 * MS);
+    ck_assert_uint_eq(rknpu_sample_mm_check(s[2]), 0);
+    ck_assert_uint_eq(rknpu_sample_mm_check(s[3]), 0);
+    ck_assert_msg(strstr(last_error, "core 1 is out of service") != NULL &&
+                      strstr(last_error, "rebind the NPU") != NULL,
+                  "the error does not name the state and the fix: %s", last_error);
+    /* Nothing was reset: the model's lines were never touched. */
+    ck_assert_uint_eq(rk_port_read(&t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS), model_resets);
+    ck_assert_uint_eq(counters().resets, 0);
+    /* Later jobs on core 1 fail at submit; mask 0 avoids it; cores 0 and 2 stay exact. */
+    struct npv_rknpu_job job = {.tasks = &s[0]->task, .nr_tasks = 1, .core_mask = 0x2};
+    ck_assert_int_eq(npv_rknpu_submit(t.npu, &job), -EIO);
+    job.core_mask = 0x7;
+    ck_assert_int_eq(npv_rknpu_submit(t.npu, &job), -EIO);
+    for (unsigned i = 0; i < 3; i++)
+        rk_assert_exact(&t, s[i], 0);
+    rk_assert_exact(&t, s[0], 0x1);
+    rk_assert_exact(&t, s[1], 0x4);
+    ck_assert_int_eq(npv_rknpu_reset(t.npu), -EOPNOTSUPP);
+    for (unsigned i = 0; i < 4; i++)
+        rknpu_sample_mm_free(s[i]);
+    /* The next test's model has its reset again. */
+    absent = 0;
+    ck_assert_int_eq(npv_bar_write(t.port, RKNPU_TP_SOFT_RESET_ABSENT, 4, absent), 0);
+}
+END_TEST
+
+/*
+ * Issue 22 section 3: when the cores' interrupts cannot be had (on the
+ * RK3588 the NPU's line is shared with its IOMMU and vfio-platform requests
+ * it unshared), NPV_RKNPU_IRQ falls back to polling with a warning;
+ * NPV_RKNPU_IRQ_ONLY refuses to open instead. The refusal is the library's
+ * eventfd failpoint: the first eventfd of the interrupt set-up fails.
+ */
+START_TEST(irq_that_cannot_be_had_falls_back_to_polling_or_refuses_by_option)
+{
+    npv_rknpu_close(t.npu);
+    t.npu = NULL;
+    warnings_polling = 0;
+    last_error[0] = '\0';
+    npv_ctx_set_log_sink(t.ctx, keep_messages, NULL);
+    struct npv_rknpu_config cfg = {.completion = NPV_RKNPU_IRQ};
+    ck_assert_int_eq(npv_failpoint_arm(t.ctx, NPV_FAIL_EVENTFD, 1), 0);
+    ck_assert_int_eq(npv_rknpu_open(t.dev, &cfg, &t.npu), 0);
+    ck_assert_uint_ge(npv_failpoint_calls(t.ctx, NPV_FAIL_EVENTFD), 1);
+    npv_failpoint_disarm(t.ctx);
+    ck_assert_uint_eq(warnings_polling, 1);
+    struct rknpu_sample_mm *s;
+    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 50, &s), 0);
+    rk_assert_exact(&t, s, 0x7);
+    rknpu_sample_mm_free(s);
+    npv_rknpu_close(t.npu);
+    t.npu = NULL;
+
+    cfg.completion = NPV_RKNPU_IRQ_ONLY;
+    ck_assert_int_eq(npv_failpoint_arm(t.ctx, NPV_FAIL_EVENTFD, 1), 0);
+    ck_assert_int_eq(npv_rknpu_open(t.dev, &cfg, &t.npu), -EMFILE);
+    npv_failpoint_disarm(t.ctx);
+    ck_assert_ptr_null(t.npu);
+    ck_assert_msg(strstr(last_error, "interrupt") != NULL, "no reason given: %s", last_error);
+    /* Without the failpoint the same option opens on interrupts. */
+    ck_assert_int_eq(npv_rknpu_open(t.dev, &cfg, &t.npu), 0);
+}
+END_TEST
+
+/*
+ * Issue 22 section 2: the version is PC_VERSION + (PC_VERSION_NUM & 0xffff),
+ * as rocket_core_init computes it: a core whose VERSION_NUM is not the
+ * RK3588's 0 (an RK3576 part: another register layout) is refused, though
+ * its PC_VERSION alone reads "FIRE".
+ */
+START_TEST(the_version_counts_version_num_as_rocket_does)
+{
+    npv_rknpu_close(t.npu);
+    t.npu = NULL;
+    uint32_t num = 1;
+    ck_assert_int_eq(npv_bar_write(t.port, RKNPU_TP_VERSION_NUM, 4, num), 0);
+    struct npv_rknpu *npu = NULL;
+    ck_assert_int_eq(npv_rknpu_open(t.dev, NULL, &npu), -EPROTO);
+    ck_assert_ptr_null(npu);
+    /* Only the low 16 bits count. */
+    num = 0x10000;
+    ck_assert_int_eq(npv_bar_write(t.port, RKNPU_TP_VERSION_NUM, 4, num), 0);
+    ck_assert_int_eq(npv_rknpu_open(t.dev, NULL, &t.npu), 0);
+    npv_rknpu_close(t.npu);
+    num = 0;
+    ck_assert_int_eq(npv_bar_write(t.port, RKNPU_TP_VERSION_NUM, 4, num), 0);
+    ck_assert_int_eq(npv_rknpu_open(t.dev, NULL, &t.npu), 0);
+}
+END_TEST
+
 int main(void)
 {
     rk_require_model("fault injection is the model's test port");
@@ -248,6 +397,9 @@ int main(void)
     tcase_add_test(tc, impossible_status_bits_are_a_device_fault_never_a_completion);
     tcase_add_test(tc, reset_fails_every_job_in_flight_with_ecanceled);
     tcase_add_test(tc, cores_a_dead_owner_left_running_enabled_or_in_reset_are_reset_at_open);
+    tcase_add_test(tc, without_a_reset_a_stalled_core_goes_out_of_service_and_the_others_go_on);
+    tcase_add_test(tc, irq_that_cannot_be_had_falls_back_to_polling_or_refuses_by_option);
+    tcase_add_test(tc, the_version_counts_version_num_as_rocket_does);
     suite_add_tcase(s, tc);
     /* Sleeping on interrupts: a stalled core raises none, its deadline still ends the wait. */
     TCase *irq = tcase_create("irq");

@@ -121,8 +121,14 @@ START_TEST(a_run_starts_only_on_a_rising_operation_enable)
     rknpu_run(&t, 1, &mm.prog, mm.prog_words, 1, RKNPU_INT_DPU_DONE);
     ck_assert_uint_ne(rknpu_wait(&t, 1, RKNPU_GENEROUS_NS), 0);
     rknpu_wr(&t, 1, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
-    /* The trailer's chain writes landed in the PC's own registers: the last one left 0. */
-    ck_assert_uint_eq(rknpu_rd(&t, 1, RKNPU_PC_BASE_ADDRESS), 0);
+    /*
+     * The trailer's PC writes land in the PC's own registers: the last one
+     * (mtx512's) wrote REGISTER_AMOUNTS 0 and left BASE_ADDRESS alone.
+     */
+    ck_assert_uint_eq(rknpu_rd(&t, 1, RKNPU_PC_REGISTER_AMOUNTS), 0);
+    ck_assert_uint_eq(rknpu_rd(&t, 1, RKNPU_PC_BASE_ADDRESS), mm.prog.iova);
+    /* With BASE_ADDRESS 0 a pulse starts nothing. */
+    rknpu_wr(&t, 1, RKNPU_PC_BASE_ADDRESS, 0);
     rknpu_wr(&t, 1, RKNPU_PC_OPERATION_ENABLE, RKNPU_PC_OP_EN);
     rknpu_wr(&t, 1, RKNPU_PC_OPERATION_ENABLE, 0);
     ck_assert_uint_eq(port_core(1, RKNPU_TP_RUNS), 1);

@@ -25,7 +25,7 @@ static int fake_unmap(struct npv_iommu_sink *sink, const struct npv_mapping *m)
 {
     struct fake_sink *f = sink->priv;
     f->unmap_calls++;
-    if (f->fail_unmaps)
+    if (f->fail_unmaps || (f->fail_unmap_at != 0 && f->unmap_calls == f->fail_unmap_at))
         return -EIO;
     for (size_t i = 0; i < f->nr_live; i++) {
         if (f->live[i].iova == m->iova && f->live[i].len == m->len) {

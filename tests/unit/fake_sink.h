@@ -18,6 +18,7 @@ struct fake_sink {
     unsigned fail_map_at; /* nonzero: the fail_map_at-th map call (1-based) fails */
     int fail_err;
     bool fail_unmaps;       /* every unmap fails (and leaves the mapping in place) */
+    unsigned fail_unmap_at; /* nonzero: the fail_unmap_at-th unmap call (1-based) fails */
     unsigned release_calls; /* fake_sink_ops_owned only */
     size_t live_at_release; /* nr_live when release was last called */
 };

@@ -223,6 +223,39 @@ START_TEST(domain_add_sink_replays_the_journal)
 }
 END_TEST
 
+/*
+ * Leaving a domain is all or nothing: an unmap failing midway maps back what
+ * was unmapped and keeps the sink in the domain, whole (a sink left holding
+ * part of it refused every later replay over those IOVAs with -EEXIST: the
+ * vfio-user domain-switch wedge of issue 22).
+ */
+START_TEST(domain_leave_sink_is_all_or_nothing)
+{
+    struct npv_mapping m[3];
+    for (int i = 0; i < 3; i++) {
+        m[i] = mapping(0x10000000 + (uintptr_t)i * 0x100000, (uint64_t)(i + 1) * PG);
+        ck_assert_int_eq(npv_domain_map(dom, &m[i], PG), 0);
+    }
+    struct fake_sink f;
+    fake_sink_init(&f, 1);
+    ck_assert_int_eq(npv_domain_add_sink(dom, &f.sink), 0);
+    f.fail_unmap_at = 2; /* the second unmap fails */
+    ck_assert_int_eq(npv_domain_leave_sink(dom, &f.sink), -EIO);
+    ck_assert_uint_eq(f.nr_live, 3);                              /* whole again */
+    ck_assert_int_eq(npv_domain_add_sink(dom, &f.sink), -EEXIST); /* still in */
+    f.fail_unmap_at = 0;
+    ck_assert_int_eq(npv_domain_leave_sink(dom, &f.sink), 0);
+    ck_assert_uint_eq(f.nr_live, 0);
+    ck_assert_int_eq(npv_domain_leave_sink(dom, &f.sink), 0); /* not in: nothing to do */
+    /* It can join again, and the replay finds nothing in its way. */
+    ck_assert_int_eq(npv_domain_add_sink(dom, &f.sink), 0);
+    ck_assert_uint_eq(f.nr_live, 3);
+    npv_domain_remove_sink(dom, &f.sink, true);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(npv_domain_unmap(dom, m[i].iova), 0);
+}
+END_TEST
+
 START_TEST(domain_remove_sink_unmaps_the_journal_from_it)
 {
     struct fake_sink f, keep;
@@ -951,6 +984,7 @@ static Suite *domain_suite(void)
     tcase_add_test(tc, domain_map_pushes_to_every_sink);
     tcase_add_test(tc, domain_add_sink_replays_the_journal);
     tcase_add_test(tc, domain_remove_sink_unmaps_the_journal_from_it);
+    tcase_add_test(tc, domain_leave_sink_is_all_or_nothing);
     tcase_add_test(tc, domain_sink_failing_midway_leaves_nothing_mapped);
     tcase_add_test(tc, domain_add_sink_failing_on_nth_replay_undoes_and_is_not_added);
     tcase_add_test(tc, domain_unmap_failing_in_a_sink_quarantines_its_iova);
