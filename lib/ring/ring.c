@@ -540,6 +540,8 @@ static int ring_take_word(struct npv_ring *r, uint32_t word)
     }
     npv_inflight_set_status(r->jobs, r->jobs->done, -EIO, word);
     r->stats.dev_errors++;
+    /* The device raised its interrupt for the word: an interrupt wait drains it before sleeping. */
+    r->irq_unread = true;
     /*
      * Taking it clears it, so the same code from a later job is news. The
      * device waits for this store before it writes the head past the job,
