@@ -16,7 +16,9 @@
 #   - the ordering of DMA against a real device: the emulator runs the
 #     barriers and cache maintenance as instructions, with one coherent
 #     memory behind them; the recording test (ring_restart_order) checks
-#     the order of the maintenance calls instead.
+#     the order of the maintenance calls instead. ring_device_on_another_core
+#     runs the engine's arm64 loads, fences and acquire/release against a
+#     device thread (emulated on the host's cores; its races still show).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -30,7 +32,7 @@ if [ ! -f /usr/lib/aarch64-linux-gnu/pkgconfig/check.pc ]; then
     exit 1
 fi
 
-tests=(ring_engine ring_restart_order ring_irq_waits ring_edgetpu_shaped_fake
+tests=(ring_engine ring_restart_order ring_irq_waits ring_edgetpu_shaped_fake ring_device_on_another_core
        unit_dma unit_iova unit_domain)
 echo "== arm64: configure and build ${tests[*]}"
 cmake -S "$root" -B "$b" -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" \

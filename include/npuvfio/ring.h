@@ -40,9 +40,12 @@
  *            shareable domain orders them for a bus master).
  *   reap:    the completed head is read with an acquire load (x86-64: plain
  *            mov, loads are not reordered with later loads; arm64: `ldar`),
- *            so the error word and any result data the device wrote before
- *            the head (the device's contract: head written last, with
- *            release) are read after it. The head is then range-checked.
+ *            so an indexed error word and any result data the device wrote
+ *            before the head are read after it. The head is then
+ *            range-checked. An error word without an index (fatal, or per
+ *            job without error_index) is read on every collect, and when it
+ *            is non-zero the head is read again after it (acquire fence,
+ *            then an acquire load): see "Device contract".
  *   non-coherent DMA (arm64 without an IOMMU that snoops): when the config
  *            names the npv_dma of the ring and of the status block, the
  *            engine cleans the descriptors before the doorbell and
@@ -58,6 +61,42 @@
  *            line with the descriptors: npv_ring_new refuses a config whose
  *            status block lies within NPV_RING_CACHE_GRANULE bytes (rounded
  *            to that granule) of the descriptor ring.
+ *
+ * Device contract: what a device (or a model of one) must do so that a host
+ * on another core can tell every job's fate from the status block alone. The
+ * engine relies on this and on nothing else. (Model choice: no public source
+ * gives the order of the Edge TPU's status block writes; this is the order
+ * under which no read the host makes can be misattributed. The test
+ * ring_device_on_another_core drives the engine with a device thread that
+ * keeps it.)
+ *   - The completed head covers jobs the device finished; it is written
+ *     with release, after the results of the jobs it covers.
+ *   - Error word WITH error_index (NPV_RING_ERROR_PER_JOB): the word and the
+ *     index are written before the head that covers the failed job. The
+ *     index names the job; an index outside the jobs a head newly covers is
+ *     ignored (stale, or of a job a later head covers).
+ *   - Error word WITHOUT an index (NPV_RING_ERROR_FATAL, and
+ *     NPV_RING_ERROR_PER_JOB without error_index): the word names the first
+ *     job the head does NOT cover. The device writes the head over every job
+ *     it finished before the failed one, then the word (with release), then
+ *     raises its completion interrupt as it does for a head, and writes no
+ *     head after the word: a fatal word until the device is reset, a
+ *     per-job word until the host has cleared it (the engine stores 0 there
+ *     once it has charged the word to that job; the device then writes the
+ *     head past the failed job and goes on). Because a word is never
+ *     followed by a head, the engine, on a non-zero word, reads the head
+ *     again and completes what it covers before it charges the word: a head
+ *     written between the engine's first head read and the word is never
+ *     mistaken for the failed job, whichever core the device runs on. A
+ *     per-job word while every announced job is covered names nothing: a
+ *     device fault (-NPV_EDEVFAULT).
+ *   - Reset: when the reset callback returns, nothing the device wrote
+ *     before it stopped is still on its way, and the restarted device writes
+ *     nothing to the status block before the next doorbell. A status write
+ *     that raced the reset (made between the engine zeroing the block and
+ *     the callback stopping the device) is harmless: the engine zeroes and
+ *     cleans the block again after the callback returns, so nothing written
+ *     before the reset is read against the restarted indexes.
  *
  * Values the device writes are untrusted: a completed head whose distance
  * from the last one seen exceeds what the doorbell announced (or, masked,
@@ -85,9 +124,9 @@
  * an interrupt wait sleeps no longer than the earliest deadline)
  *   1. fail every job in flight whose deadline passed with -ETIMEDOUT and the
  *      other jobs in flight with -ECANCELED,
- *   2. zero and clean the status block, and call the config's reset
- *      callback, which resets the device and programs its ring again (both
- *      indexes restart at 0),
+ *   2. zero and clean the status block, call the config's reset callback,
+ *      which resets the device and programs its ring again (both indexes
+ *      restart at 0), and zero and clean the block again,
  *   3. return those failures as completions (struct npv_cpl.status), oldest
  *      first, from this call and the following ones.
  * A deadline is checked against the jobs still in flight: a job the device
@@ -99,12 +138,24 @@
  *     the call that found it returns -NPV_EDEVFAULT (the failed jobs come
  *     back from the following calls);
  *   - a non-zero sticky fatal word (NPV_RING_ERROR_FATAL): the jobs the head
- *     covers complete as usual, the oldest job still in flight fails with
- *     -EIO and dev_error = the word, the others with -ECANCELED, the device
- *     is reset, and the failures are returned as completions.
+ *     covers (read again after the word) complete as usual, the oldest job
+ *     still in flight (the first the head does not cover) fails with -EIO
+ *     and dev_error = the word, the others with -ECANCELED, the device is
+ *     reset, and the failures are returned as completions;
+ *   - a per-job word without an index while no announced job is left
+ *     uncovered: as an impossible head.
  * If the reset callback fails the ring is dead: submissions return -EIO
  * until npv_ring_reset() succeeds. Completions already decided are still
  * reaped from a dead ring.
+ *
+ * In flight: a job is in flight from its claim (npv_ring_next) until it is
+ * finished, whether or not a submit has announced it yet. Claimed but
+ * unsubmitted jobs count against npv_ring_capacity() and in
+ * npv_ring_in_flight(), have deadlines, and are failed with -ECANCELED by a
+ * reset like the others.
+ *
+ * The reset callback runs on the caller's thread, inside whichever call
+ * recovers: npv_ring_poll, npv_ring_wait or npv_ring_reset.
  *
  * In polling mode npv_ring_next, npv_ring_submit, npv_ring_poll and
  * npv_ring_wait make no system call (the clock is read through the vDSO; a
@@ -193,7 +244,10 @@ struct npv_ring;
 
 #define NPV_RING_NO_FIELD UINT32_MAX
 
-/* A job's deadline when the config leaves job_timeout_ns 0: 1 s after its claim. */
+/*
+ * A job's deadline when the config leaves job_timeout_ns 0: 1 s after its
+ * claim (counted from the engine's next clock reading; see "Deadlines").
+ */
 #define NPV_RING_DEFAULT_JOB_TIMEOUT_NS 1000000000ull
 /* npv_ring_poll reads the clock once per this many calls (deadlines armed). */
 #define NPV_RING_CLOCK_EVERY 16u
@@ -218,24 +272,27 @@ enum npv_ring_head_format {
     NPV_RING_HEAD_SLOT,      /* masked to the ring size (Edge TPU); one slot stays free */
 };
 
-/* What a non-zero error word means. */
+/* What a non-zero error word means (0 always means "no error"). */
 enum npv_ring_error_format {
     /*
-     * A job's failure code. With error_index the index names the job; without
-     * it the word belongs to the newest job the same status read completed,
-     * and the engine zeroes the word after taking it (and cleans it, on
-     * non-coherent DMA), so a repeated code is a new failure, never success.
-     * Such a device must write the word before the head that completes its
-     * job, and stop after a failure until the host has read it (as the
-     * testdev model stops at a fault): host and device both write the word,
-     * so a second failure written while the host clears the first could be
-     * lost. An error index is refused with NPV_RING_HEAD_SLOT: a masked
-     * index left over from an earlier lap would name a later job.
+     * A job's failure code (see "Device contract" above). With error_index
+     * the index names the job, and word and index are written before the
+     * head that covers it. Without it the word names the first job the head
+     * does not cover: the device writes the head over the jobs before it,
+     * then the word, and waits; the engine charges the word to that job,
+     * then zeroes the word (and cleans it, on non-coherent DMA), and only
+     * then does the device write the head past the failed job. So a repeated
+     * code is a new failure, never success, and no second failure can be
+     * written over the first. An error index is refused with
+     * NPV_RING_HEAD_SLOT: a masked index left over from an earlier lap would
+     * name a later job.
      */
     NPV_RING_ERROR_PER_JOB = 0,
     /*
      * A sticky fatal word (Edge TPU status block fatal_error): non-zero faults
-     * the ring until the device is reset (see "Device faults" above). No
+     * the ring until the device is reset (see "Device faults" above). It
+     * names the first job the head does not cover; the device writes the
+     * head over what it finished first, and no head after the word. No
      * error_index.
      */
     NPV_RING_ERROR_FATAL,
@@ -247,10 +304,16 @@ enum npv_ring_wait_mode {
     NPV_RING_WAIT_HYBRID,   /* spin up to spin_ns, then sleep */
 };
 
+/*
+ * Byte offsets in the status block of the device's u32 words. Each is a
+ * multiple of 4 with the word inside status_size (the block itself starts
+ * 4-byte aligned); offset 0 is a valid offset. NPV_RING_NO_FIELD: the device
+ * has no such word.
+ */
 struct npv_ring_status_fields {
-    uint32_t head;        /* offset of the u32 completed head */
-    uint32_t error;       /* offset of the u32 error word (0 = none), or NPV_RING_NO_FIELD */
-    uint32_t error_index; /* offset of the u32 index of the failed descriptor, or NO_FIELD */
+    uint32_t head;        /* the completed head (required) */
+    uint32_t error;       /* the error word (a value of 0: no error), or NPV_RING_NO_FIELD */
+    uint32_t error_index; /* the index of the failed descriptor, or NPV_RING_NO_FIELD */
 };
 
 struct npv_ring_config {
@@ -259,7 +322,15 @@ struct npv_ring_config {
     /* Ring memory: entries * desc_size bytes at desc_vaddr (device address desc_iova). */
     void *desc_vaddr;
     npv_iova_t desc_iova;
-    /* The status block, status_size bytes, and where the device's words are in it. */
+    /*
+     * The status block, status_size bytes, 4-byte aligned, and where the
+     * device's words are in it. It may not share an NPV_RING_CACHE_GRANULE
+     * (128-byte granule) with the descriptors (npv_ring_new refuses it) nor
+     * with the interrupt-wanted word (npv_ring_set_irq_wanted refuses it);
+     * on non-coherent DMA nothing else the CPU writes may share its granules
+     * either (the engine cannot see the neighbours: give the block its own
+     * 128-byte-aligned granules, as npv_dma_alloc's page alignment does).
+     */
     void *status_vaddr;
     npv_iova_t status_iova;
     uint32_t status_size;
@@ -291,11 +362,16 @@ struct npv_ring_config {
     /*
      * Required. Reset the device and program its ring again so that both
      * indexes restart at 0 (e.g. npv_dev_reset, then write ring base, size,
-     * status base and enable). Called after a job's deadline passed or a
-     * device fault, and by npv_ring_reset, always with the status block
-     * already zeroed and cleaned to the point of coherency: the callback
-     * must stop the device before it enables it again, and must not touch
-     * the status block itself. Returns 0 or a negative errno.
+     * status base and enable). Called on the caller's thread, inside the
+     * npv_ring_poll or npv_ring_wait that found a job's deadline passed or a
+     * device fault, and by npv_ring_reset; always with the status block
+     * already zeroed and cleaned to the point of coherency. The callback
+     * must stop the device before it enables it again and must not touch
+     * the status block itself; when it returns, no write the device made
+     * before the stop may still be on its way, and the restarted device may
+     * write nothing to the block before the next doorbell (the engine zeroes
+     * and cleans it again then: see "Device contract"). Returns 0 or a
+     * negative errno.
      */
     int (*reset)(void *arg);
     void *reset_arg;
@@ -322,17 +398,19 @@ NPV_API void npv_ring_free(struct npv_ring *r);
  */
 NPV_API int npv_ring_next(struct npv_ring *r, uint64_t cookie, void **desc);
 /*
- * As npv_ring_next, with this job's own deadline: timeout_ns (0 = the ring's
- * default, UINT64_MAX = none), counted from the engine's next clock reading
- * (see "Deadlines" above).
+ * As npv_ring_next, with this job's own deadline: timeout_ns (0 = the
+ * config's job_timeout_ns, which is NPV_RING_DEFAULT_JOB_TIMEOUT_NS when the
+ * config left it 0 and none when it is UINT64_MAX; UINT64_MAX = none),
+ * counted from the engine's next clock reading (see "Deadlines" above).
  */
 NPV_API int npv_ring_next_timed(struct npv_ring *r, uint64_t cookie, uint64_t timeout_ns,
                                 void **desc);
 /* Copy desc_size bytes from desc into the next slot: npv_ring_next + memcpy. */
 NPV_API int npv_ring_push(struct npv_ring *r, const void *desc, uint64_t cookie);
 /*
- * Ring the doorbell once for every slot claimed since the last submit
- * (batching). Returns how many descriptors it made visible (0: nothing to do).
+ * Announce every slot claimed since the last submit with ONE doorbell write
+ * (batching: the producer index after the last of them). Returns how many
+ * descriptors it made visible (0: nothing to do, and no doorbell write).
  */
 NPV_API int npv_ring_submit(struct npv_ring *r);
 
@@ -369,9 +447,10 @@ NPV_API int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsi
  * the wait returns, so a caller that polls, or a hybrid wait that finds its
  * completions while it spins, costs the device no interrupt. Ordering: the
  * engine stores 1, issues a full barrier, and reads the status block again
- * before it sleeps; the device writes the completed head (release), issues a
- * full barrier, then reads the word. Either the device sees 1 or the engine
- * sees the new head, so a completion is never slept through.
+ * before it sleeps; the device writes the completed head (or an error word
+ * without index, which also wakes a waiter) with release, issues a full
+ * barrier, then reads the word. Either the device sees 1 or the engine sees
+ * the new head or word, so a completion is never slept through.
  * dma: the buffer behind word, for cache maintenance on non-coherent DMA
  * (NULL: coherent). The word may not share an NPV_RING_CACHE_GRANULE with the
  * status block (the CPU writes it, the device writes the block). NULL word:
@@ -400,7 +479,7 @@ NPV_API void npv_ring_stats(const struct npv_ring *r, struct npv_ring_stats *st)
 NPV_API uint32_t npv_ring_entries(const struct npv_ring *r);
 /* How many jobs may be claimed and not yet reaped: entries, or entries - 1 with a slot format. */
 NPV_API uint32_t npv_ring_capacity(const struct npv_ring *r);
-/* Jobs claimed and not yet finished. */
+/* Jobs claimed and not yet finished, submitted or not. */
 NPV_API uint32_t npv_ring_in_flight(const struct npv_ring *r);
 /* Whether a failed reset left the ring dead. */
 NPV_API int npv_ring_dead(const struct npv_ring *r);

@@ -184,13 +184,33 @@ err_free:
     return ret;
 }
 
+int npv_bar_wrap(void *mem, uint64_t size, struct npv_bar **out)
+{
+    if (mem == NULL || out == NULL || size == 0 || size > SIZE_MAX / 2 || ((uintptr_t)mem & 7) != 0)
+        return -EINVAL;
+    uint64_t npages = (size + BAR_PAGE - 1) >> NPV_BAR_PAGE_SHIFT;
+    struct bar_impl *b = calloc(1, sizeof(*b) + npages);
+    if (b == NULL)
+        return -ENOMEM;
+    memset(b->direct, 1, npages);
+    /* reserved_len 0: the memory is the caller's, npv_bar_unmap leaves it alone. */
+    b->pub.base = mem;
+    b->pub.size = size;
+    b->pub.direct = b->direct;
+    b->pub.dev = NULL;
+    b->pub.index = UINT32_MAX;
+    *out = &b->pub;
+    return 0;
+}
+
 void npv_bar_unmap(struct npv_bar *bar)
 {
     if (bar == NULL)
         return;
     struct bar_impl *b = (struct bar_impl *)bar;
     /* One munmap of the reservation also removes every area mapped over it. */
-    munmap((void *)bar->base, b->reserved_len);
+    if (b->reserved_len != 0)
+        munmap((void *)bar->base, b->reserved_len);
     free(b);
 }
 
@@ -235,6 +255,8 @@ int npv_bar_read(const struct npv_bar *bar, uint64_t off, unsigned width, uint64
         uint32_t u32;
         uint64_t u64;
     } v = {0};
+    if (bar->dev == NULL)
+        return -EINVAL; /* a wrapped memory region: a misaligned access has no transport */
     ret = npv_dev_region_read(bar->dev, bar->index, off, &v, width);
     if (ret < 0)
         return ret;
@@ -279,6 +301,8 @@ int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint6
         v.u32 = (uint32_t)val;
     else
         v.u64 = val;
+    if (bar->dev == NULL)
+        return -EINVAL; /* a wrapped memory region: a misaligned access has no transport */
     return npv_dev_region_write(bar->dev, bar->index, off, &v, width);
 }
 

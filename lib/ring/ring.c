@@ -295,6 +295,18 @@ static int ring_reset_device(struct npv_ring *r, int32_t cause, uint32_t failed)
     r->stats.resets++;
     ring_clear_status(r);
     int rc = r->cfg.reset(r->cfg.reset_arg);
+    /*
+     * And again now that the callback has stopped the device: a write it made
+     * between the first clear and the stop (a head, an error word) would
+     * otherwise survive the reset and be read against the restarted indexes
+     * (a job reported done before the device saw it, or a spurious fault).
+     * The contract (ring.h, reset): when the callback returns, nothing the
+     * device wrote before it is still on its way, and the restarted device
+     * writes nothing to the block before the next doorbell; so this store
+     * races nothing, and on non-coherent DMA it is cleaned before that
+     * doorbell as the first one is before the enable.
+     */
+    ring_clear_status(r);
     ring_restart_indexes(r);
     NPV_TRACE4(ring_reset, r, cause, failed, rc);
     if (rc < 0) {
@@ -426,34 +438,23 @@ static inline uint32_t head_distance(const struct npv_ring *r, uint32_t a, uint3
 }
 
 /*
- * A per-job error word, if it names a job among the n just completed (the
- * first of them is device index old_head, sequence number first_seq).
+ * A per-job error word with an error index, if the index names a job among
+ * the n just completed (the first of them is device index old_head, sequence
+ * number first_seq). The device wrote both before the head that covers the
+ * job (ring.h, NPV_RING_ERROR_PER_JOB): an index of a later job is ignored
+ * here and taken by the collect whose head covers it.
  */
-static void ring_take_error(struct npv_ring *r, uint32_t old_head, uint32_t first_seq, uint32_t n)
+static void ring_take_indexed_error(struct npv_ring *r, uint32_t old_head, uint32_t first_seq,
+                                    uint32_t n)
 {
     uint32_t err = __atomic_load_n(r->error_word, __ATOMIC_RELAXED);
     if (err == 0)
         return;
-    uint32_t rel;
-    if (r->error_index_word != NULL) {
-        uint32_t idx = __atomic_load_n(r->error_index_word, __ATOMIC_RELAXED);
-        rel = head_distance(r, old_head, idx);
-        /* A stale or wild index names no job of this batch: ignored, never used to index. */
-        if (rel >= n)
-            return;
-    } else {
-        /*
-         * The word is the newest completed job's. Taking it clears it, so the
-         * same code from a later job is news. Compare-exchange: a code the
-         * device wrote after this status read belongs to a later completion
-         * and stays for the next read.
-         */
-        rel = n - 1;
-        uint32_t expect = err;
-        __atomic_compare_exchange_n(r->error_word, &expect, 0, false, __ATOMIC_RELAXED,
-                                    __ATOMIC_RELAXED);
-        ring_clean_status(r, r->error_word, 4);
-    }
+    uint32_t idx = __atomic_load_n(r->error_index_word, __ATOMIC_RELAXED);
+    uint32_t rel = head_distance(r, old_head, idx);
+    /* A stale or wild index names no job of this batch: ignored, never used to index. */
+    if (rel >= n)
+        return;
     npv_inflight_set_status(r->jobs, first_seq + rel, -EIO, err);
     r->stats.dev_errors++;
 }
@@ -481,8 +482,81 @@ static int ring_wild_head(struct npv_ring *r, uint32_t head)
 }
 
 /*
- * Read the status block and finish what the device completed. 0, or
+ * The device's head moved to `head`: finish the jobs it covers. 0, or
  * -NPV_EDEVFAULT after recovering from an impossible head.
+ */
+static int ring_advance(struct npv_ring *r, uint32_t head)
+{
+    if (r->slot_head && head > r->mask)
+        return ring_wild_head(r, head);
+    uint32_t n = head_distance(r, r->dev_head, head);
+    if (n > r->rung - r->jobs->done)
+        return ring_wild_head(r, head);
+    uint32_t first_seq = r->jobs->done;
+    if (r->error_index_word != NULL)
+        ring_take_indexed_error(r, r->dev_head, first_seq, n);
+    inflight_complete(r->jobs, first_seq + n);
+    r->dev_head = head;
+    r->stats.completed += n;
+    r->irq_unread = true;
+    return 0;
+}
+
+/*
+ * A non-zero error word without an index (fatal, or per-job without
+ * error_index). It names the first job the head does not cover: the device
+ * writes the head covering every job it finished, then the word (release),
+ * and no head after it until the host has taken the word (per job) or reset
+ * the device (fatal) (ring.h, "Device contract"; model choice, no public
+ * source states an order). So read the head again now, after the word
+ * (acquire): a head the device wrote between this collect's first head read
+ * and the word is completed as usual before the word is charged, and the
+ * word is never charged to a job the device completed. 0, or -NPV_EDEVFAULT
+ * after recovering.
+ */
+static int ring_take_word(struct npv_ring *r, uint32_t word)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    ring_sync_status_for_cpu(r);
+    uint32_t head = __atomic_load_n(r->head_word, __ATOMIC_ACQUIRE);
+    if (head != r->dev_head) {
+        int rc = ring_advance(r, head);
+        if (rc < 0)
+            return rc;
+    }
+    if (r->fatal_word) {
+        ring_take_fatal(r, word);
+        return 0;
+    }
+    if (r->jobs->done == r->rung) {
+        /* Every announced job is covered: the word names none. */
+        r->stats.faults++;
+        npv_err(r->ctx,
+                "ring: device wrote error word %#x at head %u with no announced job in flight; "
+                "treating as a device fault",
+                word, head);
+        ring_recover(r, -NPV_EDEVFAULT, 0);
+        return -NPV_EDEVFAULT;
+    }
+    npv_inflight_set_status(r->jobs, r->jobs->done, -EIO, word);
+    r->stats.dev_errors++;
+    /* The device raised its interrupt for the word: an interrupt wait drains it before sleeping. */
+    r->irq_unread = true;
+    /*
+     * Taking it clears it, so the same code from a later job is news. The
+     * device waits for this store before it writes the head past the job,
+     * so it races no device write (and on non-coherent DMA its clean writes
+     * back nothing the device wrote since the invalidate above).
+     */
+    __atomic_store_n(r->error_word, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    ring_clean_status(r, r->error_word, 4);
+    return 0;
+}
+
+/*
+ * Read the status block and finish what the device completed. 0, or
+ * -NPV_EDEVFAULT after recovering from an impossible head or word.
  */
 static int ring_collect(struct npv_ring *r)
 {
@@ -491,23 +565,14 @@ static int ring_collect(struct npv_ring *r)
     ring_sync_status_for_cpu(r);
     uint32_t head = __atomic_load_n(r->head_word, __ATOMIC_ACQUIRE);
     if (head != r->dev_head) {
-        if (r->slot_head && head > r->mask)
-            return ring_wild_head(r, head);
-        uint32_t n = head_distance(r, r->dev_head, head);
-        if (n > r->rung - r->jobs->done)
-            return ring_wild_head(r, head);
-        uint32_t first_seq = r->jobs->done;
-        if (r->error_word != NULL && !r->fatal_word)
-            ring_take_error(r, r->dev_head, first_seq, n);
-        inflight_complete(r->jobs, first_seq + n);
-        r->dev_head = head;
-        r->stats.completed += n;
-        r->irq_unread = true;
+        int rc = ring_advance(r, head);
+        if (rc < 0)
+            return rc;
     }
-    if (r->fatal_word) {
+    if (r->error_word != NULL && r->error_index_word == NULL) {
         uint32_t word = __atomic_load_n(r->error_word, __ATOMIC_RELAXED);
         if (__builtin_expect(word != 0, 0))
-            ring_take_fatal(r, word);
+            return ring_take_word(r, word);
     }
     return 0;
 }

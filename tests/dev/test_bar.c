@@ -339,6 +339,43 @@ START_TEST(bar_unmap_releases_every_mapping)
 }
 END_TEST
 
+START_TEST(bar_wrap_presents_caller_memory_and_leaves_it_alone)
+{
+    uint64_t *mem = aligned_alloc(4096, 8192);
+    ck_assert_ptr_nonnull(mem);
+    memset(mem, 0, 8192);
+    struct npv_bar *bar;
+    ck_assert_int_eq(npv_bar_wrap(NULL, 4096, &bar), -EINVAL);
+    ck_assert_int_eq(npv_bar_wrap(mem, 0, &bar), -EINVAL);
+    ck_assert_int_eq(npv_bar_wrap((uint8_t *)mem + 4, 64, &bar), -EINVAL);
+    ck_assert_int_eq(npv_bar_wrap(mem, 8192, NULL), -EINVAL);
+    int before = count_maps();
+    ck_assert_int_eq(npv_bar_wrap(mem, 8192, &bar), 0);
+    ck_assert_ptr_null(bar->dev);
+    ck_assert_uint_eq(bar->size, 8192);
+    ck_assert_int_eq(npv_bar_is_direct(bar, 0, 8192), 1);
+    /* Both pages are plain memory: the accessors' stores land there, loads read it. */
+    npv_bar_write32_release(bar, 0x40, 0x12345678u);
+    npv_bar_write64(bar, 0x1008, 0x1122334455667788ull);
+    ck_assert_uint_eq(((uint32_t *)mem)[0x10], 0x12345678u);
+    ck_assert_uint_eq(mem[0x201], 0x1122334455667788ull);
+    mem[3] = 42;
+    ck_assert_uint_eq(npv_bar_read64(bar, 0x18), 42);
+    uint64_t v;
+    ck_assert_int_eq(npv_bar_read(bar, 0x18, 8, &v), 0);
+    ck_assert_uint_eq(v, 42);
+    /* A misaligned checked access has no transport to fall back to. */
+    ck_assert_int_eq(npv_bar_read(bar, 0x19, 4, &v), -EINVAL);
+    ck_assert_int_eq(npv_bar_write(bar, 0x1a, 8, 1), -EINVAL);
+    ck_assert_int_eq(npv_bar_read(bar, 8192, 4, &v), -ERANGE);
+    npv_bar_unmap(bar);
+    /* The memory is still the caller's: mapped, and nothing was mapped or unmapped. */
+    ck_assert_int_eq(count_maps(), before);
+    ck_assert_uint_eq(mem[3], 42);
+    free(mem);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("bar");
@@ -354,6 +391,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bar_unaligned_area_maps_only_whole_pages);
     tcase_add_test(tc, bar_refuses_unreadable_region);
     tcase_add_test(tc, bar_unmap_releases_every_mapping);
+    tcase_add_test(tc, bar_wrap_presents_caller_memory_and_leaves_it_alone);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -17,6 +17,7 @@ static int fake_reset(void *arg)
     /* A reset device forgets its ring position; the doorbell reads 0 again. */
     d->consumed = 0;
     d->hang = false;
+    d->halted = false;
     d->resync = true;
     __atomic_store_n((uint32_t *)(d->bar_mem + FAKE_DB_OFF), 0, __ATOMIC_RELAXED);
     if (d->on_enable != NULL)
@@ -96,6 +97,15 @@ uint32_t fake_dev_step(struct fake_dev *d, uint32_t max)
         return 0;
     uint32_t db = fake_dev_doorbell(d);
     uint32_t n = 0;
+    bool halt = false;
+    if (d->halted) {
+        if (__atomic_load_n(&d->status->error, __ATOMIC_ACQUIRE) != 0)
+            return 0;
+        /* The host took the word: the failed descriptor completes now. */
+        d->halted = false;
+        d->consumed++;
+        n++;
+    }
     while (d->consumed != db && n < max) {
         const struct fake_desc *desc = &d->ring[d->consumed & (d->entries - 1)];
         if (d->resync) {
@@ -105,6 +115,10 @@ uint32_t fake_dev_step(struct fake_dev *d, uint32_t max)
         if (desc->seq != d->expect_seq)
             d->bad_descs++;
         d->expect_seq = desc->seq + 1;
+        if (desc->fail != 0 && d->no_index) {
+            halt = true;
+            break;
+        }
         if (desc->fail != 0) {
             d->status->error = desc->fail;
             d->status->error_index = d->consumed;
@@ -112,6 +126,18 @@ uint32_t fake_dev_step(struct fake_dev *d, uint32_t max)
         d->status->last_payload = desc->payload;
         d->consumed++;
         n++;
+    }
+    if (halt) {
+        /* The head first (below), the word after it: it names the first job the head leaves out. */
+        d->halted = true;
+        if (n > 0)
+            __atomic_store_n(&d->status->head, d->consumed, __ATOMIC_RELEASE);
+        __atomic_store_n(&d->status->error, d->ring[d->consumed & (d->entries - 1)].fail,
+                         __ATOMIC_RELEASE);
+        uint64_t one = 1;
+        if (d->irq_fd >= 0)
+            (void)!write(d->irq_fd, &one, sizeof(one));
+        return n;
     }
     if (n > 0) {
         __atomic_store_n(&d->status->head, d->consumed, __ATOMIC_RELEASE);

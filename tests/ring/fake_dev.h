@@ -50,6 +50,14 @@ struct fake_dev {
     uint32_t bad_descs;  /* descriptors with an unexpected seq */
     bool hang;           /* stop completing */
     bool resync;         /* after a reset: take the next seq as it comes */
+    /*
+     * A per-job error word without an index (ring.h's contract for it): at a
+     * failing descriptor the device writes the head over the jobs before it,
+     * then the word, and completes the failed job only once the host has
+     * cleared the word. false: word and error_index, then the head.
+     */
+    bool no_index;
+    bool halted; /* no_index: stopped at a failed descriptor until the word is cleared */
     unsigned resets;
     int reset_rc; /* what the reset callback returns (then cleared to 0) */
     /* Called by the reset callback once the device is enabled again (NULL: none). */

@@ -83,9 +83,10 @@ uint32_t fake_etpu_step(struct fake_etpu *d, uint32_t max)
         return 0;
     }
     uint32_t n = 0;
+    uint32_t fatal = 0;
     while (d->fetched != tail && n < max) {
         if (d->fatal_after != 0 && --d->fatal_after == 0) {
-            etpu_fatal(d, ETPU_FATAL_INJECTED);
+            fatal = ETPU_FATAL_INJECTED;
             break;
         }
         const struct etpu_desc *desc = &d->ring[d->fetched];
@@ -94,7 +95,7 @@ uint32_t fake_etpu_step(struct fake_etpu *d, uint32_t max)
             d->resync = false;
         }
         if (desc->address != d->expect_seq || desc->reserved != 0) {
-            etpu_fatal(d, ETPU_FATAL_BAD_DESC);
+            fatal = ETPU_FATAL_BAD_DESC;
             break;
         }
         d->expect_seq++;
@@ -102,8 +103,11 @@ uint32_t fake_etpu_step(struct fake_etpu *d, uint32_t max)
         d->wraps += d->fetched == 0;
         n++;
     }
+    /* ring.h's device contract: the head over what was finished, then the fatal word. */
     if (n > 0)
         __atomic_store_n(&d->status->completed_head, d->fetched, __ATOMIC_RELEASE);
+    if (fatal != 0)
+        etpu_fatal(d, fatal);
     return n;
 }
 

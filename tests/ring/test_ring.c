@@ -265,25 +265,32 @@ START_TEST(ring_error_word_without_index_reports_a_repeated_code_as_a_new_failur
 {
     npv_ring_free(ring);
     cfg.fields.error_index = NPV_RING_NO_FIELD;
+    dev.no_index = true;
     ck_assert_int_eq(npv_ring_new(ctx, &cfg, &ring), 0);
     struct npv_cpl cpl[64];
     ck_assert_int_eq(push_one(0), 0);
     ck_assert_int_eq(push_one(5), 0);
     ck_assert_int_eq(npv_ring_submit(ring), 2);
-    fake_dev_step(&dev, UINT32_MAX);
-    ck_assert_int_eq(npv_ring_poll(ring, cpl, 64), 2);
+    /* Head over job 0, then the word: it names job 1, which the head leaves out. */
+    ck_assert_uint_eq(fake_dev_step(&dev, UINT32_MAX), 1);
+    ck_assert_int_eq(npv_ring_poll(ring, cpl, 64), 1);
     ck_assert_int_eq(cpl[0].status, 0);
-    ck_assert_int_eq(cpl[1].status, -EIO);
-    ck_assert_uint_eq(cpl[1].dev_error, 5);
-    /* A second failure with the same code is a failure, not "no news". */
-    ck_assert_int_eq(push_one(5), 0);
-    ck_assert_int_eq(npv_ring_submit(ring), 1);
-    fake_dev_step(&dev, UINT32_MAX);
+    /* The engine took the word; only then does the device complete job 1. */
+    ck_assert_uint_eq(dev.status->error, 0);
+    ck_assert_uint_eq(fake_dev_step(&dev, UINT32_MAX), 1);
     ck_assert_int_eq(npv_ring_poll(ring, cpl, 64), 1);
     ck_assert_int_eq(cpl[0].status, -EIO);
     ck_assert_uint_eq(cpl[0].dev_error, 5);
-    /* The engine took the word: it reads 0 until the device writes it again. */
+    /* A second failure with the same code is a failure, not "no news". */
+    ck_assert_int_eq(push_one(5), 0);
+    ck_assert_int_eq(npv_ring_submit(ring), 1);
+    ck_assert_uint_eq(fake_dev_step(&dev, UINT32_MAX), 0); /* the word, no head */
+    ck_assert_int_eq(npv_ring_poll(ring, cpl, 64), 0);
     ck_assert_uint_eq(dev.status->error, 0);
+    ck_assert_uint_eq(fake_dev_step(&dev, UINT32_MAX), 1);
+    ck_assert_int_eq(npv_ring_poll(ring, cpl, 64), 1);
+    ck_assert_int_eq(cpl[0].status, -EIO);
+    ck_assert_uint_eq(cpl[0].dev_error, 5);
     /* And a job that succeeds after it is a success. */
     ck_assert_int_eq(push_one(0), 0);
     ck_assert_int_eq(npv_ring_submit(ring), 1);
@@ -291,6 +298,25 @@ START_TEST(ring_error_word_without_index_reports_a_repeated_code_as_a_new_failur
     ck_assert_int_eq(npv_ring_poll(ring, cpl, 64), 1);
     ck_assert_int_eq(cpl[0].status, 0);
     ck_assert_uint_eq(dev.bad_descs, 0);
+}
+END_TEST
+
+START_TEST(ring_error_word_without_index_and_no_job_left_is_a_device_fault)
+{
+    npv_ring_free(ring);
+    cfg.fields.error_index = NPV_RING_NO_FIELD;
+    ck_assert_int_eq(npv_ring_new(ctx, &cfg, &ring), 0);
+    struct npv_cpl cpl[64];
+    ck_assert_int_eq(push_one(0), 0);
+    ck_assert_int_eq(npv_ring_submit(ring), 1);
+    fake_dev_step(&dev, UINT32_MAX);
+    /* The head covers the only job announced: a word now names nothing. */
+    __atomic_store_n(&dev.status->error, 9, __ATOMIC_RELEASE);
+    ck_assert_int_eq(npv_ring_poll(ring, cpl, 64), -NPV_EDEVFAULT);
+    ck_assert_int_eq(npv_ring_poll(ring, cpl, 64), 1);
+    ck_assert_int_eq(cpl[0].status, 0);
+    ck_assert_uint_eq(dev.status->error, 0);
+    ck_assert_uint_eq(dev.resets, 1);
 }
 END_TEST
 
@@ -675,6 +701,7 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, ring_reports_device_error_word_on_the_named_job);
     tcase_add_test(tc, ring_ignores_error_index_outside_the_completed_batch);
     tcase_add_test(tc, ring_error_word_without_index_reports_a_repeated_code_as_a_new_failure);
+    tcase_add_test(tc, ring_error_word_without_index_and_no_job_left_is_a_device_fault);
     tcase_add_test(tc, ring_wait_timeout_fails_nothing_and_resets_nothing);
     tcase_add_test(tc, ring_job_past_its_own_deadline_fails_alone_and_the_rest_are_cancelled);
     tcase_add_test(tc, ring_wait_returns_jobs_failed_by_their_deadline_as_completions);

@@ -3,10 +3,13 @@
  * Cache maintenance order on a restart, observed through the ring's sync
  * seam (lib/ring/ring_internal.h): on non-coherent DMA the status block must
  * be zeroed and cleaned to the point of coherency BEFORE the reset callback
- * enables the device, and never written by the CPU after it; otherwise the
- * next clean+invalidate writes the CPU's zero over the device's first
- * completion. The recorder logs every sync and every reset, in order, with
- * what the status block and the doorbell held at that moment.
+ * enables the device (otherwise the next clean+invalidate writes the CPU's
+ * zero over the device's first completion), and zeroed and cleaned AGAIN
+ * after the callback returns and before the next doorbell, so that a status
+ * write the device made while the reset was stopping it does not survive the
+ * reset (ring.h: the restarted device writes nothing to the block before the
+ * next doorbell). The recorder logs every sync and every reset, in order,
+ * with what the status block and the doorbell held at that moment.
  */
 #include <check.h>
 #include <errno.h>
@@ -21,9 +24,10 @@
 #include "fake_sink.h"
 #include "ring_internal.h"
 
-#define LONG_NS        (10ull * 1000000000ull)
-#define MAX_EVENTS     64
-#define ENABLED_MARKER 0x77u /* what the fake device writes into its status block once enabled */
+#define LONG_NS    (10ull * 1000000000ull)
+#define MAX_EVENTS 64
+#define STALE_MARKER                                                                               \
+    0x77u /* a status write that raced the reset, landing as the callback stops the device */
 
 enum ev_kind { EV_FOR_DEVICE, EV_FOR_CPU, EV_RESET };
 
@@ -86,11 +90,12 @@ static void rec_for_cpu(void *arg, struct npv_dma *dma, size_t off, size_t len)
 static const struct npv_ring_sync_hook recorder = {
     .for_device = rec_for_device, .for_cpu = rec_for_cpu, .arg = NULL};
 
-/* The reset callback has just enabled the device, which writes its status block. */
+/* Inside the reset callback: a write the device made before it stopped lands now. */
 static void on_enable(struct fake_dev *d)
 {
     record(EV_RESET, NULL, 0, 0);
-    __atomic_store_n(&d->status->error_index, ENABLED_MARKER, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->status->head, 3, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->status->error_index, STALE_MARKER, __ATOMIC_RELEASE);
 }
 
 static void setup(void)
@@ -139,7 +144,10 @@ static int find(enum ev_kind kind, const struct npv_dma *dma, unsigned from)
     return -1;
 }
 
-/* The recovery's order: the block zeroed and cleaned, then the device enabled, then hands off. */
+/*
+ * The recovery's order: the block zeroed and cleaned, then the device reset
+ * and enabled, then the block zeroed and cleaned again before any doorbell.
+ */
 static void assert_cleaned_before_enable(void)
 {
     int reset = find(EV_RESET, NULL, 0);
@@ -152,9 +160,15 @@ static void assert_cleaned_before_enable(void)
     ck_assert_msg(events[clean].status_zero, "the status block was cleaned before it was zeroed");
     ck_assert_uint_le(events[clean].off, 0);
     ck_assert_uint_ge(events[clean].off + events[clean].len, cfg.status_size);
-    /* After the enable the CPU wrote nothing: the device's write is still there. */
-    ck_assert_uint_eq(__atomic_load_n(&dev.status->error_index, __ATOMIC_ACQUIRE), ENABLED_MARKER);
-    ck_assert_int_lt(find(EV_FOR_DEVICE, status_dma, (unsigned)reset + 1), 0);
+    /* After the callback: zeroed and cleaned again, the doorbell not yet rung. */
+    int again = find(EV_FOR_DEVICE, status_dma, (unsigned)reset + 1);
+    ck_assert_msg(again >= 0, "the status block was not cleaned after the reset callback");
+    ck_assert_msg(events[again].status_zero, "a write racing the reset survived it");
+    ck_assert_uint_le(events[again].off, 0);
+    ck_assert_uint_ge(events[again].off + events[again].len, cfg.status_size);
+    ck_assert_uint_eq(events[again].doorbell, 0);
+    ck_assert_uint_eq(__atomic_load_n(&dev.status->head, __ATOMIC_ACQUIRE), 0);
+    ck_assert_uint_eq(__atomic_load_n(&dev.status->error_index, __ATOMIC_ACQUIRE), 0);
 }
 
 START_TEST(ring_reset_zeroes_and_cleans_the_status_block_before_enabling_the_device)
