@@ -135,6 +135,109 @@ uint32_t edgetpu_pkg_get32(const uint8_t *buf, uint32_t bit)
 
 /* ---- TFLite: the one edgetpu-custom-op's custom options ---- */
 
+/* An [int] vector of tensor indices: each < limit (or -1, an absent optional tensor). */
+static void index_vector(struct fb *fb, const struct fb_table *t, unsigned id, uint32_t limit)
+{
+    struct fb_vec v;
+    fb_vector(fb, t, id, 4, &v);
+    for (uint32_t i = 0; fb->err == 0 && i < v.len; i++) {
+        int32_t x = (int32_t)fb_vec_u32(fb, &v, i);
+        if (x < -1 || (x >= 0 && (uint32_t)x >= limit))
+            fb_fail(fb, -EBADMSG, "a tensor index out of range");
+    }
+}
+
+/*
+ * The rest of the TFLite model, verified as the TFLite schema lays it out, so
+ * that no part of the file is taken unread: description 3, buffers 4 (Buffer
+ * {data 0, offset 1, size 2}), metadata_buffer 5, metadata 6 (Metadata {name 0,
+ * buffer 1}), signature_defs 7 (SignatureDef {inputs 0, outputs 1 of TensorMap
+ * {name 0, tensor_index 1}, signature_key 2, subgraph_index 4}); per subgraph
+ * tensors 0 (Tensor {shape 0, buffer 2, name 3, quantization 4
+ * (QuantizationParameters {min 0, max 1, scale 2, zero_point 3}), sparsity 6,
+ * shape_signature 7}), inputs 1, outputs 2, name 4; per operator inputs 1,
+ * outputs 2, builtin_options 4, intermediates 8.
+ */
+static void verify_tflite(struct fb *fb, const struct fb_table *model,
+                          const struct fb_vec *subgraphs)
+{
+    struct fb_vec buffers, meta, sigs, v;
+    fb_string(fb, model, 3, NULL);
+    fb_vector(fb, model, 4, 4, &buffers);
+    for (uint32_t i = 0; fb->err == 0 && i < buffers.len; i++) {
+        struct fb_table b;
+        if (fb_vec_table(fb, &buffers, i, &b)) {
+            fb_vector(fb, &b, 0, 1, &v);
+            uint64_t off = fb_u64(fb, &b, 1, 0), size = fb_u64(fb, &b, 2, 0);
+            if (off != 0 && (off > fb->n || size > fb->n - off))
+                fb_fail(fb, -EBADMSG, "a buffer lies outside the file");
+        }
+    }
+    fb_vector(fb, model, 5, 4, &v);
+    for (uint32_t i = 0; fb->err == 0 && i < v.len; i++)
+        if (fb_vec_u32(fb, &v, i) >= buffers.len)
+            fb_fail(fb, -EBADMSG, "a metadata buffer index out of range");
+    fb_vector(fb, model, 6, 4, &meta);
+    for (uint32_t i = 0; fb->err == 0 && i < meta.len; i++) {
+        struct fb_table t;
+        if (fb_vec_table(fb, &meta, i, &t)) {
+            fb_string(fb, &t, 0, NULL);
+            if (fb_u32(fb, &t, 1, 0) >= buffers.len)
+                fb_fail(fb, -EBADMSG, "a metadata buffer index out of range");
+        }
+    }
+    fb_vector(fb, model, 7, 4, &sigs);
+    for (uint32_t i = 0; fb->err == 0 && i < sigs.len; i++) {
+        struct fb_table t, tm;
+        if (!fb_vec_table(fb, &sigs, i, &t))
+            break;
+        for (unsigned id = 0; id < 2; id++) {
+            fb_vector(fb, &t, id, 4, &v);
+            for (uint32_t k = 0; fb->err == 0 && k < v.len; k++)
+                if (fb_vec_table(fb, &v, k, &tm))
+                    fb_string(fb, &tm, 0, NULL);
+        }
+        fb_string(fb, &t, 2, NULL);
+        if (fb_u32(fb, &t, 4, 0) >= subgraphs->len)
+            fb_fail(fb, -EBADMSG, "a signature names a subgraph out of range");
+    }
+    for (uint32_t s = 0; fb->err == 0 && s < subgraphs->len; s++) {
+        struct fb_table sg, t, q;
+        struct fb_vec tensors, ops;
+        if (!fb_vec_table(fb, subgraphs, s, &sg))
+            break;
+        fb_vector(fb, &sg, 0, 4, &tensors);
+        for (uint32_t i = 0; fb->err == 0 && i < tensors.len; i++) {
+            if (!fb_vec_table(fb, &tensors, i, &t))
+                break;
+            fb_vector(fb, &t, 0, 4, &v);
+            if (fb_u32(fb, &t, 2, 0) >= buffers.len && buffers.len != 0)
+                fb_fail(fb, -EBADMSG, "a tensor's buffer index out of range");
+            fb_string(fb, &t, 3, NULL);
+            if (fb_table(fb, &t, 4, &q)) {
+                fb_vector(fb, &q, 0, 4, &v);
+                fb_vector(fb, &q, 1, 4, &v);
+                fb_vector(fb, &q, 2, 4, &v);
+                fb_vector(fb, &q, 3, 8, &v);
+            }
+            fb_vector(fb, &t, 7, 4, &v);
+        }
+        index_vector(fb, &sg, 1, tensors.len);
+        index_vector(fb, &sg, 2, tensors.len);
+        fb_string(fb, &sg, 4, NULL);
+        fb_vector(fb, &sg, 3, 4, &ops);
+        for (uint32_t o = 0; fb->err == 0 && o < ops.len; o++) {
+            if (!fb_vec_table(fb, &ops, o, &t))
+                break;
+            index_vector(fb, &t, 1, tensors.len);
+            index_vector(fb, &t, 2, tensors.len);
+            index_vector(fb, &t, 8, tensors.len);
+            if (fb_u8(fb, &t, 3, 0) != 0)
+                fb_table(fb, &t, 4, &q);
+        }
+    }
+}
+
 static int find_custom_op(struct load *ld, struct fb *fb, struct fb_vec *opts)
 {
     struct fb_table model;
@@ -144,6 +247,12 @@ static int find_custom_op(struct load *ld, struct fb *fb, struct fb_vec *opts)
         return fb_said(ld, fb, "TFLite model");
     fb_vector(fb, &model, 1, 4, &codes);
     fb_vector(fb, &model, 2, 4, &subgraphs);
+    for (uint32_t i = 0; fb->err == 0 && i < codes.len; i++) {
+        struct fb_table code;
+        if (fb_vec_table(fb, &codes, i, &code))
+            fb_string(fb, &code, 1, NULL);
+    }
+    verify_tflite(fb, &model, &subgraphs);
     for (uint32_t s = 0; fb->err == 0 && s < subgraphs.len; s++) {
         struct fb_table sg;
         struct fb_vec ops;
