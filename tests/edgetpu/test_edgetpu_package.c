@@ -26,6 +26,7 @@
 
 #include "npv_test.h"
 #include "package_check.h"
+#include "pkg_build.h"
 
 #define NR_MODELS 5
 static const char *const MODELS[NR_MODELS] = {
@@ -580,6 +581,126 @@ START_TEST(allocation_failure_walk)
 }
 END_TEST
 
+/* A built file: load it, expect err and a reason containing what. */
+static void expect_built(const struct pkg_spec *s, int err, const char *what)
+{
+    uint8_t *b;
+    size_t size = pkg_build(s, &b);
+    struct npv_edgetpu_model *m = NULL;
+    char why[256];
+    int r = npv_edgetpu_model_load_mem(NULL, b, size, &m, why, sizeof(why));
+    ck_assert_msg(r == err, "expected %d (%s), got %d: %s", err, what, r, why);
+    if (r == 0) {
+        exercise(m);
+        npv_edgetpu_model_unload(m);
+    } else {
+        ck_assert_msg(strstr(why, what) != NULL, "'%s' does not say '%s'", why, what);
+    }
+    free(b);
+}
+
+START_TEST(built_file_loads)
+{
+    struct pkg_spec s;
+    pkg_spec_default(&s);
+    uint8_t *b;
+    size_t size = pkg_build(&s, &b);
+    struct npv_edgetpu_model *m = NULL;
+    char why[256];
+    ck_assert_msg(npv_edgetpu_model_load_mem(NULL, b, size, &m, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_ptr_null(npv_edgetpu_model_caching(m));
+    ck_assert_uint_eq(npv_edgetpu_model_caching_token(m), 0);
+    ck_assert(!npv_edgetpu_model_same_cache(m, m));
+    struct npv_edgetpu_exe_info info;
+    npv_edgetpu_model_exe_info(npv_edgetpu_model_main(m), &info);
+    ck_assert_uint_eq(info.type, NPV_EDGETPU_EXE_STAND_ALONE);
+    ck_assert_uint_eq(info.parameters_size, 8);
+    unsigned n = 0;
+    link_and_check(npv_edgetpu_model_main(m), &n);
+    ck_assert_uint_eq(n, 4);
+    npv_edgetpu_model_unload(m);
+    free(b);
+    /* The caching pair; the field at the chunk's last bits; batch 2 with batch element 1. */
+    s.type = -1;
+    expect_built(&s, 0, "");
+    pkg_spec_default(&s);
+    s.field_bit[3] = 480;
+    expect_built(&s, 0, "");
+    s.batch = 2;
+    s.field_batch = 1;
+    expect_built(&s, 0, "");
+    pkg_spec_default(&s);
+    s.nr_chips = 1;
+    expect_built(&s, 0, "");
+}
+END_TEST
+
+START_TEST(built_refusals)
+{
+    struct pkg_spec s;
+    pkg_spec_default(&s);
+    s.dram_params = true;
+    expect_built(&s, -ENOTSUP, "TPU DRAM");
+    pkg_spec_default(&s);
+    s.virtual_chip = -1;
+    expect_built(&s, -ENOTSUP, "several chips");
+    pkg_spec_default(&s);
+    s.multi_chip = true;
+    expect_built(&s, -ENOTSUP, "several chips");
+    pkg_spec_default(&s);
+    s.nr_ops = 2;
+    expect_built(&s, -ENOTSUP, "more than one edgetpu-custom-op");
+    pkg_spec_default(&s);
+    s.nr_ops = 0;
+    expect_built(&s, -ENOENT, "no edgetpu-custom-op");
+    pkg_spec_default(&s);
+    s.nr_chips = 2;
+    expect_built(&s, -ENOTSUP, "2 chips");
+    pkg_spec_default(&s);
+    s.type = 3;
+    expect_built(&s, -ENOTSUP, "unknown type 3");
+}
+END_TEST
+
+START_TEST(built_inconsistent)
+{
+    struct pkg_spec s;
+    pkg_spec_default(&s);
+    s.field_bit[1] = 20; /* bits 20..51 over the first field's 3..34 */
+    expect_built(&s, -EBADMSG, "overlaps");
+    pkg_spec_default(&s);
+    s.field_bit[3] = 481; /* one bit past the 64-byte chunk */
+    expect_built(&s, -EBADMSG, "outside the chunk");
+    pkg_spec_default(&s);
+    s.field_bit[0] = -1;
+    expect_built(&s, -EBADMSG, "outside the chunk");
+    pkg_spec_default(&s);
+    s.field_layer = "nope";
+    expect_built(&s, -EBADMSG, "layer nope the executable lacks");
+    pkg_spec_default(&s);
+    s.field_batch = 1; /* of batch size 1 */
+    expect_built(&s, -EBADMSG, "batch 1 of 1");
+    pkg_spec_default(&s);
+    s.field_desc = 7;
+    expect_built(&s, -EBADMSG, "unknown base address kind 7");
+    pkg_spec_default(&s);
+    s.field_desc = NPV_EDGETPU_BASE_SCRATCH;
+    s.batch = 2;
+    s.field_batch = 1;
+    expect_built(&s, -EBADMSG, "scratch with batch 1");
+    pkg_spec_default(&s);
+    s.batch = 0;
+    expect_built(&s, -EBADMSG, "batch size 0");
+    pkg_spec_default(&s);
+    s.dup_layer = true;
+    expect_built(&s, -EBADMSG, "share the name in");
+    pkg_spec_default(&s);
+    s.type = -1;
+    s.token = 0;
+    expect_built(&s, -EBADMSG, "without a token");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("edgetpu_package");
@@ -599,6 +720,11 @@ static Suite *suite(void)
     tcase_add_loop_test(bad, bit_flipped_files_never_crash, 0, NR_MODELS);
     tcase_add_test(bad, structure_flips_fail);
     suite_add_tcase(s, bad);
+    TCase *built = tcase_create("built");
+    tcase_add_test(built, built_file_loads);
+    tcase_add_test(built, built_refusals);
+    tcase_add_test(built, built_inconsistent);
+    suite_add_tcase(s, built);
     TCase *chk = tcase_create("model_check");
     tcase_add_test(chk, pattern_is_its_definition);
     suite_add_tcase(s, chk);
