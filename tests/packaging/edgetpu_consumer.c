@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Built against the installed <npuvfio/edgetpu.h> and libnpuvfio-edgetpu
+ * Built against the installed <npuvfio/edgetpu.h>, <npuvfio/edgetpu_model.h> and libnpuvfio-edgetpu
  * (pkg-config npuvfio-edgetpu) by install_consumer.sh: the header compiles on
  * its own and the installed shared library resolves and answers. No device is
  * needed: the calls are ones that touch none.
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <npuvfio/edgetpu.h>
+#include <npuvfio/edgetpu_model.h>
 
 int main(void)
 {
@@ -26,6 +27,15 @@ int main(void)
     int r = npv_edgetpu_open(NULL, NULL, &tpu);
     if (r != -EINVAL || tpu != NULL) {
         fprintf(stderr, "FAIL: npv_edgetpu_open(NULL) = %d, want -EINVAL\n", r);
+        return 1;
+    }
+    /* Compiled models: eight bytes that are no TFLite file are refused, with a reason. */
+    struct npv_edgetpu_model *m = NULL;
+    char why[128];
+    r = npv_edgetpu_model_load_mem(NULL, "12345678", 8, &m, why, sizeof(why));
+    if (r != -EBADMSG || m != NULL || why[0] == '\0') {
+        fprintf(stderr, "FAIL: npv_edgetpu_model_load_mem(garbage) = %d (%s), want -EBADMSG\n", r,
+                why);
         return 1;
     }
     puts("ok: edgetpu consumer");
