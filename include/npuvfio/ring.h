@@ -217,6 +217,15 @@ NPV_API uint32_t npv_inflight_fail_all(struct npv_inflight *t, int32_t first_sta
                                        int32_t others_status);
 /* Move up to max finished jobs, oldest first, into cpl. Returns how many. */
 NPV_API unsigned npv_inflight_reap(struct npv_inflight *t, struct npv_cpl *cpl, unsigned max);
+/*
+ * The names the table's counters carry in lib/stats (stats.h): its device
+ * (e.g. "rknpu fdab0000.npu") and queue (e.g. "core0"); NULL keeps one.
+ * Other characters than [A-Za-z0-9-_.:/] become '_'. Default: device
+ * "unnamed", queue "queueN".
+ */
+NPV_API void npv_inflight_set_name(struct npv_inflight *t, const char *device, const char *queue);
+/* Count a device reset the table's owner made (stats.h "resets"; the ring counts its own). */
+NPV_API void npv_inflight_count_reset(struct npv_inflight *t);
 /* Jobs added and not yet finished / finished and not yet reaped. */
 NPV_API uint32_t npv_inflight_unfinished(const struct npv_inflight *t);
 NPV_API uint32_t npv_inflight_unreaped(const struct npv_inflight *t);
@@ -476,6 +485,8 @@ struct npv_ring_stats {
     uint64_t irq_sleeps; /* blocking waits on the interrupt's eventfd (wake-ups) */
 };
 NPV_API void npv_ring_stats(const struct npv_ring *r, struct npv_ring_stats *st);
+/* The names of the ring's counters in lib/stats (stats.h): npv_inflight_set_name. */
+NPV_API void npv_ring_set_name(struct npv_ring *r, const char *device, const char *queue);
 NPV_API uint32_t npv_ring_entries(const struct npv_ring *r);
 /* How many jobs may be claimed and not yet reaped: entries, or entries - 1 with a slot format. */
 NPV_API uint32_t npv_ring_capacity(const struct npv_ring *r);

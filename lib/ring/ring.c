@@ -293,6 +293,7 @@ void npv_ring_free(struct npv_ring *r)
 static int ring_reset_device(struct npv_ring *r, int32_t cause, uint32_t failed)
 {
     r->stats.resets++;
+    npv_stat_add(&r->jobs->stats.resets, 1);
     ring_clear_status(r);
     int rc = r->cfg.reset(r->cfg.reset_arg);
     /*
@@ -411,6 +412,17 @@ int npv_ring_push(struct npv_ring *r, const void *desc, uint64_t cookie)
     return 0;
 }
 
+/*
+ * Stats latency (on only when the context asked, stats.h): the time the
+ * doorbell announced jobs [from, end), one vDSO clock read per batch.
+ */
+static void ring_stamp_doorbell(struct npv_ring *r, uint32_t from, uint32_t end)
+{
+    uint64_t now = npv_now_ns();
+    for (uint32_t seq = from; seq != end; seq++)
+        r->jobs->slots[seq & r->jobs->mask].t0_ns = now;
+}
+
 int npv_ring_submit(struct npv_ring *r)
 {
     uint32_t tail = r->jobs->tail;
@@ -425,6 +437,8 @@ int npv_ring_submit(struct npv_ring *r)
     else
         npv_bar_write32_release(r->cfg.db_bar, r->cfg.db_off, (uint32_t)val);
     NPV_TRACE3(doorbell, r, val, n);
+    if (r->jobs->stats.latency)
+        ring_stamp_doorbell(r, tail - n, tail);
     r->rung = tail;
     r->stats.submitted += n;
     r->stats.doorbells++;
@@ -496,6 +510,8 @@ static int ring_advance(struct npv_ring *r, uint32_t head)
     if (r->error_index_word != NULL)
         ring_take_indexed_error(r, r->dev_head, first_seq, n);
     inflight_complete(r->jobs, first_seq + n);
+    if (r->jobs->stats.latency)
+        inflight_measure(r->jobs, first_seq, first_seq + n, npv_now_ns());
     r->dev_head = head;
     r->stats.completed += n;
     r->irq_unread = true;
@@ -760,6 +776,11 @@ int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsigned min
             return rc;
     }
     return (int)inflight_reap(r->jobs, cpl, max);
+}
+
+void npv_ring_set_name(struct npv_ring *r, const char *device, const char *queue)
+{
+    npv_inflight_set_name(r->jobs, device, queue);
 }
 
 void npv_ring_stats(const struct npv_ring *r, struct npv_ring_stats *st)
