@@ -262,6 +262,7 @@ static uint64_t field(const struct npv_stats *st, size_t i)
 
 static void json_stats(FILE *f, const struct npv_stats *st)
 {
+    fputc('{', f);
     for (size_t i = 0; i < N_COUNTERS; i++)
         fprintf(f, "\"%s\":%" PRIu64 ",", counters[i].name, field(st, i));
     fprintf(f, "\"latency_ns\":{\"count\":%" PRIu64 ",\"sum\":%" PRIu64 ",\"buckets\":[",
