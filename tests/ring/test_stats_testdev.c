@@ -171,6 +171,28 @@ static char *ask(const char *cmd)
     return buf;
 }
 
+/* Run a shell command; its standard output, which must end with exit status 0. */
+static char *run(const char *cmd)
+{
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    size_t r;
+    while ((r = fread(buf + len, 1, cap - 1 - len, f)) > 0) {
+        len += r;
+        if (len + 1 == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            ck_assert_ptr_nonnull(buf);
+        }
+    }
+    buf[len] = '\0';
+    ck_assert_int_eq(pclose(f), 0);
+    return buf;
+}
+
 /* ---- a small JSON reader: the number at a path of object keys ---- */
 
 static const char *skip_ws(const char *p)
@@ -412,6 +434,23 @@ START_TEST(stats_count_every_class_and_the_socket_serves_json_and_prometheus)
                         (double)(seen_ok + seen_err));
     ck_assert(prom_value(prom, "npuvfio_dma_maps_total", NULL) >= 1);
     free(prom);
+
+    /* The CLI reads the same socket: Prometheus text, and --watch twice. */
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s stats %s --prometheus", NPV_CLI, stats_path);
+    char *cli = run(cmd);
+    ck_assert_double_eq(prom_value(cli, "npuvfio_queue_ok_total", "queue=\"ring0\""),
+                        (double)seen_ok);
+    free(cli);
+    snprintf(cmd, sizeof(cmd), "%s stats %s --watch --interval 0.01 --count 2", NPV_CLI,
+             stats_path);
+    cli = run(cmd);
+    char *second = strstr(cli, "}\n{");
+    ck_assert_msg(second != NULL, "two JSON documents: %s", cli);
+    second[1] = '\0';
+    ck_assert(json_valid_document(cli));
+    ck_assert(json_valid_document(second + 2));
+    free(cli);
 
     char *bad = ask("what\n");
     ck_assert_ptr_nonnull(strstr(bad, "\"error\""));
