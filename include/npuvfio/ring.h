@@ -469,6 +469,31 @@ NPV_API int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsi
 NPV_API int npv_ring_set_irq_wanted(struct npv_ring *r, uint32_t *word, struct npv_dma *dma);
 
 /*
+ * A completion fd for an event loop (epoll, poll, io_uring POLL_ADD), for a
+ * ring with an interrupt (the config's irq): wait for EPOLLIN on it, then
+ * call npv_ring_reap_fd. It is readable while completions wait: the
+ * device's completion interrupt makes it readable, and npv_ring_reap_fd
+ * drains it, collects and reaps up to max, and makes it readable again when
+ * it leaves completions unreaped (level-triggered: a loop that reaps fewer
+ * than are waiting is woken again). The first call also sets the
+ * interrupt-wanted word (npv_ring_set_irq_wanted) to 1 for good, since the
+ * loop sleeps where the engine cannot see it; a device without that word
+ * must be asked to interrupt per job (testdev: NPV_TESTDEV_DESC_IRQ).
+ * A hung device raises nothing: give epoll a timeout no longer than the
+ * jobs' budget and call npv_ring_reap_fd when it expires too (it reads the
+ * clock and fails the jobs whose deadline passed, see "Deadlines"). Jobs
+ * reaped with npv_ring_poll or npv_ring_wait in between may leave the fd
+ * readable with nothing to reap once (npv_ring_reap_fd then returns 0);
+ * npv_ring_poll itself is unchanged and makes no system call.
+ * Returns the fd (owned by the ring's irq), or -EINVAL without an irq.
+ * npv_ring_reap_fd: the number reaped (possibly 0), -EINVAL, -NPV_EDEVFAULT
+ * as npv_ring_poll, or the errno of the eventfd read or write. Same
+ * thread-safety as the ring: one thread at a time.
+ */
+NPV_API int npv_ring_completion_fd(struct npv_ring *r);
+NPV_API int npv_ring_reap_fd(struct npv_ring *r, struct npv_cpl *cpl, unsigned max);
+
+/*
  * Fail every job in flight with -ECANCELED, call the reset callback, and
  * make the ring usable again. Also how a dead ring is brought back.
  */
