@@ -10,6 +10,7 @@
 #include <check.h>
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,6 +459,55 @@ START_TEST(stats_count_every_class_and_the_socket_serves_json_and_prometheus)
 }
 END_TEST
 
+/* A reader on another thread while the owner runs jobs: no lock, counts only grow. */
+static volatile int reader_stop;
+
+static void *reader(void *arg)
+{
+    uint64_t *reads = arg;
+    uint64_t last_req = 0, last_done = 0;
+    struct npv_stats *st = malloc(sizeof(*st));
+    ck_assert_ptr_nonnull(st);
+    while (!__atomic_load_n(&reader_stop, __ATOMIC_RELAXED)) {
+        ck_assert_int_eq(npv_stats_read(t.ctx, NULL, st, sizeof(*st)), 1);
+        uint64_t done = st->ok + st->dev_error + st->timeout + st->cancelled + st->fault;
+        ck_assert_uint_ge(st->requests, last_req);
+        ck_assert_uint_ge(done, last_done);
+        last_req = st->requests;
+        last_done = done;
+        char *text;
+        size_t len;
+        ck_assert_int_eq(npv_stats_format(t.ctx, NPV_STATS_PROMETHEUS, &text, &len), 0);
+        free(text);
+        (*reads)++;
+    }
+    free(st);
+    return NULL;
+}
+
+START_TEST(stats_are_read_from_another_thread_while_jobs_run)
+{
+    uint64_t reads = 0;
+    reader_stop = 0;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, reader, &reads), 0);
+    run_ok(2000);
+    /* And through the socket's own thread at the same time. */
+    char *json = ask("json\n");
+    ck_assert(json_valid_document(json));
+    free(json);
+    run_ok(500);
+    __atomic_store_n(&reader_stop, 1, __ATOMIC_RELAXED);
+    pthread_join(th, NULL);
+    ck_assert_uint_gt(reads, 0);
+    struct npv_stats st;
+    ck_assert_int_eq(npv_stats_read(t.ctx, NULL, &st, sizeof(st)), 1);
+    ck_assert_uint_eq(st.requests, 2500);
+    ck_assert_uint_eq(st.ok, 2500);
+    ck_assert_uint_eq(st.latency_count, 2500);
+}
+END_TEST
+
 START_TEST(latency_buckets_are_log_linear_and_contiguous)
 {
     ck_assert_uint_eq(npv_stats_bucket(0), 0);
@@ -484,6 +534,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, stats_count_every_class_and_the_socket_serves_json_and_prometheus);
+    tcase_add_test(tc, stats_are_read_from_another_thread_while_jobs_run);
     suite_add_tcase(s, tc);
     tc = tcase_create("buckets");
     tcase_add_test(tc, latency_buckets_are_log_linear_and_contiguous);
