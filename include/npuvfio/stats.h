@@ -98,7 +98,8 @@ NPV_API void npv_stats_read_ctx(struct npv_ctx *ctx, struct npv_stats_ctx *out);
 
 /*
  * Call fn for each queue, in creation order, with a snapshot of its counters
- * (valid during the call). fn must not create or free queues of ctx. Returns
+ * (valid during the call), under the registry lock: fn must not create or free
+ * queues of ctx nor call other npv_stats_* functions of ctx. Returns
  * how many queues were visited.
  */
 typedef void (*npv_stats_fn)(void *user, const char *device, const char *queue,
