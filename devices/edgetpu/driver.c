@@ -450,6 +450,26 @@ static int make_ring(struct npv_edgetpu *tpu)
     return npv_ring_new(tpu->ctx, &rc, &tpu->ring);
 }
 
+/*
+ * Every CSR is 64 bits wide and takes one 8-byte access (libedgetpu
+ * mmio_driver.cc; ../shared/hw/edgetpu.md section 10). Where a page is
+ * trapped through a kernel that splits 8-byte region accesses (vfio-pci
+ * before its ioread64 support; the kernel-HIB page holds the MSI-X table, so
+ * vfio-pci may refuse to mmap it), refuse rather than tear registers.
+ */
+static int check_whole64(struct npv_edgetpu *tpu)
+{
+    static const uint32_t pages[] = {EDGETPU_TILE_WINDOW, EDGETPU_SC_WINDOW, EDGETPU_UHIB_WINDOW,
+                                     EDGETPU_KHIB_PAGE, EDGETPU_IDLE_REGISTER};
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < sizeof(pages) / sizeof(pages[0]); i++)
+        r = edgetpu_decode_whole64(npv_bar_whole64(tpu->bar, pages[i]));
+    for (uint32_t off = 0; r == 0 && off < 8u * EDGETPU_PAGE_TABLE_ENTRIES;
+         off += EDGETPU_PAGE_SIZE)
+        r = edgetpu_decode_whole64(npv_bar_whole64(tpu->bar, EDGETPU_PAGE_TABLE + off));
+    return r;
+}
+
 static int check_config(struct npv_edgetpu_config *c)
 {
     if (c->queue_entries == 0)
@@ -522,6 +542,9 @@ int npv_edgetpu_open(struct npv_dev *dev, const struct npv_edgetpu_config *cfg,
     r = npv_bar_map(dev, EDGETPU_BAR_INDEX, &tpu->bar);
     if (r < 0)
         goto err_free;
+    r = check_whole64(tpu);
+    if (r < 0)
+        goto err_bar;
     r = edgetpu_mmu_init(tpu);
     if (r < 0)
         goto err_bar;

@@ -277,6 +277,12 @@ static int pump(struct npv_edgetpu *tpu)
         for (int i = 0; i < n; i++) {
             struct edgetpu_req *q = req_at(tpu, tpu->held_n++);
             q->c = c[i];
+            /* A chip error reset the ring under it: failed by the error, not cancelled. */
+            if (tpu->eio_left > 0) {
+                tpu->eio_left--;
+                if (q->c.status == -ECANCELED)
+                    q->c.status = -EIO;
+            }
             q->consumed = true;
             q->done = tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_STATUS_BLOCK_ONLY;
         }
@@ -408,6 +414,7 @@ static int fatal_check(struct npv_edgetpu *tpu, bool from_irq)
     if (pump(tpu) < 0 && tpu->gone)
         return -ENODEV;
     /* recover() snapshots the error registers and fails what the chip had consumed */
+    tpu->eio_left = tpu->req_n - tpu->held_n;
     int r = npv_ring_reset(tpu->ring);
     return r < 0 && tpu->gone ? -ENODEV : 1;
 }

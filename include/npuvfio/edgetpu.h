@@ -111,6 +111,9 @@ struct npv_edgetpu_error {
  * attached to a domain. -ENODEV when the chip reads all-ones, -ETIMEDOUT when
  * a status bit never follows, -ERANGE (see above), -EPROTO when the chip is
  * not what it says (descriptor size, error status at open).
+ * -EOPNOTSUPP when a page of 64-bit registers is trapped through a kernel
+ * whose vfio-pci splits 8-byte accesses (npv_bar_whole64(3)): a torn
+ * register write would be a wrong value on the chip.
  */
 NPV_API int npv_edgetpu_open(struct npv_dev *dev, const struct npv_edgetpu_config *cfg,
                              struct npv_edgetpu **out);
