@@ -155,6 +155,8 @@ static void gcb_exit_reset(struct npv_edgetpu_model *m)
     m->reset_gen++;
     m->gcb_resets++;
     gcb_reset_state(m);
+    /* msix_table_init: the table RAM is initialised again at reset exit, the vectors with it. */
+    npv_vus_msix_reset(m->srv);
     m->init_settle = EDGETPU_MODEL_SETTLE_READS;
 }
 
