@@ -129,7 +129,10 @@ int etpu_run_check(struct etpu *t, uint32_t n, bool *exact)
     /* A stale output must not pass for a fresh one. */
     memset(y, 0xcc, EDGETPU_SAMPLE_OUTPUT_BYTES);
     edgetpu_sample_reference(&t->sample, x, want);
+    npv_dma_sync_for_device(t->in, 0, EDGETPU_SAMPLE_INPUT_BYTES);
+    npv_dma_sync_for_device(t->out, 0, EDGETPU_SAMPLE_OUTPUT_BYTES);
     int r = npv_edgetpu_run(t->tpu, t->exe, &t->in_va, &t->out_va);
+    npv_dma_sync_for_cpu(t->out, 0, EDGETPU_SAMPLE_OUTPUT_BYTES);
     *exact = memcmp(y, want, sizeof(want)) == 0;
     return r;
 }
