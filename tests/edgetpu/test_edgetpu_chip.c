@@ -158,12 +158,15 @@ START_TEST(msix_is_set_up_again_after_every_gcb_reset)
         ck_assert_uint_ge(resets, 1);
         uint64_t t0 = now_ns();
         expect_exact(&t, 0, 2, "after open");
+        uint64_t took = now_ns() - t0;
         for (uint32_t k = 0; k < 2; k++) {
             ck_assert_int_eq(npv_edgetpu_reset(t.tpu), 0);
+            t0 = now_ns();
             expect_exact(&t, 10 * (k + 1), 2, "after a reset");
+            took += now_ns() - t0;
         }
-        /* Woken by interrupts, not by the requests' deadlines. */
-        ck_assert_msg(now_ns() - t0 < REQ_TIMEOUT_NS, "6 requests took a request deadline");
+        /* Woken by interrupts, not by the requests' deadlines (the resets not counted). */
+        ck_assert_msg(took < REQ_TIMEOUT_NS, "6 requests took a request deadline");
         ck_assert_uint_eq(etpu_port_read(&t, EDGETPU_MODEL_GCB_RESETS), resets + 2);
         etpu_close(&t);
     }
