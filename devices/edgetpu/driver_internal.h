@@ -40,7 +40,7 @@ struct npv_edgetpu {
     struct npv_irq_waitset *ws; /* vectors 0, 4 and 12 of irq */
     bool gone;
 
-    /* Queue memory: ring page and status block page, simple slots 1 and 2. */
+    /* Queue memory: ring page and status block page, simple slots 4096 and 4097. */
     struct npv_dma *queue_dma;
     npv_iova_t queue_iova;
     struct npv_ring *ring;
