@@ -465,8 +465,13 @@ int npv_edgetpu_wait(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_ns,
             }
             if (now >= deadline)
                 break;
-            if (looks % 1024 == 0)
-                sched_yield(); /* the model's poller may share our CPU */
+            /*
+             * The model's threads may share our CPU: yield now and then, and
+             * every 8 looks while a consumed request waits for SC_HOST_0
+             * (each of those looks is an MMIO read the device must answer).
+             */
+            if (looks % 1024 == 0 || (tpu->held_n > 0 && looks % 8 == 0))
+                sched_yield();
             continue;
         }
         if (now >= deadline)
