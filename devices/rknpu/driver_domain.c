@@ -183,6 +183,19 @@ int npv_rknpu_mem_wrap(struct npv_rknpu *npu, struct npv_dma *dma, uint32_t doma
         return -EINVAL;
     if (npv_dma_size(dma) > NPV_RKNPU_DOMAIN_SIZE - NPV_DOMAIN_IOVA_ZERO_GUARD)
         return -ENOSPC;
+    /*
+     * The device is attached to this domain only when a job of it runs, and
+     * the library refuses fd-less memory at that attach (dma.h, npv_dma_wrap):
+     * refuse it here, where the caller can still do something about it, and
+     * not as a failed job later.
+     */
+    if (npv_dma_fd(dma) < 0 && npv_dev_transport(npu->dev) == NPV_TRANSPORT_VFIO_USER) {
+        npv_ctx_log(npu->ctx, NPV_LOG_ERROR,
+                    "rknpu: caller memory %p has no file: the vfio-user server cannot reach it "
+                    "(wrap a memfd, MAP_SHARED or hugetlbfs mapping with its fd)",
+                    npv_dma_vaddr(dma));
+        return -NPV_ENOTSHARED;
+    }
     int r = npv_failpoint_check(npu->ctx, NPV_FAIL_ALLOC);
     if (r < 0)
         return r;
