@@ -293,6 +293,38 @@ START_TEST(a_queued_job_past_its_budget_fails_where_it_waits_without_a_reset)
 }
 END_TEST
 
+START_TEST(a_budget_passes_behind_a_job_waiting_for_a_domain_switch)
+{
+    rk_require_model("fault injection is the model's test port");
+    /* A stalls in domain 0; B (domain 1) waits for the switch; C (domain 1) behind B has a budget.
+     */
+    struct rknpu_sample_mm *s[3];
+    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 0, 0, 80, &s[0]), 0);
+    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 1, 0, 81, &s[1]), 0);
+    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, 1, 0, 82, &s[2]), 0);
+    rk_fault(&t, 1, RKNPU_FAULT_STALL);
+    rknpu_sample_mm_poison(s[0]);
+    struct npv_rknpu_job stalled = {
+        .tasks = &s[0]->task, .nr_tasks = 1, .core_mask = 0x2, .timeout_ns = 1500 * MS};
+    uint64_t t0 = now_ns();
+    ck_assert_int_eq(npv_rknpu_submit(t.npu, &stalled), 0);
+    wait_stalled(1);
+    submit_within(s[1], 0x1, 1, 0);
+    submit_within(s[2], 0x4, 2, 100 * MS);
+    struct npv_cpl cpl[3];
+    uint64_t at[3];
+    collect(cpl, at, 3);
+    ck_assert_int_eq(cpl[0].status, -ETIMEDOUT);
+    ck_assert_int_eq(cpl[1].status, 0);
+    ck_assert_int_eq(cpl[2].status, -ETIMEDOUT);
+    ck_assert_uint_eq(rknpu_sample_mm_check(s[1]), 0);
+    ck_assert_msg(at[2] - t0 < 1500 * MS, "the budget behind the switch ended after %llu ms",
+                  (unsigned long long)((at[2] - t0) / MS));
+    for (unsigned i = 0; i < 3; i++)
+        rknpu_sample_mm_free(s[i]);
+}
+END_TEST
+
 START_TEST(a_budget_of_zero_is_refused)
 {
     struct rknpu_sample_mm *s;
@@ -321,6 +353,7 @@ int main(void)
     tcase_add_test(tc, a_wrapped_buffer_is_not_unmapped_while_a_job_of_its_domain_is_in_flight);
     tcase_add_test(tc, a_stalled_job_fails_on_its_budget_and_its_neighbours_complete);
     tcase_add_test(tc, a_queued_job_past_its_budget_fails_where_it_waits_without_a_reset);
+    tcase_add_test(tc, a_budget_passes_behind_a_job_waiting_for_a_domain_switch);
     tcase_add_test(tc, a_budget_of_zero_is_refused);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
