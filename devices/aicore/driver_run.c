@@ -175,6 +175,7 @@ static int prepare(struct npv_aicore *ac, unsigned slot, const struct npv_aicore
     memset(&run->result, 0, sizeof(run->result));
     order_by_core(run);
     run->budget_at = 0;
+    run->abandoned = false;
     if (budget_ns != 0) {
         uint64_t now = aicore_now_ns();
         run->budget_at = budget_ns > UINT64_MAX - now ? UINT64_MAX : now + budget_ns;
@@ -326,6 +327,7 @@ void aicore_run_abandon(struct npv_aicore_run *run, int err)
     run->result.nr_cores = run->nr_cores;
     run->result.elapsed_ns = run->end_ns - run->start_ns;
     run->state = RUN_FINISHED;
+    run->abandoned = true;
     ac->active = NULL;
     /* The device may still be in the middle of the run: reset before its next use. */
     ac->poisoned = true;
@@ -467,7 +469,7 @@ int npv_aicore_mem_unmap(struct npv_aicore *ac, struct npv_dma *dma)
     for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++) {
         const struct npv_aicore_run *run = &ac->runs[s];
         bool live = run->state == RUN_PREPARED || run->state == RUN_ACTIVE ||
-                    (run->state == RUN_FINISHED && ac->poisoned && run->status != 0);
+                    (run->abandoned && ac->poisoned); /* released or not */
         if (live && run_names(run, iova, npv_dma_size(dma)))
             return -EBUSY;
     }
