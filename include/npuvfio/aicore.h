@@ -242,8 +242,9 @@ NPV_API int npv_aicore_launch(struct npv_aicore_run *run);
 /*
  * Drive an active run without blocking: handshake, dispatch, ACK/FIN. 0 when
  * it finished exact, -EINPROGRESS while running, else its error: -ETIMEDOUT
- * (a task's or the handshake's deadline passed; the device is poisoned and
- * reset before its next use), -EIO (device fault), -EPROTO (the device wrote
+ * (a task's or the handshake's deadline, or the run's budget from
+ * npv_aicore_prepare_within, passed; the device is poisoned and reset before
+ * its next use), -EIO (device fault), -EPROTO (the device wrote
  * something impossible: a bad physical id, a status out of order, a result
  * record that does not add up).
  */

@@ -34,12 +34,19 @@
  *
  * Jobs: a job is one or more tasks (register-command lists). The driver
  * copies the tasks into command memory of the job's domain, chains them and
- * starts them on the cores of the job's core_mask. Every job has a deadline;
- * a core that does not finish its part in time is soft-reset, the job fails
- * with -ETIMEDOUT and the jobs queued behind it proceed.
+ * starts them on the cores of the job's core_mask. Every job has a deadline
+ * from its start (hang detection); a core that does not finish its part in
+ * time is soft-reset, the job fails with -ETIMEDOUT and the jobs queued
+ * behind it proceed. A job may also carry a budget from its submission
+ * (npv_rknpu_submit_within, the serving deadline, queueing included).
+ *
+ * Caller memory: npv_rknpu_mem_wrap maps an npv_dma the caller made
+ * (npv_dma_wrap of its own tensors or of a file mapping) into a domain, as
+ * npv_rknpu_mem_create does with the driver's own memory.
  *
  * Thread-safety: one npv_rknpu (with its buffers and jobs) is used by one
- * thread at a time; different npv_rknpu are independent. The accessors of a
+ * thread at a time, npv_rknpu_mem_wrap / _unwrap and npv_rknpu_submit_within
+ * included; different npv_rknpu are independent. The accessors of a
  * buffer (npv_rknpu_mem_vaddr, _iova, _size) are lock-free and may be called
  * from any thread while the buffer lives.
  */
