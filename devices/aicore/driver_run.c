@@ -469,7 +469,7 @@ int npv_aicore_mem_unmap(struct npv_aicore *ac, struct npv_dma *dma)
     for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++) {
         const struct npv_aicore_run *run = &ac->runs[s];
         bool live = run->state == RUN_PREPARED || run->state == RUN_ACTIVE ||
-                    (run->abandoned && ac->poisoned); /* released or not */
+                    run->abandoned; /* until a reset, released or not */
         if (live && run_names(run, iova, npv_dma_size(dma)))
             return -EBUSY;
     }
