@@ -209,6 +209,9 @@ int aicore_device_reset(struct npv_aicore *ac)
     if (r < 0)
         return r;
     ac->poisoned = false;
+    /* The device let go of every run: their memory may be unmapped (npv_aicore_mem_unmap). */
+    for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++)
+        ac->runs[s].abandoned = false;
     aicore_pmu_forget(ac);
     /*
      * Nothing says the part keeps device memory over a reset (simpler never

@@ -98,9 +98,12 @@ struct npv_aicore_run {
     uint64_t epoch;
     uint64_t ctrl_table, pmu_table;
     uint64_t start_ns, end_ns;
+    uint64_t
+        budget_at; /* CLOCK_MONOTONIC ns: prepare + budget (npv_aicore_prepare_within); 0 none */
     uint64_t phase_deadline_ns; /* handshake, or exit and record */
     int status;                 /* the run's error, kept while it winds down */
-    bool winding_down;          /* every core told to exit; waiting for the record */
+    bool abandoned;    /* failed while launched: may be on the device until the next reset */
+    bool winding_down; /* every core told to exit; waiting for the record */
     struct npv_aicore_result result;
 };
 

@@ -132,8 +132,8 @@ static int ready_device(struct npv_aicore *ac)
     return r;
 }
 
-int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot, const struct npv_aicore_run_desc *d,
-                       struct npv_aicore_run **out)
+static int prepare(struct npv_aicore *ac, unsigned slot, const struct npv_aicore_run_desc *d,
+                   uint64_t budget_ns, struct npv_aicore_run **out)
 {
     if (ac == NULL || d == NULL || out == NULL || slot >= NPV_AICORE_SLOTS ||
         (d->nr_tasks > 0 && d->tasks == NULL))
@@ -174,9 +174,46 @@ int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot, const struct npv_ai
     run->epoch = 0;
     memset(&run->result, 0, sizeof(run->result));
     order_by_core(run);
+    run->budget_at = 0;
+    run->abandoned = false;
+    if (budget_ns != 0) {
+        uint64_t now = aicore_now_ns();
+        run->budget_at = budget_ns > UINT64_MAX - now ? UINT64_MAX : now + budget_ns;
+    }
     run->state = RUN_PREPARED;
     *out = run;
     return 0;
+}
+
+int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot, const struct npv_aicore_run_desc *d,
+                       struct npv_aicore_run **out)
+{
+    return prepare(ac, slot, d, 0, out);
+}
+
+int npv_aicore_prepare_within(struct npv_aicore *ac, unsigned slot,
+                              const struct npv_aicore_run_desc *d, uint64_t budget_ns,
+                              struct npv_aicore_run **out)
+{
+    if (budget_ns == 0)
+        return -EINVAL;
+    return prepare(ac, slot, d, budget_ns, out);
+}
+
+/*
+ * A prepared run whose budget passed before it could launch finishes with
+ * -ETIMEDOUT where it is: the device never saw it, so it is neither reset
+ * nor poisoned, and the run beside it goes on.
+ */
+static int expire_prepared(struct npv_aicore_run *run)
+{
+    struct npv_aicore *ac = run->ac;
+    run->status = -ETIMEDOUT;
+    run->start_ns = run->end_ns = aicore_now_ns();
+    run->result = (struct npv_aicore_result){.status = -ETIMEDOUT};
+    run->state = RUN_FINISHED;
+    ac->counters.timeouts++;
+    return -ETIMEDOUT;
 }
 
 static int write_run_params(struct npv_aicore_run *run)
@@ -232,6 +269,8 @@ int npv_aicore_launch(struct npv_aicore_run *run)
     struct npv_aicore *ac = run->ac;
     if (ac->active != NULL)
         return -EBUSY;
+    if (run->budget_at != 0 && aicore_now_ns() >= run->budget_at)
+        return expire_prepared(run);
     int r = ready_device(ac);
     if (r == 0)
         r = aicore_launch_check_topology(ac);
@@ -288,6 +327,7 @@ void aicore_run_abandon(struct npv_aicore_run *run, int err)
     run->result.nr_cores = run->nr_cores;
     run->result.elapsed_ns = run->end_ns - run->start_ns;
     run->state = RUN_FINISHED;
+    run->abandoned = true;
     ac->active = NULL;
     /* The device may still be in the middle of the run: reset before its next use. */
     ac->poisoned = true;
@@ -306,6 +346,14 @@ int npv_aicore_poll(struct npv_aicore_run *run)
     if (run->state != RUN_ACTIVE)
         return -EINVAL;
     int r = aicore_run_step(run);
+    /*
+     * Past its budget and still running: the host cannot take a run back
+     * from the device, so it is abandoned as for a missed task deadline and
+     * the device reset before its next use (a run that finished in this
+     * step counts as finished).
+     */
+    if (r == -EINPROGRESS && run->budget_at != 0 && aicore_now_ns() >= run->budget_at)
+        r = -ETIMEDOUT;
     if (r != -EINPROGRESS && r != 0)
         aicore_run_abandon(run, r);
     return r;
@@ -360,4 +408,70 @@ int npv_aicore_release(struct npv_aicore_run *run)
         return -EBUSY;
     run->state = RUN_FREE;
     return 0;
+}
+
+/* ---- caller memory ---- */
+
+int npv_aicore_mem_map(struct npv_aicore *ac, struct npv_dma *dma, unsigned prot, npv_iova_t *iova)
+{
+    if (ac == NULL || dma == NULL || iova == NULL)
+        return -EINVAL;
+    /*
+     * The same npv_dma_map on every transport: a kernel IOMMU pins the pages,
+     * a vfio-user server is sent the buffer's file (fd-less memory is
+     * -NPV_ENOTSHARED, the library's refusal, npv_dma_wrap in dma.h).
+     */
+    int r = npv_dma_map(dma, ac->dom, prot, iova);
+    if (r < 0)
+        npv_ctx_log(ac->ctx, NPV_LOG_ERROR, "aicore: mapping caller memory %p: %s",
+                    npv_dma_vaddr(dma), npv_strerror(r));
+    return r;
+}
+
+static bool overlaps(npv_iova_t op, uint64_t bytes, npv_iova_t lo, uint64_t len)
+{
+    return op < lo + len && lo < op + bytes;
+}
+
+/* Whether a task of run reads or writes [lo, lo + len): the operands' extents, fp32. */
+static bool run_names(const struct npv_aicore_run *run, npv_iova_t lo, uint64_t len)
+{
+    for (uint32_t i = 0; i < run->nr_tasks; i++) {
+        const struct npv_aicore_task *t = &run->tasks[i];
+        uint64_t a, b, c;
+        if (t->op == NPV_AICORE_OP_VADD) {
+            a = b = c = (uint64_t)t->n * sizeof(float);
+        } else {
+            a = (uint64_t)t->m * t->k * sizeof(float);
+            b = (uint64_t)t->k * t->n * sizeof(float);
+            c = (uint64_t)t->m * t->n * sizeof(float);
+        }
+        if (overlaps(t->a, a, lo, len) || overlaps(t->b, b, lo, len) || overlaps(t->c, c, lo, len))
+            return true;
+    }
+    return false;
+}
+
+int npv_aicore_mem_unmap(struct npv_aicore *ac, struct npv_dma *dma)
+{
+    if (ac == NULL || dma == NULL)
+        return -EINVAL;
+    npv_iova_t iova;
+    int r = npv_dma_iova(dma, ac->dom, &iova);
+    if (r < 0)
+        return r;
+    /*
+     * Prepared runs will read it, the active one may be reading it, and a
+     * finished run that was abandoned (a missed deadline or budget) may still
+     * be on the device until its reset: the device would DMA into an IOVA
+     * that is unmapped, or given to the next buffer.
+     */
+    for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++) {
+        const struct npv_aicore_run *run = &ac->runs[s];
+        bool live = run->state == RUN_PREPARED || run->state == RUN_ACTIVE ||
+                    run->abandoned; /* until a reset, released or not */
+        if (live && run_names(run, iova, npv_dma_size(dma)))
+            return -EBUSY;
+    }
+    return npv_dma_unmap(dma, ac->dom);
 }

@@ -71,7 +71,15 @@ static void build_cluster(struct aicore_sample_graph *g, const struct npv_aicore
                                                              .c = buf_iova(g, c, SAMPLE_Z)});
 }
 
-int aicore_sample_build(struct npv_aicore *ac, bool pmu, struct aicore_sample_graph *g)
+size_t aicore_sample_len(struct npv_aicore *ac)
+{
+    struct npv_aicore_topology t;
+    npv_aicore_topology(ac, &t);
+    return (size_t)t.clusters * SAMPLE_BUFFERS * BUF_BYTES;
+}
+
+static int sample_build(struct npv_aicore *ac, bool pmu, struct npv_dma *caller,
+                        struct aicore_sample_graph *g)
 {
     struct npv_aicore_topology t;
     npv_aicore_topology(ac, &t);
@@ -81,12 +89,23 @@ int aicore_sample_build(struct npv_aicore *ac, bool pmu, struct aicore_sample_gr
     struct npv_dev *dev = npv_aicore_dev(ac);
     g->clusters = t.clusters;
     size_t len = (size_t)t.clusters * SAMPLE_BUFFERS * BUF_BYTES;
-    int r = npv_dma_alloc(npv_dev_ctx(dev), len, NULL, &g->dma);
-    if (r == 0)
-        r = npv_dma_map(g->dma, npv_dev_domain(dev), NPV_DMA_RW, &g->iova);
-    if (r < 0) {
-        aicore_sample_free(ac, g);
-        return r;
+    int r;
+    if (caller != NULL) {
+        if (npv_dma_size(caller) < len)
+            return -EINVAL;
+        r = npv_aicore_mem_map(ac, caller, NPV_DMA_RW, &g->iova);
+        if (r < 0)
+            return r;
+        g->dma = caller;
+        g->caller = true;
+    } else {
+        r = npv_dma_alloc(npv_dev_ctx(dev), len, NULL, &g->dma);
+        if (r == 0)
+            r = npv_dma_map(g->dma, npv_dev_domain(dev), NPV_DMA_RW, &g->iova);
+        if (r < 0) {
+            aicore_sample_free(ac, g);
+            return r;
+        }
     }
     g->mem = npv_dma_vaddr(g->dma);
     for (uint32_t c = 0; c < t.clusters; c++)
@@ -98,9 +117,26 @@ int aicore_sample_build(struct npv_aicore *ac, bool pmu, struct aicore_sample_gr
     return 0;
 }
 
+int aicore_sample_build(struct npv_aicore *ac, bool pmu, struct aicore_sample_graph *g)
+{
+    return sample_build(ac, pmu, NULL, g);
+}
+
+int aicore_sample_build_in(struct npv_aicore *ac, bool pmu, struct npv_dma *dma,
+                           struct aicore_sample_graph *g)
+{
+    if (dma == NULL)
+        return -EINVAL;
+    return sample_build(ac, pmu, dma, g);
+}
+
 void aicore_sample_free(struct npv_aicore *ac, struct aicore_sample_graph *g)
 {
-    if (g->dma != NULL) {
+    if (g->dma != NULL && g->caller) {
+        int r = npv_aicore_mem_unmap(ac, g->dma);
+        if (r < 0)
+            return; /* a run still names it: the caller frees again once it is over */
+    } else if (g->dma != NULL) {
         (void)npv_dma_unmap(g->dma, npv_dev_domain(npv_aicore_dev(ac)));
         npv_dma_free(g->dma);
     }

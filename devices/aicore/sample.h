@@ -24,7 +24,8 @@ enum { SAMPLE_A, SAMPLE_B, SAMPLE_D, SAMPLE_X, SAMPLE_Y, SAMPLE_Z, SAMPLE_BUFFER
 struct aicore_sample_graph {
     struct npv_dma *dma;
     npv_iova_t iova;
-    float *mem; /* [clusters][SAMPLE_BUFFERS][AICORE_SAMPLE_ELEMS] */
+    float *mem;  /* [clusters][SAMPLE_BUFFERS][AICORE_SAMPLE_ELEMS] */
+    bool caller; /* dma is the caller's (aicore_sample_build_in): unmapped, not freed */
     uint32_t clusters;
     int32_t task_x[AICORE_SAMPLE_MAX_CLUSTERS], task_y[AICORE_SAMPLE_MAX_CLUSTERS],
         task_z[AICORE_SAMPLE_MAX_CLUSTERS]; /* task index, -1 for none */
@@ -38,6 +39,15 @@ struct aicore_sample_graph {
  * sub-core is usable.
  */
 int aicore_sample_build(struct npv_aicore *ac, bool pmu, struct aicore_sample_graph *g);
+/*
+ * The same in the caller's dma (at least aicore_sample_len bytes, else
+ * -EINVAL), mapped with npv_aicore_mem_map; aicore_sample_free unmaps it
+ * (npv_aicore_mem_unmap: while a run names it, nothing is freed and g stays
+ * as it is) and leaves dma to the caller.
+ */
+int aicore_sample_build_in(struct npv_aicore *ac, bool pmu, struct npv_dma *dma,
+                           struct aicore_sample_graph *g);
+size_t aicore_sample_len(struct npv_aicore *ac);
 void aicore_sample_free(struct npv_aicore *ac, struct aicore_sample_graph *g);
 /* Fresh inputs for seed; the outputs poisoned so a stale one cannot pass. */
 void aicore_sample_fill(struct aicore_sample_graph *g, uint32_t seed);

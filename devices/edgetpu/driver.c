@@ -17,27 +17,43 @@
 #define DEFAULT_SIMPLE  6144u
 #define DEFAULT_INSTR   4096u
 #define DEFAULT_TIMEOUT 1000000000ull
-#define QUEUE_BYTES     (2u * EDGETPU_PAGE_SIZE)            /* ring page + status block page */
-#define RING_VA         ((uint64_t)1 << EDGETPU_PAGE_SHIFT) /* simple slot 1: VA 0 stays unmapped */
-#define STATUS_BLOCK_VA ((uint64_t)2 << EDGETPU_PAGE_SHIFT)
+/* gasket's every reset and init poll: 120 tries 100 ms apart (apex_driver.c APEX_RESET_*). */
+#define DEFAULT_POLL_TIMEOUT (120ull * 100000000ull)
+#define QUEUE_BYTES          (2u * EDGETPU_PAGE_SIZE) /* ring page + status block page */
+/*
+ * Where libedgetpu's queue lands in simple space: device VA 0x1000000 (slot
+ * 4096) for the ring, the status block one page up (kernel logs in
+ * ../shared/hw/edgetpu.md section 4). So device VAs and IOVAs differ and a
+ * base register written with the wrong one faults.
+ */
+#define RING_SLOT 4096u
 
-static uint64_t mono_ns(void)
+uint64_t edgetpu_mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+#define mono_ns edgetpu_mono_ns
 
 int edgetpu_write64(struct npv_edgetpu *tpu, uint64_t off, uint64_t v)
 {
+    if ((tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_SPLIT_64) && off >= EDGETPU_UHIB_WINDOW &&
+        off < EDGETPU_UHIB_WINDOW + EDGETPU_WINDOW_SIZE) {
+        /* The hook's deliberate bug: the register in halves, low first. */
+        int r = npv_bar_write(tpu->bar, off, 4, (uint32_t)v);
+        return r < 0 ? r : npv_bar_write(tpu->bar, off + 4, 4, v >> 32);
+    }
+    /* Every CSR takes one whole 8-byte access (libedgetpu mmio_driver.cc Write). */
     return npv_bar_write(tpu->bar, off, 8, v);
 }
 
-static int read64(struct npv_edgetpu *tpu, uint64_t off, uint64_t *v)
+int edgetpu_read64(struct npv_edgetpu *tpu, uint64_t off, uint64_t *v)
 {
     int r = npv_bar_read(tpu->bar, off, 8, v);
     return r < 0 ? r : edgetpu_decode_csr(*v);
 }
+#define read64 edgetpu_read64
 
 static int scu_read(struct npv_edgetpu *tpu, uint64_t off, uint32_t *v)
 {
@@ -103,11 +119,22 @@ static uint32_t field_set(uint32_t v, uint32_t mask, unsigned shift, uint32_t x)
     return (v & ~mask) | ((x << shift) & mask);
 }
 
-/* gasket apex_enter_reset: pause DMA, force the GCB into reset, gate it, shut its RAMs down. */
+/*
+ * gasket apex_enter_reset: force the GCB idle (idleRegister read-modify-write
+ * clearing bit 32), pause DMA, force the GCB into reset, gate it, shut its
+ * RAMs down.
+ */
 static int gcb_enter_reset(struct npv_edgetpu *tpu)
 {
     uint32_t s2 = 0, s3 = 0;
-    int r = edgetpu_write64(tpu, EDGETPU_UHIB_DMA_PAUSE, 1);
+    uint64_t idle;
+    int r = npv_bar_read(tpu->bar, EDGETPU_IDLE_REGISTER, 8, &idle);
+    if (r == 0 && idle == ~0ull)
+        r = -ENODEV;
+    if (r == 0)
+        r = npv_bar_write(tpu->bar, EDGETPU_IDLE_REGISTER, 8, idle & ~(1ull << 32));
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_UHIB_DMA_PAUSE, 1);
     if (r == 0)
         r = poll_reg(tpu, EDGETPU_UHIB_DMA_PAUSED, 8, 1, 1);
     if (r == 0)
@@ -229,10 +256,17 @@ static int open_queue(struct npv_edgetpu *tpu)
     npv_dma_sync_for_device(tpu->queue_dma, 0, QUEUE_BYTES);
     /* The tail is not reset by the hardware; the engine starts at index 0. */
     r = edgetpu_write64(tpu, EDGETPU_IQ_TAIL, 0);
+    /*
+     * The chip's own addresses for its queue: device VAs in simple space
+     * (libedgetpu host_queue.h Open: the mapped device addresses), never the
+     * IOVAs behind them.
+     */
+    bool host = (tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_HOST_ADDR_QUEUE) != 0;
     if (r == 0)
-        r = edgetpu_write64(tpu, EDGETPU_IQ_BASE, RING_VA);
+        r = edgetpu_write64(tpu, EDGETPU_IQ_BASE, host ? tpu->queue_iova : tpu->ring_va);
     if (r == 0)
-        r = edgetpu_write64(tpu, EDGETPU_IQ_STATUS_BLOCK_BASE, STATUS_BLOCK_VA);
+        r = edgetpu_write64(tpu, EDGETPU_IQ_STATUS_BLOCK_BASE,
+                            host ? tpu->queue_iova + EDGETPU_PAGE_SIZE : tpu->sb_va);
     if (r == 0)
         r = edgetpu_write64(tpu, EDGETPU_IQ_SIZE, tpu->cfg.queue_entries);
     if (r == 0)
@@ -268,11 +302,55 @@ static int run_cores(struct npv_edgetpu *tpu, uint64_t ctl)
     return r;
 }
 
+/*
+ * MSI-X after the GCB left reset, and again after every reset: the vector
+ * table does not survive one (gasket_core.c gasket_reset ->
+ * gasket_interrupt_reinit: a full MSI-X disable and enable, then INTVECCTL).
+ */
+static int irq_setup(struct npv_edgetpu *tpu)
+{
+    if (tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_MSIX_ONCE)
+        return 0; /* the hook's deliberate bug: enabled once at open, before the reset */
+    npv_irq_waitset_free(tpu->ws);
+    tpu->ws = NULL;
+    npv_irq_disable(tpu->irq);
+    tpu->irq = NULL;
+    int r = npv_irq_enable(tpu->dev, NPV_IRQ_MSIX, EDGETPU_MSIX_VECTORS, &tpu->irq);
+    /* The stock stack will not run without its 13 MSI-X vectors; polling mode can. */
+    if (r < 0) {
+        tpu->irq = NULL;
+        return tpu->cfg.completion == NPV_EDGETPU_POLL ? 0 : r;
+    }
+    r = npv_irq_waitset_new(tpu->ctx, 3, &tpu->ws);
+    if (r == 0 && tpu->cfg.completion == NPV_EDGETPU_IRQ)
+        r = npv_irq_waitset_add(tpu->ws, tpu->irq, EDGETPU_VEC_INSTR_QUEUE,
+                                EDGETPU_VEC_INSTR_QUEUE);
+    if (r == 0)
+        r = npv_irq_waitset_add(tpu->ws, tpu->irq, EDGETPU_VEC_SC_HOST_0, EDGETPU_VEC_SC_HOST_0);
+    if (r == 0)
+        r = npv_irq_waitset_add(tpu->ws, tpu->irq, EDGETPU_VEC_FATAL_ERR, EDGETPU_VEC_FATAL_ERR);
+    if (r < 0 && tpu->cfg.completion == NPV_EDGETPU_POLL) {
+        npv_irq_waitset_free(tpu->ws);
+        tpu->ws = NULL;
+        r = 0;
+    }
+    return r;
+}
+
 /* Everything after a GCB reset exit, up to a running queue with interrupts on. */
 static int chip_init(struct npv_edgetpu *tpu)
 {
     uint64_t err;
-    int r = program_intvecctl(tpu);
+    int r = irq_setup(tpu);
+    if (r == 0)
+        r = program_intvecctl(tpu);
+    /*
+     * gasket_page_table.c gasket_page_table_reset, at open and after every
+     * reset (apex_driver.c): every slot zeroed, extended_table restored; then
+     * libedgetpu's partition. The chip keeps its table across a reset.
+     */
+    if (r == 0 && !(tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_KEEP_PAGE_TABLE))
+        r = edgetpu_mmu_clear(tpu);
     if (r == 0)
         r = edgetpu_write64(tpu, EDGETPU_KHIB_EXTENDED_TABLE, tpu->cfg.simple_entries);
     if (r == 0)
@@ -282,10 +360,6 @@ static int chip_init(struct npv_edgetpu *tpu)
     if (r < 0)
         return r;
     r = edgetpu_write64(tpu, EDGETPU_DMA_BURST_LIMITER, 0);
-    /*
-     * The page-table RAM comes out of reset initialised (page_table_init):
-     * writing 8192 zeros as gasket does would cost 8192 trapped accesses.
-     */
     if (r == 0)
         r = edgetpu_mmu_program(tpu);
     if (r == 0)
@@ -308,8 +382,8 @@ static int chip_init(struct npv_edgetpu *tpu)
     return r;
 }
 
-/* What the chip says about its error, read before a reset clears it. */
-static void snapshot_error(struct npv_edgetpu *tpu)
+/* What the chip says about its error, read before a reset clears it. True if it reports one. */
+static bool snapshot_error(struct npv_edgetpu *tpu)
 {
     struct npv_edgetpu_error e = {0};
     const struct edgetpu_status_block *sb =
@@ -321,14 +395,17 @@ static void snapshot_error(struct npv_edgetpu *tpu)
     (void)read64(tpu, EDGETPU_HIB_FIRST_ERROR_STATUS, &e.hib_first_error_status);
     (void)read64(tpu, EDGETPU_PAGE_FAULT_ADDRESS, &e.page_fault_address);
     (void)read64(tpu, EDGETPU_SC_ERROR_SCALAR_CORE, &e.scalar_core_error);
-    if (edgetpu_decode_error(&e))
-        tpu->last_error = e;
+    if (!edgetpu_decode_error(&e))
+        return false;
+    tpu->last_error = e;
+    return true;
 }
 
 static int recover(void *arg)
 {
     struct npv_edgetpu *tpu = arg;
-    snapshot_error(tpu);
+    bool chip_error = snapshot_error(tpu);
+    edgetpu_reqs_at_reset(tpu, chip_error);
     int r = gcb_reset(tpu);
     if (r == 0)
         r = chip_init(tpu);
@@ -344,9 +421,9 @@ static int make_ring(struct npv_edgetpu *tpu)
         .entries = tpu->cfg.queue_entries,
         .desc_size = sizeof(struct edgetpu_desc),
         .desc_vaddr = q,
-        .desc_iova = RING_VA,
+        .desc_iova = tpu->ring_va, /* the device's own addresses: simple space */
         .status_vaddr = q + EDGETPU_PAGE_SIZE,
-        .status_iova = STATUS_BLOCK_VA,
+        .status_iova = tpu->sb_va,
         .status_size = sizeof(struct edgetpu_status_block),
         .fields = {.head = offsetof(struct edgetpu_status_block, completed_head_pointer),
                    .error = offsetof(struct edgetpu_status_block, fatal_error),
@@ -355,19 +432,42 @@ static int make_ring(struct npv_edgetpu *tpu)
         .status_dma = tpu->queue_dma,
         .db_bar = tpu->bar,
         .db_off = EDGETPU_IQ_TAIL,
-        .db_width = 8,
+        .db_width = (tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_SPLIT_64) ? 4 : 8,
         .db_format = NPV_RING_DB_SLOT,
         .head_format = NPV_RING_HEAD_SLOT,
         .error_format = NPV_RING_ERROR_FATAL,
-        /* Vector 0 follows the status block write; SC_HOST_0 (vector 4) may precede it. */
-        .irq = tpu->irq,
-        .irq_vec = EDGETPU_VEC_INSTR_QUEUE,
+        /*
+         * No interrupt: npv_edgetpu_wait sleeps on vectors 0, 4 and 12 itself
+         * (the completion rule needs both signals), and MSI-X is set up again
+         * after every reset.
+         */
+        .irq = NULL,
         /* A request's deadline: the ring fails it with -ETIMEDOUT and resets the chip. */
         .job_timeout_ns = tpu->cfg.request_timeout_ns,
         .reset = recover,
         .reset_arg = tpu,
     };
     return npv_ring_new(tpu->ctx, &rc, &tpu->ring);
+}
+
+/*
+ * Every CSR is 64 bits wide and takes one 8-byte access (libedgetpu
+ * mmio_driver.cc; ../shared/hw/edgetpu.md section 10). Where a page is
+ * trapped through a kernel that splits 8-byte region accesses (vfio-pci
+ * before its ioread64 support; the kernel-HIB page holds the MSI-X table, so
+ * vfio-pci may refuse to mmap it), refuse rather than tear registers.
+ */
+static int check_whole64(struct npv_edgetpu *tpu)
+{
+    static const uint32_t pages[] = {EDGETPU_TILE_WINDOW, EDGETPU_SC_WINDOW, EDGETPU_UHIB_WINDOW,
+                                     EDGETPU_KHIB_PAGE, EDGETPU_IDLE_REGISTER};
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < sizeof(pages) / sizeof(pages[0]); i++)
+        r = edgetpu_decode_whole64(npv_bar_whole64(tpu->bar, pages[i]));
+    for (uint32_t off = 0; r == 0 && off < 8u * EDGETPU_PAGE_TABLE_ENTRIES;
+         off += EDGETPU_PAGE_SIZE)
+        r = edgetpu_decode_whole64(npv_bar_whole64(tpu->bar, EDGETPU_PAGE_TABLE + off));
+    return r;
 }
 
 static int check_config(struct npv_edgetpu_config *c)
@@ -381,7 +481,7 @@ static int check_config(struct npv_edgetpu_config *c)
     if (c->request_timeout_ns == 0)
         c->request_timeout_ns = DEFAULT_TIMEOUT;
     if (c->poll_timeout_ns == 0)
-        c->poll_timeout_ns = DEFAULT_TIMEOUT;
+        c->poll_timeout_ns = DEFAULT_POLL_TIMEOUT;
     if (c->queue_entries < 4 || c->queue_entries > 256 ||
         (c->queue_entries & (c->queue_entries - 1)) || c->simple_entries < 256 ||
         c->simple_entries >= EDGETPU_PAGE_TABLE_ENTRIES ||
@@ -442,18 +542,32 @@ int npv_edgetpu_open(struct npv_dev *dev, const struct npv_edgetpu_config *cfg,
     r = npv_bar_map(dev, EDGETPU_BAR_INDEX, &tpu->bar);
     if (r < 0)
         goto err_free;
+    r = check_whole64(tpu);
+    if (r < 0)
+        goto err_bar;
     r = edgetpu_mmu_init(tpu);
     if (r < 0)
         goto err_bar;
-    r = alloc_queue_memory(tpu);
+    uint32_t ring_slot =
+        tpu->cfg.simple_entries - 2 < RING_SLOT ? tpu->cfg.simple_entries - 2 : RING_SLOT;
+    tpu->ring_va = (uint64_t)ring_slot << EDGETPU_PAGE_SHIFT;
+    tpu->sb_va = tpu->ring_va + EDGETPU_PAGE_SIZE;
+    tpu->reqs = calloc(tpu->cfg.queue_entries, sizeof(*tpu->reqs));
+    r = tpu->reqs == NULL ? -ENOMEM : alloc_queue_memory(tpu);
     if (r < 0)
         goto err_mem;
-    /* The stock stack will not run without its 13 MSI-X vectors; polling mode can. */
-    r = npv_irq_enable(dev, NPV_IRQ_MSIX, EDGETPU_MSIX_VECTORS, &tpu->irq);
-    if (r < 0 && tpu->cfg.completion != NPV_EDGETPU_POLL)
-        goto err_mem;
-    if (r < 0)
-        tpu->irq = NULL;
+    if (tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_MSIX_ONCE) {
+        /* The hook's deliberate bug: MSI-X before the GCB reset, never again. */
+        r = npv_irq_enable(dev, NPV_IRQ_MSIX, EDGETPU_MSIX_VECTORS, &tpu->irq);
+        if (r == 0)
+            r = npv_irq_waitset_new(tpu->ctx, 3, &tpu->ws);
+        for (uint32_t v = 0; r == 0 && v < EDGETPU_MSIX_VECTORS; v++)
+            if (v == EDGETPU_VEC_INSTR_QUEUE || v == EDGETPU_VEC_SC_HOST_0 ||
+                v == EDGETPU_VEC_FATAL_ERR)
+                r = npv_irq_waitset_add(tpu->ws, tpu->irq, v, v);
+        if (r < 0)
+            goto err_irq;
+    }
     r = gcb_reset(tpu);
     if (r == 0)
         r = chip_init(tpu);
@@ -473,12 +587,14 @@ int npv_edgetpu_open(struct npv_dev *dev, const struct npv_edgetpu_config *cfg,
 err_reset:
     (void)gcb_enter_reset(tpu);
 err_irq:
+    npv_irq_waitset_free(tpu->ws);
     npv_irq_disable(tpu->irq);
 err_mem:
     free_memory(tpu);
 err_bar:
     npv_bar_unmap(tpu->bar);
 err_free:
+    free(tpu->reqs);
     free(tpu);
     return r;
 }
@@ -505,9 +621,11 @@ void npv_edgetpu_close(struct npv_edgetpu *tpu)
         (void)gcb_enter_reset(tpu);
     }
     npv_ring_free(tpu->ring);
+    npv_irq_waitset_free(tpu->ws);
     npv_irq_disable(tpu->irq);
     free_memory(tpu);
     npv_bar_unmap(tpu->bar);
+    free(tpu->reqs);
     free(tpu);
 }
 
@@ -557,8 +675,8 @@ void npv_edgetpu_layout(const struct npv_edgetpu *tpu, struct npv_edgetpu_layout
     memset(out, 0, sizeof(*out));
     out->ring_iova = tpu->queue_iova;
     out->status_block_iova = tpu->queue_iova + EDGETPU_PAGE_SIZE;
-    out->ring_va = RING_VA;
-    out->status_block_va = STATUS_BLOCK_VA;
+    out->ring_va = tpu->ring_va;
+    out->status_block_va = tpu->sb_va;
     for (uint32_t i = 0; i < tpu->nr_l0; i++) {
         if (tpu->l1[i].dma == NULL)
             continue;

@@ -18,6 +18,18 @@ struct edgetpu_l1 {
     uint32_t used;
 };
 
+/*
+ * One request the caller has not collected yet, oldest first: claimed on the
+ * ring, then consumed (the ring reported its status block), then finished
+ * (SC_HOST_0 counted it) or failed.
+ */
+struct edgetpu_req {
+    uint64_t deadline_ns; /* its own deadline: claim + request_timeout_ns */
+    struct npv_cpl c;     /* once consumed */
+    bool consumed;
+    bool done; /* finished on the chip, counted before a reset re-based the counter */
+};
+
 struct npv_edgetpu {
     struct npv_ctx *ctx;
     struct npv_dev *dev;
@@ -25,12 +37,20 @@ struct npv_edgetpu {
     struct npv_edgetpu_config cfg;
     struct npv_bar *bar;
     struct npv_irq *irq;
+    struct npv_irq_waitset *ws; /* vectors 0, 4 and 12 of irq */
     bool gone;
 
-    /* Queue memory: ring page and status block page, simple slots 1 and 2. */
+    /* Queue memory: ring page and status block page, simple slots 4096 and 4097. */
     struct npv_dma *queue_dma;
     npv_iova_t queue_iova;
     struct npv_ring *ring;
+    uint64_t ring_va, sb_va; /* their device VAs (simple space), not their IOVAs */
+
+    /* Requests not collected yet, FIFO: [req_head, +req_n), the first held_n consumed. */
+    struct edgetpu_req *reqs;
+    uint32_t req_head, req_n, held_n;
+    int held_fail;     /* what a reset does to consumed, unfinished requests (set before it) */
+    uint32_t eio_left; /* requests on the ring a fatal error's reset fails with -EIO */
 
     /* Extended space: level-1 tables per level-0 slot, a page bitmap, next-fit hint. */
     struct edgetpu_l1 *l1; /* [8192 - simple_entries] */
@@ -64,6 +84,8 @@ struct npv_edgetpu_executable {
 /* driver_mmu.c */
 int edgetpu_mmu_init(struct npv_edgetpu *tpu);
 void edgetpu_mmu_fini(struct npv_edgetpu *tpu);
+/* Zero every page-table slot and restore extended_table (open, after every reset). */
+int edgetpu_mmu_clear(struct npv_edgetpu *tpu);
 /* Write the chip's page table again after a reset: simple slots and level-0 slots. */
 int edgetpu_mmu_program(struct npv_edgetpu *tpu);
 int edgetpu_map_simple(struct npv_edgetpu *tpu, uint32_t slot, npv_iova_t iova);
@@ -75,5 +97,12 @@ void edgetpu_patch32(uint8_t *buf, uint32_t bit, uint32_t v);
 
 /* driver.c */
 int edgetpu_write64(struct npv_edgetpu *tpu, uint64_t off, uint64_t v);
+int edgetpu_read64(struct npv_edgetpu *tpu, uint64_t off, uint64_t *v);
+uint64_t edgetpu_mono_ns(void);
+
+/* driver_request.c: requests the chip finished before a reset keep their success. Under recover. */
+void edgetpu_reqs_at_reset(struct npv_edgetpu *tpu, bool chip_error);
+/* Acknowledge the interrupts a wait sleeps on (libedgetpu's handlers' W0C writes). */
+void edgetpu_ack(struct npv_edgetpu *tpu);
 
 #endif

@@ -58,11 +58,23 @@ static int l0_program(struct npv_edgetpu *tpu, uint32_t l0)
                            tpu->l1[l0].iova | EDGETPU_PTE_VALID);
 }
 
+int edgetpu_mmu_clear(struct npv_edgetpu *tpu)
+{
+    /* gasket_page_table.c gasket_page_table_reset: every slot 0, then extended_table. */
+    int r = 0;
+    for (uint32_t slot = 0; r == 0 && slot < EDGETPU_PAGE_TABLE_ENTRIES; slot++)
+        r = edgetpu_write64(tpu, EDGETPU_PAGE_TABLE + 8ull * slot, 0);
+    if (r == 0)
+        r = edgetpu_write64(tpu, EDGETPU_KHIB_EXTENDED_TABLE, EDGETPU_PAGE_TABLE_ENTRIES);
+    return r;
+}
+
 int edgetpu_mmu_program(struct npv_edgetpu *tpu)
 {
-    int r = edgetpu_map_simple(tpu, 1, tpu->queue_iova);
+    uint32_t ring_slot = (uint32_t)(tpu->ring_va >> EDGETPU_PAGE_SHIFT);
+    int r = edgetpu_map_simple(tpu, ring_slot, tpu->queue_iova);
     if (r == 0)
-        r = edgetpu_map_simple(tpu, 2, tpu->queue_iova + EDGETPU_PAGE_SIZE);
+        r = edgetpu_map_simple(tpu, ring_slot + 1, tpu->queue_iova + EDGETPU_PAGE_SIZE);
     for (uint32_t i = 0; r == 0 && i < tpu->nr_l0; i++)
         if (tpu->l1[i].dma != NULL)
             r = l0_program(tpu, i);

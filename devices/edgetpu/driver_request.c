@@ -218,10 +218,20 @@ int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executa
     if (x == NULL || x->tpu != tpu || (x->d.nr_inputs && input_va == NULL) ||
         (x->d.nr_outputs && output_va == NULL))
         return -EINVAL;
+    /*
+     * A request holds its slot's scratch until SC_HOST_0 counted it, after
+     * the ring let go of it: the ring's capacity bounds what is uncollected.
+     */
+    if (tpu->req_n >= npv_ring_capacity(tpu->ring))
+        return -EAGAIN;
     void *slot_mem;
     int r = npv_ring_next(tpu->ring, cookie, &slot_mem);
     if (r < 0)
         return r;
+    tpu->reqs[(tpu->req_head + tpu->req_n) % tpu->cfg.queue_entries] = (struct edgetpu_req){
+        .deadline_ns = edgetpu_mono_ns() + tpu->cfg.request_timeout_ns,
+    };
+    tpu->req_n++;
     uint32_t slot = (uint32_t)(((uint8_t *)slot_mem - (uint8_t *)npv_dma_vaddr(tpu->queue_dma)) /
                                sizeof(struct edgetpu_desc));
     size_t off = (size_t)slot * tpu->cfg.max_instr_bytes;
@@ -240,86 +250,271 @@ int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executa
     return 0;
 }
 
-static uint64_t mono_ns(void)
+/*
+ * Completion: the chip's two signals (../shared/hw/edgetpu.md section 8,
+ * libedgetpu single_queue_dma_scheduler.cc and mmio_driver.cc): the status
+ * block (through the ring) says a request's chunk was consumed; SC_HOST_0's
+ * counter says a request finished, FIFO. A request is handed back when both
+ * happened, or when it failed.
+ */
+
+#define MAX_REQ_DEADLINE UINT64_MAX
+
+static struct edgetpu_req *req_at(struct npv_edgetpu *tpu, uint32_t i)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return &tpu->reqs[(tpu->req_head + i) % tpu->cfg.queue_entries];
+}
+
+/* Take the ring's completions (chunks consumed, or failed requests) in order. */
+static int pump(struct npv_edgetpu *tpu)
+{
+    while (tpu->held_n < tpu->req_n) {
+        struct npv_cpl c[16];
+        uint32_t want = tpu->req_n - tpu->held_n;
+        int n = npv_ring_poll(tpu->ring, c, want < 16 ? want : 16);
+        if (n <= 0)
+            return n;
+        for (int i = 0; i < n; i++) {
+            struct edgetpu_req *q = req_at(tpu, tpu->held_n++);
+            q->c = c[i];
+            /* A chip error reset the ring under it: failed by the error, not cancelled. */
+            if (tpu->eio_left > 0) {
+                tpu->eio_left--;
+                if (q->c.status == -ECANCELED)
+                    q->c.status = -EIO;
+            }
+            q->consumed = true;
+            q->done = tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_STATUS_BLOCK_ONLY;
+        }
+        if ((uint32_t)n < (want < 16 ? want : 16))
+            return 0;
+    }
+    return 0;
 }
 
 /*
- * SC_HOST_0 mode. The counter runs ahead of the status block: a request the
- * counter calls finished has its completion on the way, so the status block
- * is polled for it, not slept on. Sleeps are capped so an executable that
- * raises no SC_HOST_0 still completes by its status block.
+ * Requests SC_HOST_0 counted that are not handed back yet, from the
+ * counter's field 0 (16 bits, wrapping; baseline read at open and after every
+ * reset: libedgetpu's SC_HOST_0 handler, ../shared/hw/edgetpu.md section 6).
+ * -ENODEV when the chip reads all-ones.
  */
-#define SC_HOST_RECHECK_NS 1000000ull
-
-static int wait_sc_host(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_ns,
-                        struct npv_cpl *cpl, unsigned max)
+static int sc_host_credit(struct npv_edgetpu *tpu, uint32_t *credit)
 {
-    uint64_t start = mono_ns();
-    uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+    uint64_t v = npv_bar_read64(tpu->bar, EDGETPU_SC_HOST_INT_COUNT);
+    if (v == ~0ull)
+        return -ENODEV;
+    int ahead = edgetpu_sc_host_pending(v, tpu->sc_host_base, &tpu->sc_host_reaped);
+    *credit = ahead > 0 ? (uint32_t)ahead : 0;
+    return 0;
+}
+
+/* Hand back finished or failed requests, oldest first. How many, or -ENODEV. */
+static int release(struct npv_edgetpu *tpu, struct npv_cpl *cpl, unsigned max)
+{
     unsigned got = 0;
-    if (min == 0 || min > max)
-        return -EINVAL;
-    for (;;) {
-        int r = npv_ring_poll(tpu->ring, cpl + got, max - got);
-        if (r < 0)
-            return got > 0 ? (int)got : r;
-        got += (unsigned)r;
-        tpu->sc_host_reaped += (uint32_t)r;
-        if (got >= min)
-            return (int)got;
-        uint64_t now = mono_ns();
-        if (now >= deadline)
-            return (int)got;
-        if (edgetpu_sc_host_pending(npv_bar_read64(tpu->bar, EDGETPU_SC_HOST_INT_COUNT),
-                                    tpu->sc_host_base, &tpu->sc_host_reaped) > 0) {
-            /*
-             * Finished on the chip, its status block still on the way. The
-             * interrupt woke us on the CPU of whoever raised it (a model's
-             * thread on a small host): give that CPU back while we wait.
-             */
-            sched_yield();
+    uint32_t credit = 0;
+    bool counted = false;
+    while (tpu->held_n > 0 && got < max) {
+        struct edgetpu_req *q = req_at(tpu, 0);
+        if (q->c.status == 0 && !q->done) {
+            if (!counted) {
+                int r = sc_host_credit(tpu, &credit);
+                if (r < 0)
+                    return got > 0 ? (int)got : r;
+                counted = true;
+            }
+            if (credit == 0)
+                break;
+            credit--;
+            tpu->sc_host_reaped = (tpu->sc_host_reaped + 1) & 0xffff;
+        }
+        cpl[got++] = q->c;
+        tpu->req_head = (tpu->req_head + 1) % tpu->cfg.queue_entries;
+        tpu->req_n--;
+        tpu->held_n--;
+    }
+    return (int)got;
+}
+
+void edgetpu_reqs_at_reset(struct npv_edgetpu *tpu, bool chip_error)
+{
+    uint32_t credit = 0;
+    if (!tpu->gone && sc_host_credit(tpu, &credit) < 0)
+        credit = 0;
+    int fail = tpu->held_fail != 0 ? tpu->held_fail : chip_error ? -EIO : -ECANCELED;
+    for (uint32_t i = 0; i < tpu->held_n; i++) {
+        struct edgetpu_req *q = req_at(tpu, i);
+        if (q->c.status != 0 || q->done)
+            continue;
+        if (credit > 0) {
+            credit--; /* finished before the reset: its outputs are there */
+            q->done = true;
             continue;
         }
-        uint64_t left = deadline - now;
-        int64_t w = npv_irq_wait(tpu->irq, EDGETPU_VEC_SC_HOST_0,
-                                 left < SC_HOST_RECHECK_NS ? left : SC_HOST_RECHECK_NS);
-        if (w < 0 && w != -ETIMEDOUT)
-            return got > 0 ? (int)got : (int)w;
+        q->c.status = fail;
+        fail = chip_error ? -EIO : -ECANCELED; /* a deadline names only the oldest */
     }
+    tpu->held_fail = 0;
+    /* chip_init reads the counter's new baseline */
 }
+
+/* A consumed request SC_HOST_0 never counted by its deadline: fail it, reset the chip. */
+static int expire(struct npv_edgetpu *tpu, uint64_t now)
+{
+    if (tpu->held_n == 0)
+        return 0;
+    struct edgetpu_req *q = req_at(tpu, 0);
+    if (q->c.status != 0 || q->done || now < q->deadline_ns)
+        return 0;
+    tpu->held_fail = -ETIMEDOUT;
+    (void)npv_ring_reset(tpu->ring); /* a failed reset leaves the ring dead: its jobs come back */
+    tpu->held_fail = 0;
+    return 1;
+}
+
+void edgetpu_ack(struct npv_edgetpu *tpu)
+{
+    if (tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_NO_ACK)
+        return; /* the hook's deliberate bug */
+    /*
+     * Cleared before the status block and the counter are read, so an event
+     * in between sets its bit again and raises its vector: the queue's
+     * status is simply written 0; SC_HOST's is write-0-to-clear per bit, so
+     * all ones but bit 0 (libedgetpu interrupt_controller.cc; its SC_HOST_0
+     * handler clears first, then reads the count).
+     */
+    if (tpu->cfg.completion == NPV_EDGETPU_IRQ)
+        (void)edgetpu_write64(tpu, EDGETPU_IQ_INT_STATUS, 0);
+    (void)edgetpu_write64(tpu, EDGETPU_SC_HOST_INT_STATUS, 0xeull);
+}
+
+/*
+ * Fatal errors, watched during every wait (libedgetpu's fatal handler:
+ * disable the fatal interrupt, clear its status, read hib_error_status; the
+ * queue's fatal word alone misses the program's errors). from_irq: vector 12
+ * fired. 1 when the chip was reset for one, 0 when none, or -ENODEV.
+ */
+static int fatal_check(struct npv_edgetpu *tpu, bool from_irq)
+{
+    if (tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_NO_FATAL_WATCH)
+        return 0; /* the hook's deliberate bug */
+    uint64_t st = npv_bar_read64(tpu->bar, EDGETPU_FATAL_ERR_INT_STATUS);
+    uint64_t hib = npv_bar_read64(tpu->bar, EDGETPU_HIB_ERROR_STATUS);
+    if (st == ~0ull && hib == ~0ull) {
+        /* Gone (or its peer died): the reset finds out; the ring hands back what it failed. */
+        (void)npv_ring_reset(tpu->ring);
+        return 1;
+    }
+    if (!(st & 1) && hib == 0 && !from_irq)
+        return 0;
+    if (!(st & 1) && hib == 0)
+        return 0; /* a vector left over from before the last reset */
+    (void)edgetpu_write64(tpu, EDGETPU_FATAL_ERR_INT_CONTROL, 0);
+    (void)edgetpu_write64(tpu, EDGETPU_FATAL_ERR_INT_STATUS, 0);
+    /* What the chip consumed before the error is failed by it, not cancelled. */
+    (void)pump(tpu);
+    /* recover() snapshots the error registers and fails what the chip had consumed */
+    tpu->eio_left = tpu->req_n - tpu->held_n;
+    (void)npv_ring_reset(tpu->ring); /* a failed reset leaves the ring dead: its jobs come back */
+    return 1;
+}
+
+/* The soonest deadline of a request not handed back, or MAX_REQ_DEADLINE. */
+static uint64_t next_deadline(struct npv_edgetpu *tpu)
+{
+    return tpu->req_n > 0 ? req_at(tpu, 0)->deadline_ns : MAX_REQ_DEADLINE;
+}
+
+#define FATAL_POLL_EVERY 32u
 
 int npv_edgetpu_wait(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_ns,
                      struct npv_cpl *cpl, unsigned max)
 {
+    if (min == 0 || min > max || cpl == NULL)
+        return -EINVAL;
+    bool irq = tpu->cfg.completion != NPV_EDGETPU_POLL && tpu->ws != NULL;
+    if (tpu->cfg.completion != NPV_EDGETPU_POLL && !irq &&
+        !(tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_MSIX_ONCE))
+        return tpu->gone ? -ENODEV : -EINVAL;
+    uint64_t start = edgetpu_mono_ns();
+    uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+    unsigned got = 0, looks = 0;
     int r;
-    if (tpu->cfg.completion == NPV_EDGETPU_IRQ_SC_HOST) {
-        r = wait_sc_host(tpu, min, timeout_ns, cpl, max);
-    } else {
-        enum npv_ring_wait_mode mode =
-            tpu->cfg.completion == NPV_EDGETPU_IRQ ? NPV_RING_WAIT_IRQ : NPV_RING_WAIT_POLL;
-        r = npv_ring_wait(tpu->ring, mode, min, timeout_ns, cpl, max);
+    for (;;) {
+        if (irq)
+            edgetpu_ack(tpu);
+        r = pump(tpu);
+        if (r == 0)
+            r = release(tpu, cpl + got, max - got);
+        if (r < 0)
+            break;
+        got += (unsigned)r;
+        if (got >= min || tpu->req_n == 0)
+            break;
+        uint64_t now = edgetpu_mono_ns();
+        r = expire(tpu, now);
+        if (r < 0)
+            break;
+        if (r > 0)
+            continue;
+        if (!irq) {
+            if (++looks % FATAL_POLL_EVERY == 0) {
+                r = fatal_check(tpu, false);
+                if (r < 0)
+                    break;
+            }
+            if (now >= deadline)
+                break;
+            /*
+             * The model's threads may share our CPU: yield now and then, and
+             * every 8 looks while a consumed request waits for SC_HOST_0
+             * (each of those looks is an MMIO read the device must answer).
+             */
+            if (looks % 1024 == 0 || (tpu->held_n > 0 && looks % 8 == 0))
+                sched_yield();
+            continue;
+        }
+        if (now >= deadline)
+            break;
+        /* Sleep until an interrupt, the wait's end, or the oldest request's deadline. */
+        uint64_t until = next_deadline(tpu);
+        if (until > deadline)
+            until = deadline;
+        if (until <= now)
+            continue; /* the ring reads its clock every few polls: let it see the deadline */
+        uint64_t fired[3];
+        int n = npv_irq_waitset_wait(tpu->ws, until - now, fired, 3);
+        if (n == -ETIMEDOUT)
+            continue;
+        if (n < 0) {
+            r = n;
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            if (fired[i] == EDGETPU_VEC_FATAL_ERR && (r = fatal_check(tpu, true)) < 0)
+                break;
+        if (r < 0)
+            break;
     }
+    if (r < 0 && got == 0)
+        return tpu->gone ? -ENODEV : r;
     /* The ring zeroes the status block before the reset: the fatal word comes with the job. */
-    for (int i = 0; i < r; i++)
+    for (unsigned i = 0; i < got; i++)
         if (cpl[i].status == -EIO && cpl[i].dev_error != 0)
             tpu->last_error.fatal_word = cpl[i].dev_error;
-    return r;
+    return (int)got;
 }
 
 int npv_edgetpu_run(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
                     const uint64_t *input_va, const uint64_t *output_va)
 {
-    if (npv_ring_in_flight(tpu->ring) != 0)
+    if (tpu->req_n != 0)
         return -EBUSY;
     int r = npv_edgetpu_submit(tpu, x, input_va, output_va, 0);
     if (r < 0)
         return r;
     struct npv_cpl c;
-    /* The request's own deadline (the ring's job timeout) decides; the wait only bounds it. */
+    /* The request's own deadline decides; the wait only bounds it. */
     uint64_t t = tpu->cfg.request_timeout_ns;
     r = npv_edgetpu_wait(tpu, 1, t > UINT64_MAX / 2 ? UINT64_MAX : 2 * t, &c, 1);
     if (r == 0) {
@@ -332,9 +527,12 @@ int npv_edgetpu_run(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable
         r = -ETIMEDOUT;
     }
     if (r < 0) {
-        /* The failed request is returned by the next poll: take it off the table. */
-        while (npv_ring_poll(tpu->ring, &c, 1) > 0)
-            ;
+        /* The failed request is returned by the next looks: take it off the table. */
+        for (int k = 0; k < 4 && tpu->req_n > 0; k++) {
+            struct npv_cpl d;
+            if (pump(tpu) < 0 || release(tpu, &d, 1) <= 0)
+                break;
+        }
         return tpu->gone ? -ENODEV : r;
     }
     if (c.status != 0 && tpu->gone)

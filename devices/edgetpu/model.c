@@ -34,7 +34,7 @@ static const uint32_t run_pairs[][2] = {
 
 static const uint32_t windows[] = {EDGETPU_TILE_WINDOW, EDGETPU_SC_WINDOW, EDGETPU_UHIB_WINDOW};
 
-static int64_t now_ns(void)
+int64_t edgetpu_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -68,12 +68,34 @@ static void w0c_sync(struct npv_edgetpu_model *m, struct w0c_reg *r)
     win_store(m, r->off, r->val);
 }
 
-void edgetpu_w0c_set(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t bits)
+bool edgetpu_w0c_set(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t bits)
 {
     w0c_sync(m, r);
+    bool rising = (bits & ~r->val) != 0;
     r->val |= bits;
     r->stored = r->val;
     win_store(m, r->off, r->val);
+    return rising;
+}
+
+void edgetpu_w0c_write(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t v)
+{
+    w0c_sync(m, r);
+    r->val &= v;
+    r->stored = r->val;
+    win_store(m, r->off, r->val);
+}
+
+void edgetpu_signal(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t bits,
+                    uint32_t control_off, uint64_t control_bit, uint64_t source)
+{
+    bool rising = edgetpu_w0c_set(m, r, bits);
+    if (!(win_load(m, control_off) & control_bit))
+        return;
+    if (rising)
+        edgetpu_raise_vector(m, source);
+    else
+        m->unacked_irqs++;
 }
 
 /* ---- GCB reset ---- */
@@ -87,8 +109,13 @@ static void gcb_reset_state(struct npv_edgetpu_model *m)
     m->translation_enable = 1;
     memset(m->intvecctl, 0, sizeof(m->intvecctl));
     m->kdma_pause = m->kdma_pause_mask = m->status_block_delay = 0;
-    memset(m->pte, 0, sizeof(m->pte));
-    memset(m->pte_flagged, 0, sizeof(m->pte_flagged));
+    /*
+     * The page table keeps its contents across a GCB reset (model choice):
+     * gasket clears every slot itself after each reset (apex_driver.c
+     * apex_reset -> gasket_page_table_reset), so a driver that does not is
+     * left with a previous owner's entries.
+     */
+    edgetpu_exec_flush(m);
     m->iq_control_seen = 0;
     m->iq_enabled = false;
     m->iq_base = m->iq_sb_base = 0;
@@ -110,14 +137,26 @@ static void gcb_enter_reset(struct npv_edgetpu_model *m)
     m->gcb_in_reset = true;
     m->reset_gen++;
     m->iq_enabled = false;
+    edgetpu_exec_flush(m);
     fill_windows(m, EDGETPU_DEADFEED);
+    /*
+     * The MSI-X table lives in the kernel-HIB page of the GCB: a reset loses
+     * the vector table and the enable (model choice after gasket, which
+     * redoes MSI-X after every reset: gasket_core.c gasket_reset ->
+     * gasket_interrupt_reinit). The client must set its vectors again.
+     */
+    if (m->srv != NULL)
+        npv_vus_msix_reset(m->srv);
 }
 
 static void gcb_exit_reset(struct npv_edgetpu_model *m)
 {
     m->gcb_in_reset = false;
     m->reset_gen++;
+    m->gcb_resets++;
     gcb_reset_state(m);
+    /* msix_table_init: the table RAM is initialised again at reset exit, the vectors with it. */
+    npv_vus_msix_reset(m->srv);
     m->init_settle = EDGETPU_MODEL_SETTLE_READS;
 }
 
@@ -151,6 +190,16 @@ static void power_on(struct npv_edgetpu_model *m)
     m->scu3_cur = m->scu3_target = EDGETPU_SCU3_RESET_VALUE & EDGETPU_SCU3_RO_MASK;
     m->scu3_settle = 0;
     m->idle_register = EDGETPU_IDLE_REGISTER_RESET;
+    /*
+     * SRAM holds no defined value at power-on (model choice): every slot
+     * reads as a valid entry to a page no client maps, so a driver that does
+     * not clear the table as gasket does (gasket_page_table.c
+     * gasket_page_table_reset) leaves wild translations behind.
+     */
+    for (uint32_t i = 0; i < EDGETPU_PAGE_TABLE_ENTRIES; i++)
+        m->pte[i] = EDGETPU_MODEL_STALE_PTE;
+    /* Not counted as written by a client: a test reads the table to see them. */
+    memset(m->pte_flagged, 1, sizeof(m->pte_flagged));
     gcb_reset_state(m);
     gcb_enter_reset(m);
     m->init_settle = 0;
@@ -326,6 +375,27 @@ static void khib_access(struct npv_edgetpu_model *m, uint64_t off, uint64_t *v, 
     }
 }
 
+/*
+ * The user-HIB page when trapped (strict mode): the same memory the poller
+ * watches, reached through whole 8-byte accesses only, so a driver writing a
+ * doorbell or queue register in halves is refused and counted (all CSRs take
+ * 64-bit accesses: libedgetpu mmio_driver.cc Read/Write, ../shared/hw/edgetpu.md
+ * section 10). W0C status registers take the acknowledge at once.
+ */
+static void uhib_access(struct npv_edgetpu_model *m, uint32_t off, uint64_t *v, bool is_write)
+{
+    struct w0c_reg *w0c = off == m->iq_int_status.off        ? &m->iq_int_status
+                          : off == m->sc_host_int_status.off ? &m->sc_host_int_status
+                          : off == m->fatal_int_status.off   ? &m->fatal_int_status
+                                                             : NULL;
+    if (!is_write)
+        *v = win_load(m, off);
+    else if (w0c != NULL)
+        edgetpu_w0c_write(m, w0c, *v);
+    else
+        win_store(m, off, *v);
+}
+
 static int bar2_access(struct npv_edgetpu_model *m, uint64_t off, void *buf, size_t len,
                        bool is_write)
 {
@@ -351,7 +421,10 @@ static int bar2_access(struct npv_edgetpu_model *m, uint64_t off, void *buf, siz
         }
         return 0;
     }
-    khib_access(m, off, &v, is_write);
+    if (off >= EDGETPU_UHIB_WINDOW && off < EDGETPU_UHIB_WINDOW + EDGETPU_WINDOW_SIZE)
+        uhib_access(m, (uint32_t)off, &v, is_write);
+    else
+        khib_access(m, off, &v, is_write);
     if (!is_write)
         memcpy(buf, &v, 8);
     return 0;
@@ -390,6 +463,8 @@ static int port_access(struct npv_edgetpu_model *m, uint64_t off, void *buf, siz
                 return -EINVAL;
         } else if (off == EDGETPU_MODEL_LATE_SB_US) {
             m->late_sb_us = v > 1000000 ? 1000000 : v;
+        } else if (off == EDGETPU_MODEL_EXEC_US) {
+            m->exec_us = v > 1000000 ? 1000000 : v;
         }
         return 0;
     }
@@ -411,6 +486,15 @@ static int port_access(struct npv_edgetpu_model *m, uint64_t off, void *buf, siz
         break;
     case EDGETPU_MODEL_HIGH_DMA_COUNT:
         v = m->high_dma_count;
+        break;
+    case EDGETPU_MODEL_EXEC_US:
+        v = m->exec_us;
+        break;
+    case EDGETPU_MODEL_UNACKED_IRQS:
+        v = m->unacked_irqs;
+        break;
+    case EDGETPU_MODEL_GCB_RESETS:
+        v = m->gcb_resets;
         break;
     default:
         break;
@@ -474,7 +558,7 @@ static void windows_poll(struct npv_edgetpu_model *m)
 static void *poller_main(void *arg)
 {
     struct npv_edgetpu_model *m = arg;
-    int64_t idle_since = now_ns();
+    int64_t idle_since = edgetpu_now_ns();
     uint64_t last_work = 0;
     uint32_t spins = 0;
 
@@ -496,7 +580,7 @@ static void *poller_main(void *arg)
             continue;
         }
         if ((++spins & 1023) == 0) {
-            int64_t t = now_ns();
+            int64_t t = edgetpu_now_ns();
             if (idle_since == 0)
                 idle_since = t;
             else if (t - idle_since >= SPIN_NS) {
@@ -544,6 +628,10 @@ int npv_edgetpu_model_new(struct npv_ctx *ctx, struct npv_edgetpu_model **out)
         return -ENOMEM;
     pthread_mutex_init(&m->lock, NULL);
     atomic_init(&m->stop, false);
+    m->exec_us = EDGETPU_MODEL_EXEC_US_DEFAULT;
+    /* Strict by default; a bench may map the user-HIB page (widths then unseen there). */
+    const char *map_uhib = getenv("NPV_EDGETPU_MODEL_MAP_UHIB");
+    m->uhib_trapped = map_uhib == NULL || strcmp(map_uhib, "1") != 0;
     atomic_init(&m->loop_waiting, 0);
 
     struct npv_vus_config cfg = {
@@ -571,7 +659,7 @@ int npv_edgetpu_model_new(struct npv_ctx *ctx, struct npv_edgetpu_model **out)
         .flags = NPV_VUS_REGION_READ | NPV_VUS_REGION_WRITE | NPV_VUS_REGION_64BIT |
                  NPV_VUS_REGION_PREFETCH,
         .shared = true,
-        .nr_areas = 3,
+        .nr_areas = m->uhib_trapped ? 2 : 3,
         .areas = {{.offset = EDGETPU_TILE_WINDOW, .size = EDGETPU_WINDOW_SIZE},
                   {.offset = EDGETPU_SC_WINDOW, .size = EDGETPU_WINDOW_SIZE},
                   {.offset = EDGETPU_UHIB_WINDOW, .size = EDGETPU_WINDOW_SIZE}},
@@ -608,6 +696,8 @@ void npv_edgetpu_model_free(struct npv_edgetpu_model *m)
         pthread_join(m->poller, NULL);
     }
     npv_vus_free(m->srv);
+    edgetpu_exec_flush(m);
+    free(m->execq);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }

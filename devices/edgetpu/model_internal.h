@@ -72,6 +72,21 @@ struct npv_edgetpu_model {
     bool late_sb;
     uint64_t late_sb_us;
     uint64_t bad_pte_count, bad_pte_value, split_accesses, high_dma_count;
+    uint64_t exec_us;      /* a program's run time after its chunk was consumed */
+    uint64_t unacked_irqs; /* vectors not raised: status bit still set */
+    uint64_t gcb_resets;
+    bool uhib_trapped; /* strict: the user-HIB page is trapped, so every access width is seen */
+
+    /*
+     * Programs consumed (status block written) and not yet run: the chip's
+     * scalar core runs a chunk after the queue's DMA consumed it.
+     */
+    struct edgetpu_exec {
+        uint8_t *chunk;
+        uint32_t size;
+        int64_t due_ns;
+    } * execq;
+    uint32_t exec_cap, exec_head, exec_n;
 
     uint64_t work_count;     /* descriptors worked: the poller's idleness measure */
     atomic_int loop_waiting; /* the event loop waits for lock: the poller steps aside */
@@ -98,11 +113,27 @@ void edgetpu_pte_recheck(struct npv_edgetpu_model *m);
 /* model_queue.c: the instruction queue engine, the MMU and the executor. Under lock. */
 void edgetpu_queue_poll(struct npv_edgetpu_model *m);
 /* Set bits of a W0C status register in a window (after taking in the driver's clears). */
-void edgetpu_w0c_set(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t bits);
+/*
+ * Set bits of a W0C status register in a window (after taking in the driver's
+ * clears). True when one of them went from 0 to 1: only then does the chip
+ * raise the source's vector, so a driver that never acknowledges gets no
+ * more interrupts (an acknowledge is the W0C write: libedgetpu
+ * interrupt_controller.cc, ../shared/hw/edgetpu.md section 6).
+ */
+bool edgetpu_w0c_set(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t bits);
+/* A trapped store to a W0C status register: bits written 0 are cleared. */
+void edgetpu_w0c_write(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t v);
+/* Drop programs consumed and not run (GCB reset, queue disabled). Under lock. */
+void edgetpu_exec_flush(struct npv_edgetpu_model *m);
+/* The model's current time, CLOCK_MONOTONIC ns. */
+int64_t edgetpu_now_ns(void);
 /* Raise a HIB error: sticky status, first error, fault address, queue fatal, FATAL_ERR vector. */
-void edgetpu_raise_error(struct npv_edgetpu_model *m, uint64_t bits, uint64_t fault_va,
-                         bool has_va);
+void edgetpu_raise_error(struct npv_edgetpu_model *m, uint64_t bits, uint64_t fault_va, bool has_va,
+                         bool queue_word);
 /* Deliver a source's interrupt through its INTVECCTL routing, when enabled. */
 void edgetpu_raise_vector(struct npv_edgetpu_model *m, uint64_t vector);
+/* Status bit `bits` of r set; the source's vector raised on its 0->1 edge if control enables it. */
+void edgetpu_signal(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t bits,
+                    uint32_t control_off, uint64_t control_bit, uint64_t source);
 
 #endif

@@ -11,10 +11,17 @@
  * level-1 tables must lie below 4 GiB of bus address (the chip's 32-bit
  * limit for them); above, the access is refused and counted.
  *
- * Order per descriptor: fetch, execute (outputs written, SC_HOST interrupts
- * with their counters), then the status block by DMA, then vector 0. With
- * EDGETPU_FAULT_LATE_STATUS the status block comes late_sb_us after the
- * interrupts and outputs.
+ * Order per descriptor, as the chip's (libedgetpu single_queue_dma_scheduler.cc
+ * and mmio_driver.cc take two signals, ../shared/hw/edgetpu.md section 8):
+ * fetch, read the chunk, then the status block by DMA and vector 0 ("chunk
+ * consumed"); the scalar core runs the program exec_us later: outputs
+ * written, then SC_HOST_0 with its counter ("request finished"). A driver
+ * that finishes a request on its status block alone reads outputs not yet
+ * written. With EDGETPU_FAULT_LATE_STATUS the status block comes late_sb_us
+ * after the chunk was read.
+ *
+ * Every interrupt is raised on its status bit's 0->1 edge only
+ * (edgetpu_signal): a driver must acknowledge to be interrupted again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -152,7 +159,8 @@ static void write_status_block(struct npv_edgetpu_model *m, uint32_t head)
     (void)dev_copy(m, m->iq_sb_base, &sb, sizeof(sb), true, DMA_QUEUE, &bad);
 }
 
-void edgetpu_raise_error(struct npv_edgetpu_model *m, uint64_t bits, uint64_t fault_va, bool has_va)
+void edgetpu_raise_error(struct npv_edgetpu_model *m, uint64_t bits, uint64_t fault_va, bool has_va,
+                         bool queue_word)
 {
     if (m->hib_error == 0 && bits != 0) {
         m->first_error = bits;
@@ -168,11 +176,17 @@ void edgetpu_raise_error(struct npv_edgetpu_model *m, uint64_t bits, uint64_t fa
         win_store(m, EDGETPU_PAGE_FAULT_ADDRESS, fault_va);
     }
     m->fatal = true;
-    if (m->iq_enabled)
+    edgetpu_exec_flush(m);
+    /*
+     * The queue's fatal word for the queue's own errors only (model choice:
+     * libedgetpu's host-queue callback receives fatal_error, host_queue.h;
+     * a program's errors reach the host through the fatal interrupt and
+     * hib_error_status, its fatal handler in mmio_driver.cc).
+     */
+    if (m->iq_enabled && queue_word)
         write_status_block(m, m->completed);
-    edgetpu_w0c_set(m, &m->fatal_int_status, 1);
-    if (win_load(m, EDGETPU_FATAL_ERR_INT_CONTROL) & 1)
-        edgetpu_raise_vector(m, EDGETPU_VEC_FATAL_ERR);
+    edgetpu_signal(m, &m->fatal_int_status, 1, EDGETPU_FATAL_ERR_INT_CONTROL, 1,
+                   EDGETPU_VEC_FATAL_ERR);
 }
 
 /* ---- executor ---- */
@@ -188,9 +202,8 @@ static void sc_host_interrupt(struct npv_edgetpu_model *m, uint32_t n)
     uint64_t field = ((m->sc_host_count >> shift) + 1) & 0xffff;
     m->sc_host_count = (m->sc_host_count & ~(0xffffull << shift)) | field << shift;
     win_store(m, EDGETPU_SC_HOST_INT_COUNT, m->sc_host_count);
-    edgetpu_w0c_set(m, &m->sc_host_int_status, 1ull << n);
-    if (win_load(m, EDGETPU_SC_HOST_INT_CONTROL) & (1ull << n))
-        edgetpu_raise_vector(m, EDGETPU_VEC_SC_HOST_0 + n);
+    edgetpu_signal(m, &m->sc_host_int_status, 1ull << n, EDGETPU_SC_HOST_INT_CONTROL, 1ull << n,
+                   EDGETPU_VEC_SC_HOST_0 + n);
 }
 
 static int8_t requantize(int32_t acc, const struct npv_edgetpu_insn *in)
@@ -258,7 +271,7 @@ static int exec_fc(struct npv_edgetpu_model *m, const struct npv_edgetpu_insn *i
     rc = err == 0 ? 0 : -1;
 out:
     if (err != 0)
-        edgetpu_raise_error(m, err, bad, true);
+        edgetpu_raise_error(m, err, bad, true, false);
     free(x);
     free(w);
     free(b);
@@ -293,7 +306,7 @@ static int exec_chunk(struct npv_edgetpu_model *m, const uint8_t *chunk, uint32_
 bad:
     m->sc_error |= EDGETPU_SC_ERROR_BAD_INSTRUCTION;
     win_store(m, EDGETPU_SC_ERROR_SCALAR_CORE, m->sc_error);
-    edgetpu_raise_error(m, 0, 0, false);
+    edgetpu_raise_error(m, 0, 0, false, false);
     return -1;
 }
 
@@ -311,9 +324,19 @@ static void queue_control(struct npv_edgetpu_model *m, uint64_t ctrl)
         m->iq_sb_base = win_load(m, EDGETPU_IQ_STATUS_BLOCK_BASE);
         if (size < 2 || size > EDGETPU_PAGE_TABLE_ENTRIES || (size & (size - 1)) ||
             (m->iq_base & 15) || (m->iq_sb_base & 15)) {
-            edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_BAD_CONFIGURATION, 0, false);
+            edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_BAD_CONFIGURATION, 0, false, true);
             return;
         }
+        if (m->exec_cap < size) {
+            struct edgetpu_exec *q = realloc(m->execq, (size_t)size * sizeof(*q));
+            if (q == NULL) {
+                edgetpu_raise_error(m, EDGETPU_HIB_ERR_AXI_SLAVE_R, 0, false, true);
+                return;
+            }
+            m->execq = q;
+            m->exec_cap = (uint32_t)size;
+        }
+        edgetpu_exec_flush(m);
         m->iq_size = (uint32_t)size;
         m->fetched = m->completed = 0;
         win_store(m, EDGETPU_IQ_FETCHED_HEAD, 0);
@@ -323,6 +346,7 @@ static void queue_control(struct npv_edgetpu_model *m, uint64_t ctrl)
     } else if (!now && was) {
         m->iq_enabled = false;
         m->hung = false;
+        edgetpu_exec_flush(m);
         win_store(m, EDGETPU_IQ_STATUS, 0);
     }
 }
@@ -347,41 +371,43 @@ static void queue_step(struct npv_edgetpu_model *m, uint32_t tail)
     }
     err = dev_copy(m, m->iq_base + 16ull * m->fetched, &d, sizeof(d), false, DMA_QUEUE, &bad);
     if (err != 0) {
-        edgetpu_raise_error(m, err, bad, true);
+        edgetpu_raise_error(m, err, bad, true, true);
         return;
     }
     m->fetched = (m->fetched + 1) & mask;
     win_store(m, EDGETPU_IQ_FETCHED_HEAD, m->fetched);
     if (d.size_in_bytes == 0) {
-        edgetpu_raise_error(m, EDGETPU_HIB_ERR_LENGTH_0_DMA, d.address, true);
+        edgetpu_raise_error(m, EDGETPU_HIB_ERR_LENGTH_0_DMA, d.address, true, true);
         return;
     }
     if (d.size_in_bytes % NPV_EDGETPU_INSN_SIZE || d.size_in_bytes > NPV_EDGETPU_CHUNK_MAX) {
-        edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_INVALID, d.address, true);
+        edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_INVALID, d.address, true, true);
         return;
     }
     uint8_t *chunk = malloc(d.size_in_bytes);
     if (chunk == NULL) {
-        edgetpu_raise_error(m, EDGETPU_HIB_ERR_AXI_SLAVE_R, d.address, true);
+        edgetpu_raise_error(m, EDGETPU_HIB_ERR_AXI_SLAVE_R, d.address, true, true);
         return;
     }
     err = dev_copy(m, d.address, chunk, d.size_in_bytes, false, DMA_DATA, &bad);
-    if (err != 0)
-        edgetpu_raise_error(m, err, bad, true);
-    int rc = err == 0 ? exec_chunk(m, chunk, d.size_in_bytes) : -1;
-    free(chunk);
-    if (rc < 0)
+    if (err != 0) {
+        free(chunk);
+        edgetpu_raise_error(m, err, bad, true, true);
         return;
+    }
+    /* Consumed: the chunk is in the chip; the program runs later (exec_poll). */
     m->completed = m->fetched;
     m->work_count++;
     win_store(m, EDGETPU_IQ_COMPLETED_HEAD, m->completed);
+    uint64_t gen = m->reset_gen;
     if (m->late_sb && m->late_sb_us > 0) {
-        uint64_t gen = m->reset_gen;
         pthread_mutex_unlock(&m->lock);
         sleep_us(m->late_sb_us);
         pthread_mutex_lock(&m->lock);
-        if (gen != m->reset_gen || !m->iq_enabled || m->gone)
-            return; /* reset while the write was on its way: it never lands */
+    }
+    if (gen != m->reset_gen || !m->iq_enabled || m->gone || m->fatal || m->exec_cap == 0) {
+        free(chunk); /* reset while the write was on its way: it never lands */
+        return;
     }
     uint32_t head = m->completed;
     if (m->fault_armed == EDGETPU_FAULT_WILD_HEAD) {
@@ -389,9 +415,37 @@ static void queue_step(struct npv_edgetpu_model *m, uint32_t tail)
         head = (tail + m->iq_size / 2) & mask;
     }
     write_status_block(m, head);
-    edgetpu_w0c_set(m, &m->iq_int_status, 1);
-    if (win_load(m, EDGETPU_IQ_INT_CONTROL) & 1)
-        edgetpu_raise_vector(m, EDGETPU_VEC_INSTR_QUEUE);
+    edgetpu_signal(m, &m->iq_int_status, 1, EDGETPU_IQ_INT_CONTROL, 1, EDGETPU_VEC_INSTR_QUEUE);
+    struct edgetpu_exec *x = &m->execq[(m->exec_head + m->exec_n) % m->exec_cap];
+    x->chunk = chunk;
+    x->size = d.size_in_bytes;
+    x->due_ns = edgetpu_now_ns() + (int64_t)m->exec_us * 1000;
+    m->exec_n++;
+}
+
+void edgetpu_exec_flush(struct npv_edgetpu_model *m)
+{
+    for (; m->exec_n > 0; m->exec_n--) {
+        free(m->execq[m->exec_head].chunk);
+        m->execq[m->exec_head].chunk = NULL;
+        m->exec_head = (m->exec_head + 1) % m->exec_cap;
+    }
+    m->exec_head = 0;
+}
+
+/* Run the consumed programs whose time has come, oldest first. */
+static void exec_poll(struct npv_edgetpu_model *m)
+{
+    int64_t now = m->exec_n > 0 ? edgetpu_now_ns() : 0;
+    while (m->exec_n > 0 && !m->fatal && m->execq[m->exec_head].due_ns <= now) {
+        struct edgetpu_exec x = m->execq[m->exec_head];
+        m->execq[m->exec_head].chunk = NULL;
+        m->exec_head = (m->exec_head + 1) % m->exec_cap;
+        m->exec_n--;
+        m->work_count++;
+        (void)exec_chunk(m, x.chunk, x.size);
+        free(x.chunk);
+    }
 }
 
 void edgetpu_queue_poll(struct npv_edgetpu_model *m)
@@ -399,19 +453,23 @@ void edgetpu_queue_poll(struct npv_edgetpu_model *m)
     uint64_t ctrl = win_load(m, EDGETPU_IQ_CONTROL);
     if (ctrl != m->iq_control_seen)
         queue_control(m, ctrl);
-    if (!m->iq_enabled || m->fatal || m->hung)
+    if (!m->iq_enabled || m->fatal)
         return;
     /* Instructions run only on a running scalar core and tiles, and not while DMA is paused. */
     if (win_load(m, EDGETPU_SC_SCALAR_CORE_RUN_CONTROL) != EDGETPU_RUN_CONTROL_RUN ||
         win_load(m, EDGETPU_TILE_OP_RUN_CONTROL) != EDGETPU_RUN_CONTROL_RUN ||
         win_load(m, EDGETPU_UHIB_DMA_PAUSED) != 0)
         return;
+    exec_poll(m);
+    if (m->fatal || m->hung || !m->iq_enabled)
+        return;
     uint64_t tail = win_load(m, EDGETPU_IQ_TAIL);
     if (tail >= m->iq_size) {
-        edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_INVALID, 0, false);
+        edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_INVALID, 0, false, true);
         return;
     }
-    for (unsigned i = 0; i < BATCH_MAX && m->fetched != tail; i++) {
+    /* The scalar core holds at most a ring's worth of consumed programs. */
+    for (unsigned i = 0; i < BATCH_MAX && m->fetched != tail && m->exec_n + 1 < m->exec_cap; i++) {
         queue_step(m, (uint32_t)tail);
         if (m->fatal || m->hung || !m->iq_enabled)
             return;

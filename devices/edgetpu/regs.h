@@ -278,6 +278,20 @@ static_assert(offsetof(struct edgetpu_status_block, fatal_error) == 4, "status b
     0x0030u /* RO: queue/status/L1 accesses refused at >= 4 GiB                                    \
              */
 
+/*
+ * RW: how long a program runs after its chunk was consumed (status block
+ * written) before its outputs and SC_HOST_0 (model choice, default
+ * EDGETPU_MODEL_EXEC_US_DEFAULT; at most 1 s).
+ */
+#define EDGETPU_MODEL_EXEC_US         0x0038u
+#define EDGETPU_MODEL_EXEC_US_DEFAULT 50u
+/* What every page-table slot holds at the model's power-on: valid, to a page no client maps. */
+#define EDGETPU_MODEL_STALE_PTE 0xdeadb001ull
+/* RO: interrupts not raised because their status bit was already set (not acknowledged). */
+#define EDGETPU_MODEL_UNACKED_IRQS 0x0048u
+/* RO: GCB reset exits (each drops the MSI-X enable and vector table). */
+#define EDGETPU_MODEL_GCB_RESETS 0x0050u
+
 #define EDGETPU_MODEL_ID_VALUE 0x4e50e790u
 
 enum edgetpu_fault {

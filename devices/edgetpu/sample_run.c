@@ -83,9 +83,13 @@ static int run_all(struct npv_edgetpu *tpu, const struct edgetpu_sample *s,
         edgetpu_sample_input(i, x);
         /* A stale output must not pass for a fresh one. */
         memset(y, 0xcc, EDGETPU_SAMPLE_OUTPUT_BYTES);
+        /* The caller's buffers are the caller's to sync (edgetpu.h): no-ops when coherent. */
+        npv_dma_sync_for_device(b->in, 0, EDGETPU_SAMPLE_INPUT_BYTES);
+        npv_dma_sync_for_device(b->out, 0, EDGETPU_SAMPLE_OUTPUT_BYTES);
         uint64_t a = mono_ns();
         int r = npv_edgetpu_run(tpu, exe, &b->in_va, &b->out_va);
         lat[i] = mono_ns() - a;
+        npv_dma_sync_for_cpu(b->out, 0, EDGETPU_SAMPLE_OUTPUT_BYTES);
         res->elapsed_ns += lat[i];
         if (r < 0)
             return r;

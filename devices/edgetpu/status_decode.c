@@ -57,3 +57,8 @@ int edgetpu_sc_host_pending(uint64_t count_reg, uint32_t base, uint32_t *reaped)
         *reaped = finished; /* requests that raised no SC_HOST_0 */
     return 0;
 }
+
+int edgetpu_decode_whole64(int whole)
+{
+    return whole < 0 ? whole : whole == 0 ? -EOPNOTSUPP : 0;
+}

@@ -42,4 +42,11 @@ bool edgetpu_decode_error(struct npv_edgetpu_error *e);
  */
 int edgetpu_sc_host_pending(uint64_t count_reg, uint32_t base, uint32_t *reaped);
 
+/*
+ * npv_bar_whole64's answer for a page of 64-bit CSRs: 0 when accesses stay
+ * whole, -EOPNOTSUPP when the kernel would split them (refused: a torn CSR
+ * write is a wrong value on the chip), or its error.
+ */
+int edgetpu_decode_whole64(int whole);
+
 #endif

@@ -170,11 +170,105 @@ err_mem:
     return r;
 }
 
+/*
+ * Caller memory: the buffer is mapped into the domain's IOVA space (the
+ * NPU's 32-bit addresses, so below 4 GiB) like one of ours, through the same
+ * npv_dma_map on every transport: a kernel IOMMU pins it, a vfio-user server
+ * is sent the buffer's fd (fd-less memory is -NPV_ENOTSHARED there).
+ */
+int npv_rknpu_mem_wrap(struct npv_rknpu *npu, struct npv_dma *dma, uint32_t domain_id,
+                       struct npv_rknpu_mem **out)
+{
+    if (npu == NULL || dma == NULL || out == NULL || domain_id >= NPV_RKNPU_MAX_DOMAINS)
+        return -EINVAL;
+    if (npv_dma_size(dma) > NPV_RKNPU_DOMAIN_SIZE - NPV_DOMAIN_IOVA_ZERO_GUARD)
+        return -ENOSPC;
+    /*
+     * The device is attached to this domain only when a job of it runs, and
+     * the library refuses fd-less memory at that attach (dma.h, npv_dma_wrap):
+     * refuse it here, where the caller can still do something about it, and
+     * not as a failed job later.
+     */
+    if (npv_dma_fd(dma) < 0 && npv_dev_transport(npu->dev) == NPV_TRANSPORT_VFIO_USER) {
+        npv_ctx_log(npu->ctx, NPV_LOG_ERROR,
+                    "rknpu: caller memory %p has no file: the vfio-user server cannot reach it "
+                    "(wrap a memfd, MAP_SHARED or hugetlbfs mapping with its fd)",
+                    npv_dma_vaddr(dma));
+        return -NPV_ENOTSHARED;
+    }
+    int r = npv_failpoint_check(npu->ctx, NPV_FAIL_ALLOC);
+    if (r < 0)
+        return r;
+    struct npv_rknpu_mem *mem = calloc(1, sizeof(*mem));
+    if (mem == NULL)
+        return -ENOMEM;
+    r = rknpu_domain_get(npu, domain_id);
+    if (r < 0)
+        goto err_mem;
+    r = npv_dma_map(dma, npu->domains[domain_id].dom, NPV_DMA_RW, &mem->iova);
+    if (r < 0) {
+        npv_ctx_log(npu->ctx, NPV_LOG_ERROR, "rknpu: mapping caller memory into domain %u: %s",
+                    domain_id, npv_strerror(r));
+        goto err_domain;
+    }
+    mem->npu = npu;
+    mem->dma = dma;
+    mem->wrapped = true;
+    mem->size = npv_dma_size(dma);
+    mem->domain_id = domain_id;
+    npu->counters.mems_live++;
+    npu->counters.mem_bytes += mem->size;
+    *out = mem;
+    return 0;
+
+err_domain:
+    rknpu_domain_put(npu, domain_id);
+err_mem:
+    free(mem);
+    return r;
+}
+
+/*
+ * The driver does not parse the jobs' register commands for addresses, so
+ * any job queued or running in the buffer's domain may use it: while one is,
+ * the mapping stays (a device DMA into an unmapped page would fault the job,
+ * or reach memory the IOVA is given to next).
+ */
+int npv_rknpu_mem_unwrap(struct npv_rknpu_mem *mem)
+{
+    if (mem == NULL || !mem->wrapped)
+        return -EINVAL;
+    struct npv_rknpu *npu = mem->npu;
+    if (npu->domains[mem->domain_id].jobs != 0)
+        return -EBUSY;
+    int r = npv_dma_unmap(mem->dma, npu->domains[mem->domain_id].dom);
+    if (r < 0) {
+        /* Quarantined in the domain (npv_dma_unmap): the buffer still names it, retry later. */
+        npv_ctx_log(npu->ctx, NPV_LOG_ERROR, "rknpu: unmapping caller memory from domain %u: %s",
+                    mem->domain_id, npv_strerror(r));
+        return r;
+    }
+    npu->counters.mems_live--;
+    npu->counters.mem_bytes -= mem->size;
+    rknpu_domain_put(npu, mem->domain_id);
+    free(mem);
+    return 0;
+}
+
 void npv_rknpu_mem_destroy(struct npv_rknpu_mem *mem)
 {
     if (mem == NULL)
         return;
     struct npv_rknpu *npu = mem->npu;
+    if (mem->wrapped) {
+        int r = npv_rknpu_mem_unwrap(mem);
+        if (r < 0)
+            npv_ctx_log(npu->ctx, NPV_LOG_ERROR,
+                        "rknpu: caller memory in domain %u not unmapped (%s): kept mapped, "
+                        "npv_rknpu_mem_unwrap it once its jobs are reaped",
+                        mem->domain_id, npv_strerror(r));
+        return;
+    }
     npv_dma_free(mem->dma);
     npu->counters.mems_live--;
     npu->counters.mem_bytes -= mem->size;

@@ -22,6 +22,7 @@
 struct rknpu_domain {
     struct npv_domain *dom; /* NULL: not created */
     uint32_t refs;          /* buffers + jobs not yet finished */
+    uint32_t jobs;          /* jobs queued or running in it: a wrapped buffer stays mapped */
     struct npv_dma *cmd;
     npv_iova_t cmd_iova;
 };
@@ -49,6 +50,7 @@ struct rknpu_job {
     uint32_t domain_id;
     uint64_t cookie;
     uint64_t timeout_ns; /* from the start of each part on its core */
+    uint64_t budget_at;  /* CLOCK_MONOTONIC ns: submit + budget (npv_rknpu_submit_within); 0 none */
     int32_t status;
     uint32_t dev_error;
     uint8_t nr_parts, parts_left;
@@ -104,6 +106,7 @@ struct npv_rknpu {
     uint32_t pending_head, nr_pending;
     uint32_t *done; /* FIFO of finished job indexes to reap */
     uint32_t done_head, nr_done;
+    uint32_t pending_budgets; /* queued jobs with a budget: poll looks for expired ones */
 
     struct npv_rknpu_counters counters;
     bool dead; /* a core could not be reset */
@@ -116,6 +119,7 @@ struct npv_rknpu_mem {
     npv_iova_t iova;
     uint64_t size;
     uint32_t domain_id;
+    bool wrapped; /* dma is the caller's (npv_rknpu_mem_wrap): unmapped, never freed */
 };
 
 uint64_t rknpu_now_ns(void);
@@ -167,5 +171,7 @@ void rknpu_irq_rearm(struct npv_rknpu *npu);
 int rknpu_jobs_init(struct npv_rknpu *npu);
 void rknpu_jobs_fini(struct npv_rknpu *npu);
 void rknpu_jobs_cancel_all(struct npv_rknpu *npu);
+/* The earliest budget of a queued job, 0 when none has one. */
+uint64_t rknpu_next_budget(const struct npv_rknpu *npu);
 
 #endif

@@ -74,6 +74,10 @@ void rknpu_irq_sleep(struct npv_rknpu *npu, uint64_t until_ns)
     uint64_t first = next_deadline(npu);
     if (first != 0 && first < until_ns)
         until_ns = first;
+    /* A queued job's budget passes without any interrupt: the next poll fails it. */
+    first = rknpu_next_budget(npu);
+    if (first != 0 && first < until_ns)
+        until_ns = first;
     if (until_ns <= now)
         return;
     uint64_t fired[NPV_RKNPU_NUM_CORES];

@@ -71,8 +71,10 @@ void rknpu_jobs_fini(struct npv_rknpu *npu)
     /* Jobs not finished still hold their domain: give it back. */
     if (npu->jobs != NULL)
         for (uint32_t i = 0; i < npu->cfg.queue_depth; i++)
-            if (npu->jobs[i].state == RKNPU_JOB_QUEUED || npu->jobs[i].state == RKNPU_JOB_RUNNING)
+            if (npu->jobs[i].state == RKNPU_JOB_QUEUED || npu->jobs[i].state == RKNPU_JOB_RUNNING) {
+                npu->domains[npu->jobs[i].domain_id].jobs--;
                 rknpu_domain_put(npu, npu->jobs[i].domain_id);
+            }
     free(npu->jobs);
     free(npu->free_jobs);
     free(npu->pending);
@@ -181,6 +183,7 @@ static void job_finish_if_done(struct npv_rknpu *npu, uint32_t idx)
     npu->counters.jobs++;
     if (job->status == -ETIMEDOUT)
         npu->counters.timeouts++;
+    npu->domains[job->domain_id].jobs--;
     rknpu_domain_put(npu, job->domain_id);
     push_done(npu, idx);
 }
@@ -200,6 +203,8 @@ static void part_finished(struct npv_rknpu *npu, uint32_t idx, struct rknpu_part
 
 static void pending_remove(struct npv_rknpu *npu, uint32_t i)
 {
+    if (npu->jobs[npu->pending[i]].budget_at != 0)
+        npu->pending_budgets--;
     memmove(&npu->pending[i], &npu->pending[i + 1],
             (size_t)(npu->nr_pending - i - 1) * sizeof(uint32_t));
     npu->nr_pending--;
@@ -222,7 +227,15 @@ static int start_part(struct npv_rknpu *npu, uint32_t idx, struct rknpu_part *pa
 {
     struct rknpu_core *core = &npu->cores[part->core];
     struct rknpu_job *job = &npu->jobs[idx];
-    int r = npv_inflight_add(core->inflight, idx, rknpu_now_ns() + job->timeout_ns, &part->seq);
+    /*
+     * The earlier of the two deadlines: the start-relative one (hang
+     * detection) and the submit-relative budget. Either passing stops the
+     * core the same way (soft reset): a run cannot be stopped otherwise.
+     */
+    uint64_t deadline = rknpu_now_ns() + job->timeout_ns;
+    if (job->budget_at != 0 && job->budget_at < deadline)
+        deadline = job->budget_at;
+    int r = npv_inflight_add(core->inflight, idx, deadline, &part->seq);
     if (r < 0)
         return r;
     r = rknpu_core_start(npu, part->core, part->first_iova, part->first_amount, part->nr_tasks,
@@ -270,6 +283,13 @@ static void schedule(struct npv_rknpu *npu)
             job_fail_queued(npu, idx, -EIO);
             continue;
         }
+        /* Past its budget before it could start: fail it unstarted, no core to reset. */
+        if (job->budget_at != 0 && job->budget_at <= rknpu_now_ns()) {
+            pending_remove(npu, i);
+            job->state = RKNPU_JOB_RUNNING;
+            job_fail_queued(npu, idx, -ETIMEDOUT);
+            continue;
+        }
         struct rknpu_domain *d = &npu->domains[job->domain_id];
         if (d->dom != npu->attached) {
             if (running)
@@ -302,7 +322,7 @@ static void schedule(struct npv_rknpu *npu)
     }
 }
 
-int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job)
+static int submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job, uint64_t budget_ns)
 {
     if (npu == NULL || job == NULL || job->tasks == NULL || job->nr_tasks == 0 ||
         job->nr_tasks > RKNPU_MAX_TASKS_PER_RUN || job->domain_id >= NPV_RKNPU_MAX_DOMAINS)
@@ -331,9 +351,15 @@ int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job)
     struct rknpu_job *j = &npu->jobs[idx];
     memset(j, 0, sizeof(*j));
     d->refs++; /* the job holds its domain until it finishes */
+    d->jobs++;
     j->domain_id = job->domain_id;
     j->cookie = job->cookie;
     j->timeout_ns = job->timeout_ns != 0 ? job->timeout_ns : npu->cfg.job_timeout_ns;
+    if (budget_ns != 0) {
+        uint64_t now = rknpu_now_ns();
+        j->budget_at = budget_ns > UINT64_MAX - now ? UINT64_MAX : now + budget_ns;
+        npu->pending_budgets++;
+    }
 
     uint64_t slot_off = (uint64_t)idx * npu->slot_bytes;
     uint64_t *slot = (uint64_t *)((uint8_t *)npv_dma_vaddr(d->cmd) + slot_off);
@@ -351,6 +377,49 @@ int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job)
     npu->pending[npu->nr_pending++] = idx;
     schedule(npu);
     return 0;
+}
+
+int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job)
+{
+    return submit(npu, job, 0);
+}
+
+int npv_rknpu_submit_within(struct npv_rknpu *npu, const struct npv_rknpu_job *job,
+                            uint64_t budget_ns)
+{
+    if (budget_ns == 0)
+        return -EINVAL;
+    return submit(npu, job, budget_ns);
+}
+
+/*
+ * Queued jobs whose budget passed fail with -ETIMEDOUT where they wait: no
+ * core ran them, so no core is touched and the jobs around them go on.
+ */
+static void expire_queued(struct npv_rknpu *npu, uint64_t now)
+{
+    for (uint32_t i = 0; npu->pending_budgets != 0 && i < npu->nr_pending;) {
+        uint32_t idx = npu->pending[i];
+        struct rknpu_job *job = &npu->jobs[idx];
+        if (job->budget_at == 0 || job->budget_at > now) {
+            i++;
+            continue;
+        }
+        pending_remove(npu, i);
+        job->state = RKNPU_JOB_RUNNING;
+        job_fail_queued(npu, idx, -ETIMEDOUT);
+    }
+}
+
+uint64_t rknpu_next_budget(const struct npv_rknpu *npu)
+{
+    uint64_t first = 0;
+    for (uint32_t i = 0; npu->pending_budgets != 0 && i < npu->nr_pending; i++) {
+        uint64_t b = npu->jobs[npu->pending[i]].budget_at;
+        if (b != 0 && (first == 0 || b < first))
+            first = b;
+    }
+    return first;
 }
 
 /*
@@ -477,6 +546,8 @@ int npv_rknpu_poll(struct npv_rknpu *npu, struct npv_cpl *cpl, unsigned max)
     for (unsigned c = 0; c < npu->nr_cores; c++)
         if (npu->cores[c].running != RKNPU_NO_JOB)
             check_core(npu, c, now);
+    if (npu->pending_budgets != 0)
+        expire_queued(npu, now);
     if (npu->dead)
         rknpu_jobs_cancel_all(npu);
     else

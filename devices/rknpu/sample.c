@@ -78,9 +78,9 @@ static int draw_inputs(struct rknpu_sample_mm *s, uint32_t seed)
     return 0;
 }
 
-int rknpu_sample_mm_new(struct npv_rknpu *npu, const struct rknpu_sample_shape *shape,
-                        uint32_t domain_id, unsigned mem_flags, uint32_t seed,
-                        struct rknpu_sample_mm **out)
+static int sample_new(struct npv_rknpu *npu, const struct rknpu_sample_shape *shape,
+                      uint32_t domain_id, unsigned mem_flags, struct npv_dma *const *wrap,
+                      uint32_t seed, struct rknpu_sample_mm **out)
 {
     struct rknpu_sample_mm *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -91,13 +91,26 @@ int rknpu_sample_mm_new(struct npv_rknpu *npu, const struct rknpu_sample_shape *
     int r = npv_rknpu_matmul_sizes(&s->mm, &sz);
     if (r < 0)
         goto err;
-    r = npv_rknpu_mem_create(npu, sz.a, domain_id, mem_flags, &s->a);
-    if (r == 0)
-        r = npv_rknpu_mem_create(npu, sz.b, domain_id, mem_flags, &s->b);
-    if (r == 0)
-        r = npv_rknpu_mem_create(npu, sz.c, domain_id, mem_flags, &s->c);
-    if (r == 0 && shape->bias)
-        r = npv_rknpu_mem_create(npu, sz.bias, domain_id, mem_flags, &s->bias);
+    if (wrap != NULL) {
+        const uint64_t need[4] = {sz.a, sz.b, sz.c, shape->bias ? sz.bias : 0};
+        struct npv_rknpu_mem **mems[4] = {&s->a, &s->b, &s->c, &s->bias};
+        for (unsigned i = 0; r == 0 && i < 4; i++) {
+            if (need[i] == 0)
+                continue;
+            if (wrap[i] == NULL || npv_dma_size(wrap[i]) < need[i])
+                r = -EINVAL;
+            else
+                r = npv_rknpu_mem_wrap(npu, wrap[i], domain_id, mems[i]);
+        }
+    } else {
+        r = npv_rknpu_mem_create(npu, sz.a, domain_id, mem_flags, &s->a);
+        if (r == 0)
+            r = npv_rknpu_mem_create(npu, sz.b, domain_id, mem_flags, &s->b);
+        if (r == 0)
+            r = npv_rknpu_mem_create(npu, sz.c, domain_id, mem_flags, &s->c);
+        if (r == 0 && shape->bias)
+            r = npv_rknpu_mem_create(npu, sz.bias, domain_id, mem_flags, &s->bias);
+    }
     if (r < 0)
         goto err;
     s->mm.a = npv_rknpu_mem_iova(s->a);
@@ -117,6 +130,22 @@ int rknpu_sample_mm_new(struct npv_rknpu *npu, const struct rknpu_sample_shape *
 err:
     rknpu_sample_mm_free(s);
     return r;
+}
+
+int rknpu_sample_mm_new(struct npv_rknpu *npu, const struct rknpu_sample_shape *shape,
+                        uint32_t domain_id, unsigned mem_flags, uint32_t seed,
+                        struct rknpu_sample_mm **out)
+{
+    return sample_new(npu, shape, domain_id, mem_flags, NULL, seed, out);
+}
+
+int rknpu_sample_mm_new_wrapped(struct npv_rknpu *npu, const struct rknpu_sample_shape *shape,
+                                uint32_t domain_id, struct npv_dma *const dma[4], uint32_t seed,
+                                struct rknpu_sample_mm **out)
+{
+    if (dma == NULL)
+        return -EINVAL;
+    return sample_new(npu, shape, domain_id, 0, dma, seed, out);
 }
 
 void rknpu_sample_mm_free(struct rknpu_sample_mm *s)

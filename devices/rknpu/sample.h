@@ -51,6 +51,15 @@ struct rknpu_sample_shape {
 int rknpu_sample_mm_new(struct npv_rknpu *npu, const struct rknpu_sample_shape *shape,
                         uint32_t domain_id, unsigned mem_flags, uint32_t seed,
                         struct rknpu_sample_mm **out);
+/*
+ * The same in caller memory: A, B, C and (with shape->bias) the bias in
+ * dma[0..3], each wrapped (npv_rknpu_mem_wrap) into domain_id; each at least
+ * its npv_rknpu_matmul_sizes bytes, else -EINVAL. rknpu_sample_mm_free
+ * unwraps them and leaves the npv_dma to the caller.
+ */
+int rknpu_sample_mm_new_wrapped(struct npv_rknpu *npu, const struct rknpu_sample_shape *shape,
+                                uint32_t domain_id, struct npv_dma *const dma[4], uint32_t seed,
+                                struct rknpu_sample_mm **out);
 void rknpu_sample_mm_free(struct rknpu_sample_mm *s);
 /* Fill C with a pattern no correct result has (so a job that did nothing is caught). */
 void rknpu_sample_mm_poison(struct rknpu_sample_mm *s);

@@ -25,8 +25,12 @@
  * sub-core's dispatch register).
  *
  * Thread-safety: an npv_aicore and every run of it are used by one thread at
- * a time (the caller serialises all calls on one context). Different contexts
- * are independent.
+ * a time (the caller serialises all calls on one context, npv_aicore_mem_map
+ * and _unmap included). Different contexts are independent.
+ *
+ * Serving: operands may live in caller memory (npv_aicore_mem_map), and a
+ * run may carry a budget from its preparation (npv_aicore_prepare_within)
+ * besides the per-task deadline from dispatch (task_timeout_ns).
  */
 #ifndef NPUVFIO_AICORE_H
 #define NPUVFIO_AICORE_H
@@ -36,6 +40,7 @@
 #include <stdint.h>
 #include <npuvfio/common.h>
 #include <npuvfio/dev.h>
+#include <npuvfio/dma.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,7 +69,12 @@ struct npv_aicore_mem_ops {
 };
 
 struct npv_aicore_config {
-    uint64_t task_timeout_ns;      /* a task's deadline from its dispatch; 0 = 1 s */
+    /*
+     * The start-relative deadline (hang detection): a task's, from its
+     * dispatch; 0 = 1 s. The device's watchdog gets half of it. The
+     * submit-relative one (a serving budget) is npv_aicore_prepare_within's.
+     */
+    uint64_t task_timeout_ns;
     uint64_t handshake_timeout_ns; /* every sub-core ready and idle; 0 = 1 s */
     uint64_t poll_timeout_ns;      /* register polls (copy engine, reset, exit); 0 = 1 s */
     uint32_t max_tasks;            /* per run; 0 = 1024 */
@@ -209,6 +219,19 @@ NPV_API int npv_aicore_reset(struct npv_aicore *ac);
 NPV_API int npv_aicore_prepare(struct npv_aicore *ac, unsigned slot,
                                const struct npv_aicore_run_desc *d, struct npv_aicore_run **out);
 /*
+ * npv_aicore_prepare with a serving budget: the run must finish within
+ * budget_ns (> 0, else -EINVAL) of this call, the wait for the other slot
+ * included, besides the per-task deadlines (task_timeout_ns). Past it the
+ * run fails with -ETIMEDOUT: npv_aicore_launch of it returns -ETIMEDOUT and
+ * finishes it unlaunched (the device untouched, the other slot's run goes
+ * on); once launched, npv_aicore_poll / _wait end it (the first poll after
+ * the budget) and, as for a missed task deadline, the device is reset
+ * before its next use -- the only way to take a run back from it.
+ */
+NPV_API int npv_aicore_prepare_within(struct npv_aicore *ac, unsigned slot,
+                                      const struct npv_aicore_run_desc *d, uint64_t budget_ns,
+                                      struct npv_aicore_run **out);
+/*
  * Start a prepared run: reset a poisoned device first, upload the tables
  * again when a reset dropped them, stamp a new epoch, LAUNCH. -EBUSY while
  * the other slot's run is active, -EINVAL when run is not prepared, -ESTALE
@@ -219,8 +242,9 @@ NPV_API int npv_aicore_launch(struct npv_aicore_run *run);
 /*
  * Drive an active run without blocking: handshake, dispatch, ACK/FIN. 0 when
  * it finished exact, -EINPROGRESS while running, else its error: -ETIMEDOUT
- * (a task's or the handshake's deadline passed; the device is poisoned and
- * reset before its next use), -EIO (device fault), -EPROTO (the device wrote
+ * (a task's or the handshake's deadline, or the run's budget from
+ * npv_aicore_prepare_within, passed; the device is poisoned and reset before
+ * its next use), -EIO (device fault), -EPROTO (the device wrote
  * something impossible: a bad physical id, a status out of order, a result
  * record that does not add up).
  */
@@ -235,6 +259,26 @@ NPV_API int npv_aicore_pmu(const struct npv_aicore_run *run, struct npv_aicore_c
                            size_t max);
 /* Free the slot: a prepared or finished run. -EBUSY for an active run. */
 NPV_API int npv_aicore_release(struct npv_aicore_run *run);
+
+/*
+ * Caller memory for task operands: map dma (npv_dma_wrap of a server's own
+ * tensors or a file mapping, or an npv_dma_alloc buffer) into the device's
+ * domain with prot (NPV_DMA_READ for inputs, NPV_DMA_RW for outputs); *iova
+ * is what a task's a, b, c name. The same map on every transport: a kernel
+ * IOMMU pins the pages (RLIMIT_MEMLOCK); a vfio-user device reaches the
+ * memory through the buffer's file, so memory without one is
+ * -NPV_ENOTSHARED. Errors as npv_dma_map (-EEXIST: mapped already).
+ */
+NPV_API int npv_aicore_mem_map(struct npv_aicore *ac, struct npv_dma *dma, unsigned prot,
+                               npv_iova_t *iova);
+/*
+ * Unmap dma from the device's domain; the memory and the npv_dma stay the
+ * caller's. -EBUSY while a prepared or active run has an operand in it, or a
+ * failed run that left the device to reset (npv_aicore_reset, or the next
+ * launch, resets it) had one; nothing changed then. -ENOENT when not mapped;
+ * npv_dma_unmap's error otherwise.
+ */
+NPV_API int npv_aicore_mem_unmap(struct npv_aicore *ac, struct npv_dma *dma);
 
 #ifdef __cplusplus
 }

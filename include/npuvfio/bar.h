@@ -67,6 +67,15 @@ NPV_API int npv_bar_read(const struct npv_bar *bar, uint64_t off, unsigned width
 NPV_API int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t val);
 /* Whether [off, off+len) is reached by plain loads and stores (mmapped). */
 NPV_API int npv_bar_is_direct(const struct npv_bar *bar, uint64_t off, uint64_t len);
+/*
+ * Whether an aligned 8-byte access at off reaches the device as ONE access:
+ * 1 when mapped, or trapped through vfio-user (a message carries the whole
+ * access), or through a kernel whose vfio-pci does 8-byte region accesses
+ * (Linux 6.14 on x86, 6.10 elsewhere; NPUVFIO_VFIO_RW64=whole|split
+ * overrides); 0 when the kernel would split it into two 4-byte accesses.
+ * -EINVAL for a misaligned off or NULL bar, -ERANGE outside the BAR.
+ */
+NPV_API int npv_bar_whole64(const struct npv_bar *bar, uint64_t off);
 
 static inline void npv_dma_wmb(void)
 {

@@ -33,13 +33,30 @@ extern "C" {
 struct npv_edgetpu;
 struct npv_edgetpu_executable;
 
+/*
+ * The completion rule, the chip's in every mode (libedgetpu
+ * single_queue_dma_scheduler.cc and mmio_driver.cc; ../shared/hw/edgetpu.md
+ * section 8): a request is finished when BOTH its status block says the queue
+ * consumed its instruction chunk AND SC_HOST_0's counter (sc_host_int_count
+ * field 0) counted it, the program's last step after its outputs drained.
+ * The status block alone only says the chunk was read: the outputs may not
+ * be written yet. An executable must therefore end by raising SC_HOST_0, as
+ * compiled Edge TPU programs do; one that does not fails by its deadline.
+ * Every wait also watches the chip's fatal errors (vector 12 and
+ * hib_error_status, as libedgetpu's fatal handler).
+ */
 enum npv_edgetpu_completion {
-    NPV_EDGETPU_POLL = 0, /* spin on the status block: no system call per request */
-    NPV_EDGETPU_IRQ,      /* sleep on the instruction queue's MSI-X vector (status block written) */
     /*
-     * Sleep on SC_HOST_0 (vector 4, "request finished", as libedgetpu does):
-     * its counter says how many requests the chip finished; the status block
-     * that completes them may come later, and is then polled for.
+     * Spin on the status block and read sc_host_int_count: no system call,
+     * one 8-byte MMIO read per request (more while a request runs), plus
+     * hib_error_status and the fatal status every 32 empty looks.
+     */
+    NPV_EDGETPU_POLL = 0,
+    /* Sleep on vectors 0 (status block), 4 (SC_HOST_0) and 12 (fatal), acknowledging each. */
+    NPV_EDGETPU_IRQ,
+    /*
+     * Sleep on SC_HOST_0 (vector 4) and the fatal vector only: the status
+     * block, written before SC_HOST_0, is then read, not slept on.
      */
     NPV_EDGETPU_IRQ_SC_HOST,
 };
@@ -51,6 +68,20 @@ enum npv_edgetpu_completion {
 enum {
     /* Ring the doorbell, wait until the chip fetched, then write the descriptor. */
     NPV_EDGETPU_HOOK_DESC_AFTER_DOORBELL = 1u << 0,
+    /* Queue and status-block base registers get their IOVAs instead of their device VAs. */
+    NPV_EDGETPU_HOOK_HOST_ADDR_QUEUE = 1u << 1,
+    /* 64-bit user-HIB registers (doorbell, queue registers) written as two 32-bit halves. */
+    NPV_EDGETPU_HOOK_SPLIT_64 = 1u << 2,
+    /* Finish a request on its status block alone (without SC_HOST_0). */
+    NPV_EDGETPU_HOOK_STATUS_BLOCK_ONLY = 1u << 3,
+    /* Never acknowledge an interrupt. */
+    NPV_EDGETPU_HOOK_NO_ACK = 1u << 4,
+    /* Enable MSI-X once, before the GCB reset at open, and never after a reset. */
+    NPV_EDGETPU_HOOK_MSIX_ONCE = 1u << 5,
+    /* Watch only the status block's fatal word, not vector 12 / hib_error_status. */
+    NPV_EDGETPU_HOOK_NO_FATAL_WATCH = 1u << 6,
+    /* Leave the page table as the chip holds it at open and after a reset. */
+    NPV_EDGETPU_HOOK_KEEP_PAGE_TABLE = 1u << 7,
 };
 
 struct npv_edgetpu_config {
@@ -58,7 +89,8 @@ struct npv_edgetpu_config {
     uint32_t simple_entries;     /* page-table partition; 0 = 6144 (libedgetpu's) */
     uint32_t max_instr_bytes;    /* per request, multiple of 64, <= 65536; 0 = 4096 */
     uint64_t request_timeout_ns; /* 0 = 1 s */
-    uint64_t poll_timeout_ns;    /* every register poll at open, reset, close; 0 = 1 s */
+    /* every register poll at open, reset, close; 0 = 12 s (gasket's 120 x 100 ms) */
+    uint64_t poll_timeout_ns;
     enum npv_edgetpu_completion completion;
     unsigned test_hooks; /* NPV_EDGETPU_HOOK_* */
 };
@@ -79,6 +111,9 @@ struct npv_edgetpu_error {
  * attached to a domain. -ENODEV when the chip reads all-ones, -ETIMEDOUT when
  * a status bit never follows, -ERANGE (see above), -EPROTO when the chip is
  * not what it says (descriptor size, error status at open).
+ * -EOPNOTSUPP when a page of 64-bit registers is trapped through a kernel
+ * whose vfio-pci splits 8-byte accesses (npv_bar_whole64(3)): a torn
+ * register write would be a wrong value on the chip.
  */
 NPV_API int npv_edgetpu_open(struct npv_dev *dev, const struct npv_edgetpu_config *cfg,
                              struct npv_edgetpu **out);
@@ -158,6 +193,16 @@ NPV_API void npv_edgetpu_unload(struct npv_edgetpu_executable *exe);
 NPV_API int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *exe,
                                const uint64_t *input_va, const uint64_t *output_va,
                                uint64_t cookie);
+/*
+ * Non-coherent hosts (arm64 boards whose PCIe does not snoop, e.g. the
+ * Raspberry Pi CM4): the driver cleans the instruction chunk, the parameters
+ * and its page tables for the device, and its queue memory through the ring.
+ * Inputs and outputs are the caller's: call npv_dma_sync_for_device on each
+ * input buffer after writing it and before npv_edgetpu_submit/run, and
+ * npv_dma_sync_for_cpu on each output buffer after its request completed and
+ * before reading it (both are no-ops on coherent hosts).
+ */
+
 /*
  * Collect at least min (1..max) finished requests, waiting up to timeout_ns
  * in the configured completion mode. Returns how many; fewer than min,

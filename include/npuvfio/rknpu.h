@@ -34,12 +34,19 @@
  *
  * Jobs: a job is one or more tasks (register-command lists). The driver
  * copies the tasks into command memory of the job's domain, chains them and
- * starts them on the cores of the job's core_mask. Every job has a deadline;
- * a core that does not finish its part in time is soft-reset, the job fails
- * with -ETIMEDOUT and the jobs queued behind it proceed.
+ * starts them on the cores of the job's core_mask. Every job has a deadline
+ * from its start (hang detection); a core that does not finish its part in
+ * time is soft-reset, the job fails with -ETIMEDOUT and the jobs queued
+ * behind it proceed. A job may also carry a budget from its submission
+ * (npv_rknpu_submit_within, the serving deadline, queueing included).
+ *
+ * Caller memory: npv_rknpu_mem_wrap maps an npv_dma the caller made
+ * (npv_dma_wrap of its own tensors or of a file mapping) into a domain, as
+ * npv_rknpu_mem_create does with the driver's own memory.
  *
  * Thread-safety: one npv_rknpu (with its buffers and jobs) is used by one
- * thread at a time; different npv_rknpu are independent. The accessors of a
+ * thread at a time, npv_rknpu_mem_wrap / _unwrap and npv_rknpu_submit_within
+ * included; different npv_rknpu are independent. The accessors of a
  * buffer (npv_rknpu_mem_vaddr, _iova, _size) are lock-free and may be called
  * from any thread while the buffer lives.
  */
@@ -49,6 +56,7 @@
 #include <stdbool.h>
 #include <npuvfio/common.h>
 #include <npuvfio/dev.h>
+#include <npuvfio/dma.h>
 #include <npuvfio/ring.h>
 
 #ifdef __cplusplus
@@ -132,8 +140,34 @@ enum {
  */
 NPV_API int npv_rknpu_mem_create(struct npv_rknpu *npu, uint64_t size, uint32_t domain_id,
                                  unsigned flags, struct npv_rknpu_mem **out);
-/* Unmap and free; the domain's reference is dropped. No job using it may be queued. NULL is a
- * no-op. */
+/*
+ * Caller memory as a buffer of domain domain_id: dma (npv_dma_wrap of a
+ * server's own tensors or a file mapping, or an npv_dma_alloc buffer) is
+ * mapped read-write into the domain's 4 GiB IOVA space; npv_rknpu_mem_iova
+ * gives its address there, _vaddr the caller's pointer. The same map on
+ * every transport: a kernel IOMMU pins the pages (RLIMIT_MEMLOCK,
+ * npv_dma_map); a vfio-user device reaches the memory through the buffer's
+ * file, so memory without one (anonymous, MAP_PRIVATE) is -NPV_ENOTSHARED
+ * there. dma stays the caller's: it must outlive the wrapper and not be
+ * freed before npv_rknpu_mem_unwrap. Errors as npv_rknpu_mem_create, and
+ * npv_dma_map's (-EEXIST: already in that domain).
+ */
+NPV_API int npv_rknpu_mem_wrap(struct npv_rknpu *npu, struct npv_dma *dma, uint32_t domain_id,
+                               struct npv_rknpu_mem **out);
+/*
+ * Unmap a wrapped buffer from its domain and free the wrapper; the caller's
+ * memory and npv_dma stay. -EBUSY while any job of the buffer's domain is
+ * queued or running (finished ones count no more, reaped or not; the driver cannot tell which
+ * buffers a job's register commands name): wait for them, nothing changed.
+ * -EINVAL for a buffer from npv_rknpu_mem_create; npv_dma_unmap's error
+ * (the mapping is then kept and the call may be retried).
+ */
+NPV_API int npv_rknpu_mem_unwrap(struct npv_rknpu_mem *mem);
+/*
+ * Unmap and free; the domain's reference is dropped. No job using it may be
+ * queued. A wrapped buffer is unwrapped (npv_rknpu_mem_unwrap): when that is
+ * refused it is logged and the buffer stays. NULL is a no-op.
+ */
 NPV_API void npv_rknpu_mem_destroy(struct npv_rknpu_mem *mem);
 NPV_API void *npv_rknpu_mem_vaddr(const struct npv_rknpu_mem *mem);
 NPV_API npv_iova_t npv_rknpu_mem_iova(const struct npv_rknpu_mem *mem);
@@ -173,9 +207,10 @@ struct npv_rknpu_job {
     uint32_t core_mask;
     uint32_t domain_id; /* the domain every address in the tasks belongs to */
     /*
-     * The job's deadline: how long it may run once started on its cores (a
-     * job queued behind a stalled one is not charged for the wait); 0: the
-     * config's.
+     * The job's start-relative deadline (hang detection): how long it may
+     * run once started on its cores (a job queued behind a stalled one is
+     * not charged for the wait); 0: the config's. The submit-relative one
+     * (a serving budget, queueing included) is npv_rknpu_submit_within's.
      */
     uint64_t timeout_ns;
     uint64_t cookie; /* returned in the job's completion */
@@ -193,6 +228,20 @@ struct npv_rknpu_job {
  * dead, npv_rknpu_reset may revive it).
  */
 NPV_API int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job);
+/*
+ * npv_rknpu_submit with a serving budget: the job must complete within
+ * budget_ns (> 0, else -EINVAL) of this call, time queued included, besides
+ * its start-relative timeout_ns. Past its budget it fails with -ETIMEDOUT:
+ * still queued, it is dropped where it waits and no core or other job is
+ * touched; already running, its cores are soft-reset as for a stall (the
+ * only way to stop a run), which fails nothing else where a core resets
+ * alone (the model's reset lines) and fails the other cores' running jobs
+ * (-EIO) where only a whole-device reset exists. Budgets are served by
+ * npv_rknpu_poll / _wait, so a job fails at the first poll after its
+ * budget; npv_rknpu_wait sleeps no later than the earliest budget.
+ */
+NPV_API int npv_rknpu_submit_within(struct npv_rknpu *npu, const struct npv_rknpu_job *job,
+                                    uint64_t budget_ns);
 /*
  * Look at the cores once: finish what they completed, fail what passed its
  * deadline (soft-resetting that core), start queued jobs. Returns how many

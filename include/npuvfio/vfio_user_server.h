@@ -172,6 +172,13 @@ NPV_API uint64_t npv_vus_dma_generation(struct npv_vus *srv);
  * disabled. -EINVAL for a bad index or vector. Thread-safe.
  */
 NPV_API int npv_vus_irq_raise(struct npv_vus *srv, uint32_t index, uint32_t vec);
+/*
+ * The device lost its MSI-X state (a device-internal reset that takes the
+ * MSI-X table with it): every MSI-X vector's eventfd is dropped, its mask and
+ * pending state cleared, and the emulated table zeroed, so interrupts are
+ * lost until the client sets its vectors again (SET_IRQS). Thread-safe.
+ */
+NPV_API void npv_vus_msix_reset(struct npv_vus *srv);
 
 /* The config space as the client last left it (for models that look at the command register). */
 NPV_API uint16_t npv_vus_pci_command(struct npv_vus *srv);

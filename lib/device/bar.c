@@ -15,6 +15,7 @@
 #include "ctx_internal.h"
 #include "dev_internal.h"
 #include "failpoint_internal.h"
+#include "vfio_device_internal.h"
 
 #define BAR_PAGE        (1ull << NPV_BAR_PAGE_SHIFT)
 #define PCI_CAP_ID_MSIX 0x11u
@@ -318,4 +319,15 @@ int npv_bar_is_direct(const struct npv_bar *bar, uint64_t off, uint64_t len)
         if (!bar->direct[p])
             return 0;
     return 1;
+}
+
+int npv_bar_whole64(const struct npv_bar *bar, uint64_t off)
+{
+    if (bar == NULL || (off & 7))
+        return -EINVAL;
+    if (off > bar->size || 8 > bar->size - off)
+        return -ERANGE;
+    if (npv_bar__direct(bar, off, 8) || bar->dev->transport == NPV_TRANSPORT_VFIO_USER)
+        return 1;
+    return npv_vfio_rw64_whole() ? 1 : 0;
 }

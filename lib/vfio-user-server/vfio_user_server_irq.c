@@ -239,6 +239,23 @@ NPV_API int npv_vus_irq_raise(struct npv_vus *srv, uint32_t index, uint32_t vec)
     return 0;
 }
 
+NPV_API void npv_vus_msix_reset(struct npv_vus *srv)
+{
+    pthread_mutex_lock(&srv->irq_lock);
+    for (uint32_t v = 0;
+         srv->irqs[NPV_VU_PCI_MSIX_IRQ] != NULL && v < srv->irq_count[NPV_VU_PCI_MSIX_IRQ]; v++) {
+        struct npv_vus_irq_vec *x = &srv->irqs[NPV_VU_PCI_MSIX_IRQ][v];
+        if (x->fd >= 0)
+            close(x->fd);
+        x->fd = -1;
+        x->masked = false;
+        x->pending = false;
+    }
+    if (srv->msix_table != NULL)
+        memset(srv->msix_table, 0, 16u * srv->cfg.msix_vectors);
+    pthread_mutex_unlock(&srv->irq_lock);
+}
+
 int npv_vus_msix_access(struct npv_vus *srv, uint64_t off, void *buf, size_t len, bool is_write)
 {
     uint64_t n = srv->cfg.msix_vectors;

@@ -55,6 +55,21 @@ int npv_vfio_get_info(struct npv_dev *dev, struct npv_dev_info *info);
 int npv_vfio_region_info(struct npv_dev *dev, uint32_t index, struct npv_region_info *info);
 int npv_vfio_region_mmap_fd(struct npv_dev *dev, uint32_t index, uint64_t area_off, int *fd,
                             uint64_t *file_off);
+/*
+ * Whether vfio's region pread/pwrite performs an aligned 8-byte access as ONE
+ * 8-byte access on the kernel named by release (uname -r) and machine (uname
+ * -m); older kernels split it into two 4-byte accesses (vfio_pci_core_do_io_rw
+ * fills 4 bytes at a time), which tears a 64-bit register. From the public
+ * patch history: vfio-pci gained 8-byte accesses under #ifdef ioread64 in
+ * Linux 6.10 ("vfio/pci: Support 8-byte PCI loads and stores"), which x86 did
+ * not define (it selects GENERIC_IOMAP) until "vfio/pci: Enable iowrite64 and
+ * ioread64 for vfio pci" in 6.14 (microsoft/openvmm issue 468 tracks the
+ * second). override: NPUVFIO_VFIO_RW64's value, "whole" or "split" (for a
+ * backport the version cannot show), or NULL. An unparsable release: false.
+ */
+bool npv_vfio_rw64_whole_for(const char *release, const char *machine, const char *override);
+/* The running kernel's answer (uname, NPUVFIO_VFIO_RW64), decided once. */
+bool npv_vfio_rw64_whole(void);
 int npv_vfio_region_read(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf, size_t len);
 int npv_vfio_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
                           size_t len);

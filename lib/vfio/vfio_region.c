@@ -9,7 +9,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <sys/ioctl.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include <linux/vfio.h>
 
@@ -258,6 +261,36 @@ static int region_pos(struct npv_vfio_device *vdev, uint32_t index, uint64_t off
     return 0;
 }
 
+bool npv_vfio_rw64_whole_for(const char *release, const char *machine, const char *override)
+{
+    if (override != NULL && strcmp(override, "whole") == 0)
+        return true;
+    if (override != NULL && strcmp(override, "split") == 0)
+        return false;
+    unsigned major = 0, minor = 0;
+    if (release == NULL || sscanf(release, "%u.%u", &major, &minor) != 2)
+        return false; /* unknown: say split rather than risk a torn register */
+    bool x86 = machine != NULL && (strcmp(machine, "x86_64") == 0 || machine[0] == 'i');
+    unsigned need_minor = x86 ? 14 : 10;
+    return major > 6 || (major == 6 && minor >= need_minor);
+}
+
+static bool rw64_whole;
+static pthread_once_t rw64_once = PTHREAD_ONCE_INIT;
+
+static void rw64_decide(void)
+{
+    struct utsname u;
+    if (uname(&u) == 0)
+        rw64_whole = npv_vfio_rw64_whole_for(u.release, u.machine, getenv("NPUVFIO_VFIO_RW64"));
+}
+
+bool npv_vfio_rw64_whole(void)
+{
+    pthread_once(&rw64_once, rw64_decide);
+    return rw64_whole;
+}
+
 int npv_vfio_region_read(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf, size_t len)
 {
     struct npv_vfio_device *vdev = vdev_of(dev);
@@ -267,7 +300,11 @@ int npv_vfio_region_read(struct npv_dev *dev, uint32_t index, uint64_t off, void
         return ret;
     if (pos > INT64_MAX)
         return -ERANGE;
-    /* One pread: vfio-pci turns an aligned 1/2/4/8-byte read into one access of that width. */
+    /*
+     * One pread: vfio-pci turns an aligned 1/2/4-byte read into one access of
+     * that width, and an 8-byte one only where npv_vfio_rw64_whole() says so
+     * (npv_bar_whole64 lets a driver refuse rather than tear a register).
+     */
     ssize_t n = pread(vdev->fd, buf, len, (off_t)pos);
     if (n < 0)
         return -errno;

@@ -82,7 +82,17 @@ static void open_common(struct etpu *t, const char *hw, const char *path,
     if (!t->hardware)
         ck_assert_int_eq(npv_bar_map(t->dev, 0, &t->port), 0);
     ck_assert_int_eq(npv_bar_map(t->dev, EDGETPU_BAR_INDEX, &t->bar2), 0);
-    r = npv_edgetpu_open(t->dev, cfg, &t->tpu);
+    /*
+     * NPV_EDGETPU_INJECT=HOOKS (NPV_EDGETPU_HOOK_* bits, e.g. 0x8): run any
+     * suite with a deliberate driver bug, to show that it fails on it.
+     */
+    struct npv_edgetpu_config c = {0};
+    if (cfg != NULL)
+        c = *cfg;
+    const char *inject = getenv("NPV_EDGETPU_INJECT");
+    if (inject != NULL)
+        c.test_hooks |= (unsigned)strtoul(inject, NULL, 0);
+    r = npv_edgetpu_open(t->dev, &c, &t->tpu);
     ck_assert_msg(r == 0, "edgetpu open: %s", npv_strerror(r));
     edgetpu_sample_init(&t->sample, 7);
     r = npv_edgetpu_load(t->tpu, &t->sample.desc, &t->exe);
@@ -119,7 +129,10 @@ int etpu_run_check(struct etpu *t, uint32_t n, bool *exact)
     /* A stale output must not pass for a fresh one. */
     memset(y, 0xcc, EDGETPU_SAMPLE_OUTPUT_BYTES);
     edgetpu_sample_reference(&t->sample, x, want);
+    npv_dma_sync_for_device(t->in, 0, EDGETPU_SAMPLE_INPUT_BYTES);
+    npv_dma_sync_for_device(t->out, 0, EDGETPU_SAMPLE_OUTPUT_BYTES);
     int r = npv_edgetpu_run(t->tpu, t->exe, &t->in_va, &t->out_va);
+    npv_dma_sync_for_cpu(t->out, 0, EDGETPU_SAMPLE_OUTPUT_BYTES);
     *exact = memcmp(y, want, sizeof(want)) == 0;
     return r;
 }

@@ -43,7 +43,10 @@ void etpu_open_at(struct etpu *t, const char *path, const struct npv_edgetpu_con
 
 /* The model only: exit 77 (SKIPPED) with the reason when a real chip is named. */
 void etpu_require_model(const char *why);
-/* Start (or find) the device and open the driver with cfg (NULL: defaults). */
+/*
+ * Start (or find) the device and open the driver with cfg (NULL: defaults),
+ * plus the hooks named by NPV_EDGETPU_INJECT.
+ */
 void etpu_open(struct etpu *t, const struct npv_edgetpu_config *cfg);
 void etpu_close(struct etpu *t);
 /* Run request n of the sample: 0 and the output equal to the CPU reference, or the error. */
