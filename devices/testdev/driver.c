@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -184,7 +185,14 @@ static int make_ring(struct npv_testdev *td, const struct npv_testdev_config *cf
         .reset = program,
         .reset_arg = td,
     };
-    return npv_ring_new(td->ctx, &rc, &td->ring);
+    int r = npv_ring_new(td->ctx, &rc, &td->ring);
+    if (r < 0)
+        return r;
+    /* Its counters in lib/stats (stats.h): device "testdev:<device name>", queue "ring0". */
+    char name[64];
+    snprintf(name, sizeof(name), "testdev:%s", npv_dev_name(td->dev));
+    npv_ring_set_name(td->ring, name, "ring0");
+    return 0;
 }
 
 int npv_testdev_open(struct npv_dev *dev, const struct npv_testdev_config *cfg,

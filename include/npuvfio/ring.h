@@ -217,6 +217,15 @@ NPV_API uint32_t npv_inflight_fail_all(struct npv_inflight *t, int32_t first_sta
                                        int32_t others_status);
 /* Move up to max finished jobs, oldest first, into cpl. Returns how many. */
 NPV_API unsigned npv_inflight_reap(struct npv_inflight *t, struct npv_cpl *cpl, unsigned max);
+/*
+ * The names the table's counters carry in lib/stats (stats.h): its device
+ * (e.g. "rknpu fdab0000.npu") and queue (e.g. "core0"); NULL keeps one.
+ * Other characters than [A-Za-z0-9-_.:/] become '_'. Default: device
+ * "unnamed", queue "queueN".
+ */
+NPV_API void npv_inflight_set_name(struct npv_inflight *t, const char *device, const char *queue);
+/* Count a device reset the table's owner made (stats.h "resets"; the ring counts its own). */
+NPV_API void npv_inflight_count_reset(struct npv_inflight *t);
 /* Jobs added and not yet finished / finished and not yet reaped. */
 NPV_API uint32_t npv_inflight_unfinished(const struct npv_inflight *t);
 NPV_API uint32_t npv_inflight_unreaped(const struct npv_inflight *t);
@@ -460,6 +469,31 @@ NPV_API int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsi
 NPV_API int npv_ring_set_irq_wanted(struct npv_ring *r, uint32_t *word, struct npv_dma *dma);
 
 /*
+ * A completion fd for an event loop (epoll, poll, io_uring POLL_ADD), for a
+ * ring with an interrupt (the config's irq): wait for EPOLLIN on it, then
+ * call npv_ring_reap_fd. It is readable while completions wait: the
+ * device's completion interrupt makes it readable, and npv_ring_reap_fd
+ * drains it, collects and reaps up to max, and makes it readable again when
+ * it leaves completions unreaped (level-triggered: a loop that reaps fewer
+ * than are waiting is woken again). The first call also sets the
+ * interrupt-wanted word (npv_ring_set_irq_wanted) to 1 for good, since the
+ * loop sleeps where the engine cannot see it; a device without that word
+ * must be asked to interrupt per job (testdev: NPV_TESTDEV_DESC_IRQ).
+ * A hung device raises nothing: give epoll a timeout no longer than the
+ * jobs' budget and call npv_ring_reap_fd when it expires too (it reads the
+ * clock and fails the jobs whose deadline passed, see "Deadlines"). Jobs
+ * reaped with npv_ring_poll or npv_ring_wait in between may leave the fd
+ * readable with nothing to reap once (npv_ring_reap_fd then returns 0);
+ * npv_ring_poll itself is unchanged and makes no system call.
+ * Returns the fd (owned by the ring's irq), or -EINVAL without an irq.
+ * npv_ring_reap_fd: the number reaped (possibly 0), -EINVAL, -NPV_EDEVFAULT
+ * as npv_ring_poll, or the errno of the eventfd read or write. Same
+ * thread-safety as the ring: one thread at a time.
+ */
+NPV_API int npv_ring_completion_fd(struct npv_ring *r);
+NPV_API int npv_ring_reap_fd(struct npv_ring *r, struct npv_cpl *cpl, unsigned max);
+
+/*
  * Fail every job in flight with -ECANCELED, call the reset callback, and
  * make the ring usable again. Also how a dead ring is brought back.
  */
@@ -476,6 +510,8 @@ struct npv_ring_stats {
     uint64_t irq_sleeps; /* blocking waits on the interrupt's eventfd (wake-ups) */
 };
 NPV_API void npv_ring_stats(const struct npv_ring *r, struct npv_ring_stats *st);
+/* The names of the ring's counters in lib/stats (stats.h): npv_inflight_set_name. */
+NPV_API void npv_ring_set_name(struct npv_ring *r, const char *device, const char *queue);
 NPV_API uint32_t npv_ring_entries(const struct npv_ring *r);
 /* How many jobs may be claimed and not yet reaped: entries, or entries - 1 with a slot format. */
 NPV_API uint32_t npv_ring_capacity(const struct npv_ring *r);

@@ -67,6 +67,7 @@ int npv_ctx_new(struct npv_ctx **out)
         return -ENOMEM;
     pthread_mutex_init(&ctx->lock, NULL);
     pthread_mutex_init(&ctx->iommufd_lock, NULL);
+    pthread_mutex_init(&ctx->stats_lock, NULL);
     ctx->iommufd = -1;
     atomic_init(&ctx->log_level, NPV_LOG_WARN);
     atomic_init(&ctx->iommu_backend, NPV_IOMMU_AUTO);
@@ -95,6 +96,7 @@ void npv_ctx_free(struct npv_ctx *ctx)
                 ctx->iommufd_users);
     pthread_mutex_destroy(&ctx->lock);
     pthread_mutex_destroy(&ctx->iommufd_lock);
+    pthread_mutex_destroy(&ctx->stats_lock);
     while (ctx->roots != NULL) {
         struct npv_sysfs_root *r = ctx->roots;
         ctx->roots = r->next;

@@ -52,6 +52,17 @@ struct npv_ctx {
     _Atomic uint64_t fail_armed_nth;
     /* What the context's objects hold right now (npv_ctx_resources), by enum npv_live. */
     _Atomic int64_t live[5];
+    /*
+     * Stats (lib/stats): the registry of queues (a list in creation order,
+     * guarded by stats_lock, taken at queue creation/free and by readers
+     * only), whether new queues measure latency, and the context-wide
+     * counters.
+     */
+    pthread_mutex_t stats_lock;
+    struct npv_stats_queue *stats_first, *stats_last;
+    unsigned stats_queue_seq;
+    _Atomic int stats_latency;
+    _Atomic uint64_t stats_dma_maps, stats_dma_map_bytes, stats_domain_switches;
 };
 
 /* The counters of npv_ctx_resources: every acquisition adds, its release subtracts. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stats_internal.h"
 #include "ctx_internal.h"
 #include "dev_internal.h"
 #include "failpoint_internal.h"
@@ -267,6 +268,8 @@ int npv_dev_attach(struct npv_dev *dev, struct npv_domain *dom)
     pthread_mutex_lock(&dev->lock);
     int ret = attach_locked(dev, dom);
     pthread_mutex_unlock(&dev->lock);
+    if (ret == 0)
+        npv_stats_ctx_domain_switch(dev->ctx);
     return ret;
 }
 

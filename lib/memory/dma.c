@@ -25,6 +25,7 @@
 
 #include <npuvfio/dma.h>
 
+#include "stats_internal.h"
 #include "ctx_internal.h"
 #include "domain_internal.h"
 #include "failpoint_internal.h"
@@ -489,6 +490,8 @@ int npv_dma_map(struct npv_dma *dma, struct npv_domain *dom, unsigned prot, npv_
 {
     npv_iova_t tmp = 0;
     int ret = map_common(dma, dom, prot, false, &tmp);
+    if (ret == 0)
+        npv_stats_ctx_dma_map(dma->ctx, dma->size);
     if (ret == 0 && iova != NULL)
         *iova = tmp;
     return ret;
@@ -496,7 +499,10 @@ int npv_dma_map(struct npv_dma *dma, struct npv_domain *dom, unsigned prot, npv_
 
 int npv_dma_map_at(struct npv_dma *dma, struct npv_domain *dom, npv_iova_t iova, unsigned prot)
 {
-    return map_common(dma, dom, prot, true, &iova);
+    int ret = map_common(dma, dom, prot, true, &iova);
+    if (ret == 0)
+        npv_stats_ctx_dma_map(dma->ctx, dma->size);
+    return ret;
 }
 
 int npv_dma_unmap(struct npv_dma *dma, struct npv_domain *dom)

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <npuvfio/ring.h>
 
@@ -58,6 +59,8 @@ struct npv_ring {
     struct npv_dma *irq_wanted_dma;
     /* Completions were collected since the eventfd was last read: it may hold their count. */
     bool irq_unread;
+    /* npv_ring_completion_fd was called: the interrupt-wanted word stays 1 between calls. */
+    bool fd_mode;
     bool dead;
     const struct npv_ring_sync_hook *sync_hook; /* tests only */
     struct npv_ring_stats stats;
@@ -293,6 +296,7 @@ void npv_ring_free(struct npv_ring *r)
 static int ring_reset_device(struct npv_ring *r, int32_t cause, uint32_t failed)
 {
     r->stats.resets++;
+    npv_stat_add(&r->jobs->stats.resets, 1);
     ring_clear_status(r);
     int rc = r->cfg.reset(r->cfg.reset_arg);
     /*
@@ -411,6 +415,17 @@ int npv_ring_push(struct npv_ring *r, const void *desc, uint64_t cookie)
     return 0;
 }
 
+/*
+ * Stats latency (on only when the context asked, stats.h): the time the
+ * doorbell announced jobs [from, end), one vDSO clock read per batch.
+ */
+static void ring_stamp_doorbell(struct npv_ring *r, uint32_t from, uint32_t end)
+{
+    uint64_t now = npv_now_ns();
+    for (uint32_t seq = from; seq != end; seq++)
+        r->jobs->slots[seq & r->jobs->mask].t0_ns = now;
+}
+
 int npv_ring_submit(struct npv_ring *r)
 {
     uint32_t tail = r->jobs->tail;
@@ -425,6 +440,8 @@ int npv_ring_submit(struct npv_ring *r)
     else
         npv_bar_write32_release(r->cfg.db_bar, r->cfg.db_off, (uint32_t)val);
     NPV_TRACE3(doorbell, r, val, n);
+    if (r->jobs->stats.latency)
+        ring_stamp_doorbell(r, tail - n, tail);
     r->rung = tail;
     r->stats.submitted += n;
     r->stats.doorbells++;
@@ -496,6 +513,8 @@ static int ring_advance(struct npv_ring *r, uint32_t head)
     if (r->error_index_word != NULL)
         ring_take_indexed_error(r, r->dev_head, first_seq, n);
     inflight_complete(r->jobs, first_seq + n);
+    if (r->jobs->stats.latency)
+        inflight_measure(r->jobs, first_seq, first_seq + n, npv_now_ns());
     r->dev_head = head;
     r->stats.completed += n;
     r->irq_unread = true;
@@ -682,9 +701,9 @@ static int ring_sleep_irq(struct npv_ring *r, unsigned min, uint64_t deadline, b
 
 static int ring_wait_irq(struct npv_ring *r, unsigned min, uint64_t deadline)
 {
-    bool armed = false;
+    bool armed = r->fd_mode;
     int rc = ring_sleep_irq(r, min, deadline, &armed);
-    if (armed)
+    if (armed && !r->fd_mode)
         ring_want_irq(r, 0);
     return rc;
 }
@@ -760,6 +779,55 @@ int npv_ring_wait(struct npv_ring *r, enum npv_ring_wait_mode mode, unsigned min
             return rc;
     }
     return (int)inflight_reap(r->jobs, cpl, max);
+}
+
+/*
+ * The completion fd (issue 24 item 4): the interrupt's eventfd, kept
+ * readable while completions wait. The device makes it readable (its
+ * interrupt, raised after the head it covers: ring.h "Device contract");
+ * npv_ring_reap_fd drains it, collects, and writes it again when it leaves
+ * completions unreaped, so an epoll loop sees it level-triggered.
+ */
+int npv_ring_completion_fd(struct npv_ring *r)
+{
+    if (r->irq_fd < 0)
+        return -EINVAL;
+    if (!r->fd_mode) {
+        r->fd_mode = true;
+        /* The loop sleeps in epoll, out of the engine's sight: interrupts stay wanted. */
+        if (r->irq_wanted != NULL)
+            ring_want_irq(r, 1);
+    }
+    return r->irq_fd;
+}
+
+int npv_ring_reap_fd(struct npv_ring *r, struct npv_cpl *cpl, unsigned max)
+{
+    if (r->irq_fd < 0 || max == 0)
+        return -EINVAL;
+    /* Drain first, then collect: an interrupt after the drain finds its head in the block. */
+    int64_t n = npv_eventfd_consume(r->irq_fd);
+    if (n < 0 && n != -EAGAIN)
+        return (int)n;
+    r->irq_unread = false;
+    int rc = ring_collect(r);
+    if (rc < 0)
+        return rc;
+    if (ring_timed(r))
+        ring_clock_reading(r, npv_now_ns());
+    unsigned got = inflight_reap(r->jobs, cpl, max);
+    if (inflight_unreaped(r->jobs) > 0) {
+        /* Some still wait: keep the fd readable (level-triggered). */
+        uint64_t one = 1;
+        if (write(r->irq_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+            return -errno;
+    }
+    return (int)got;
+}
+
+void npv_ring_set_name(struct npv_ring *r, const char *device, const char *queue)
+{
+    npv_inflight_set_name(r->jobs, device, queue);
 }
 
 void npv_ring_stats(const struct npv_ring *r, struct npv_ring_stats *st)

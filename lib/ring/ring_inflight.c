@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "ctx_internal.h"
+#include "deadline.h"
 #include "failpoint_internal.h"
 #include "ring_inflight.h"
 
@@ -27,6 +28,7 @@ int npv_inflight_new(struct npv_ctx *ctx, uint32_t capacity, struct npv_inflight
         goto err_slots;
     t->ctx = ctx;
     t->mask = capacity - 1;
+    npv_stats_queue_register(ctx, &t->stats);
     *out = t;
     return 0;
 
@@ -41,6 +43,7 @@ void npv_inflight_free(struct npv_inflight *t)
 {
     if (t == NULL)
         return;
+    npv_stats_queue_unregister(&t->stats);
     free(t->dl_seq);
     free(t->slots);
     free(t);
@@ -50,6 +53,8 @@ int npv_inflight_add(struct npv_inflight *t, uint64_t cookie, uint64_t deadline_
 {
     uint32_t s;
     int rc = inflight_add(t, cookie, deadline_ns, &s);
+    if (rc == 0 && t->stats.latency)
+        t->slots[s & t->mask].t0_ns = npv_now_ns();
     if (rc == 0 && seq != NULL)
         *seq = s;
     return rc;
@@ -57,7 +62,21 @@ int npv_inflight_add(struct npv_inflight *t, uint64_t cookie, uint64_t deadline_
 
 int npv_inflight_complete(struct npv_inflight *t, uint32_t end)
 {
-    return inflight_complete(t, end);
+    uint32_t from = t->done;
+    int rc = inflight_complete(t, end);
+    if (rc == 0 && t->stats.latency && from != end)
+        inflight_measure(t, from, end, npv_now_ns());
+    return rc;
+}
+
+void npv_inflight_set_name(struct npv_inflight *t, const char *device, const char *queue)
+{
+    npv_stats_queue_name(&t->stats, device, queue);
+}
+
+void npv_inflight_count_reset(struct npv_inflight *t)
+{
+    npv_stat_add(&t->stats.resets, 1);
 }
 
 int npv_inflight_set_status(struct npv_inflight *t, uint32_t seq, int32_t status,

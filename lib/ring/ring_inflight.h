@@ -36,6 +36,7 @@
 
 #include <npuvfio/ring.h>
 
+#include "stats_internal.h"
 #include "trace.h"
 
 struct npv_inflight_slot {
@@ -43,6 +44,7 @@ struct npv_inflight_slot {
     uint64_t deadline_ns;
     int32_t status;
     uint32_t dev_error;
+    uint64_t t0_ns; /* when its doorbell rang (stats latency on), else 0 */
 };
 
 struct npv_inflight {
@@ -54,6 +56,8 @@ struct npv_inflight {
     uint32_t dl_head, dl_tail; /* free-running positions in dl_seq */
     /* Jobs [stamp_from, tail) hold a relative timeout in deadline_ns, not yet a deadline. */
     uint32_t stamp_from;
+    /* Counters read by lib/stats (stats.h): written here by the table's owner only. */
+    struct npv_stats_queue stats;
 };
 
 static inline uint64_t inflight_deadline_of(const struct npv_inflight *t, uint32_t pos)
@@ -77,6 +81,8 @@ static inline struct npv_inflight_slot *inflight_claim(struct npv_inflight *t, u
     s->deadline_ns = deadline_ns;
     s->status = 0;
     s->dev_error = 0;
+    s->t0_ns = 0;
+    npv_stat_add(&t->stats.requests, 1);
     return s;
 }
 
@@ -134,6 +140,21 @@ static inline int inflight_complete(struct npv_inflight *t, uint32_t end)
     return 0;
 }
 
+/*
+ * Latency of the jobs [from, end) the device just finished, against now_ns:
+ * jobs without a doorbell time (latency off, or claimed before it was
+ * rung) are not measured.
+ */
+static inline void inflight_measure(struct npv_inflight *t, uint32_t from, uint32_t end,
+                                    uint64_t now_ns)
+{
+    for (uint32_t seq = from; seq != end; seq++) {
+        uint64_t t0 = t->slots[seq & t->mask].t0_ns;
+        if (t0 != 0 && now_ns >= t0)
+            npv_stats_latency(&t->stats, now_ns - t0);
+    }
+}
+
 /* The earliest deadline among unfinished jobs, 0 if none has one. */
 static inline uint64_t inflight_next_deadline(const struct npv_inflight *t)
 {
@@ -162,6 +183,7 @@ static inline unsigned inflight_reap(struct npv_inflight *t, struct npv_cpl *cpl
         cpl[i].cookie = s->cookie;
         cpl[i].status = s->status;
         cpl[i].dev_error = s->dev_error;
+        npv_stats_completion(&t->stats, s->status);
         NPV_TRACE3(completion, s->cookie, s->status, s->dev_error);
     }
     t->head += n;
