@@ -168,6 +168,7 @@ int npv_bar_map(struct npv_dev *dev, uint32_t index, struct npv_bar **out)
     b->pub.direct = b->direct;
     b->pub.dev = dev;
     b->pub.index = index;
+    b->pub.posted = &dev->posted_pending;
     if (ri.flags & NPV_REGION_MMAP) {
         struct span msix =
             ri.msix_mappable ? (struct span){0, 0} : msix_table_span(dev, index, ri.size);
@@ -211,6 +212,7 @@ int npv_bar_read(const struct npv_bar *bar, uint64_t off, unsigned width, uint64
     if (ret < 0)
         return ret;
     if (npv_bar__direct(bar, off, width)) {
+        npv_bar__ordered(bar);
         const volatile uint8_t *p = bar->base + off;
         switch (width) {
         case 1:
@@ -248,6 +250,7 @@ int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint6
     if (ret < 0)
         return ret;
     if (npv_bar__direct(bar, off, width)) {
+        npv_bar__ordered(bar);
         volatile uint8_t *p = bar->base + off;
         switch (width) {
         case 1:
@@ -279,7 +282,14 @@ int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint6
         v.u32 = (uint32_t)val;
     else
         v.u64 = val;
-    return npv_dev_region_write(bar->dev, bar->index, off, &v, width);
+    return npv_dev_region_write_posted(bar->dev, bar->index, off, &v, width);
+}
+
+void npv_bar__order(const struct npv_bar *bar)
+{
+    /* A failure stays for the next synchronous call: a mapped access has no way to report it. */
+    if (bar->dev->ops->flush != NULL)
+        (void)bar->dev->ops->flush(bar->dev, false);
 }
 
 int npv_bar_is_direct(const struct npv_bar *bar, uint64_t off, uint64_t len)

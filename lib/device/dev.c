@@ -361,6 +361,21 @@ int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, cons
     return dev->ops->region_write(dev, index, off, buf, len);
 }
 
+int npv_dev_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
+                                size_t len)
+{
+    if (dev->ops->region_write_posted == NULL)
+        return npv_dev_region_write(dev, index, off, buf, len);
+    return dev->ops->region_write_posted(dev, index, off, buf, len);
+}
+
+int npv_dev_flush(struct npv_dev *dev)
+{
+    if (dev == NULL)
+        return -EINVAL;
+    return dev->ops->flush != NULL ? dev->ops->flush(dev, true) : 0;
+}
+
 /* Region 7 of a platform device is its eighth MMIO resource, not config space. */
 int npv_dev_config_read(struct npv_dev *dev, uint32_t off, void *buf, size_t len)
 {

@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Posted register writes over vfio-user (issue 25): trapped BAR writes sent
+ * with NO_REPLY once the server offers "write_multiple", ordered by the next
+ * read or flush (a REGION_WRITE_MULTI fence), their failure reported by the
+ * next synchronous call; a server that does not offer them gets every write
+ * synchronously as before.
+ *
+ * A scripted server counts what arrives (posted writes, replied writes,
+ * fences); the testdev model checks the real server's side.
+ */
+#include <check.h>
+#include <errno.h>
+#include <string.h>
+
+#include <npuvfio/ctx.h>
+
+#include "dev_internal.h"
+#include "harness.h"
+
+/* ---- a scripted server that counts ---- */
+
+/* Region 0 of the fake: 64 registers of 4 bytes, and the counters read at COUNTS. */
+#define FAKE_REGS   64u
+#define FAKE_COUNTS 0x1000u
+
+struct fake_counts {
+    uint32_t posted;   /* REGION_WRITE with NO_REPLY */
+    uint32_t replied;  /* REGION_WRITE waiting for its reply */
+    uint32_t fences;   /* REGION_WRITE_MULTI */
+    uint32_t order_ok; /* 1 while every write arrived in the order of its value */
+};
+
+static void script_count(int sock, unsigned nth, const struct vu_fake *f)
+{
+    (void)nth;
+    uint32_t regs[FAKE_REGS] = {0};
+    struct fake_counts n = {.order_ok = 1};
+    uint32_t last = 0;
+    struct npv_vu_msg m;
+    while (fake_next(sock, f, &m) == 0) {
+        struct npv_vu_region_access a;
+        if (m.hdr.cmd == NPV_VU_CMD_REGION_WRITE && m.body_len == sizeof(a) + 4) {
+            memcpy(&a, m.body, sizeof(a));
+            uint32_t v;
+            memcpy(&v, m.body + sizeof(a), 4);
+            if (a.offset / 4 < FAKE_REGS)
+                regs[a.offset / 4] = v;
+            /* The test writes increasing values: one out of order is a reordered write. */
+            if (v < last)
+                n.order_ok = 0;
+            last = v;
+            if (m.hdr.flags & NPV_VU_F_NO_REPLY) {
+                n.posted++;
+            } else {
+                n.replied++;
+                fake_reply(sock, &m, &a, sizeof(a));
+            }
+        } else if (m.hdr.cmd == NPV_VU_CMD_REGION_WRITE_MULTI) {
+            n.fences++;
+            struct npv_vu_write_multi rep = {.wr_cnt = 0};
+            if (!(m.hdr.flags & NPV_VU_F_NO_REPLY))
+                fake_reply(sock, &m, &rep, sizeof(rep));
+        } else if (m.hdr.cmd == NPV_VU_CMD_REGION_READ && m.body_len == sizeof(a)) {
+            memcpy(&a, m.body, sizeof(a));
+            uint8_t buf[sizeof(a) + 64] = {0};
+            memcpy(buf, &a, sizeof(a));
+            if (a.offset == FAKE_COUNTS && a.count == sizeof(n))
+                memcpy(buf + sizeof(a), &n, sizeof(n));
+            else if (a.count == 4 && a.offset / 4 < FAKE_REGS)
+                memcpy(buf + sizeof(a), &regs[a.offset / 4], 4);
+            fake_reply(sock, &m, buf, sizeof(a) + (a.count <= 64 ? a.count : 0));
+        } else if (!(m.hdr.flags & NPV_VU_F_NO_REPLY)) {
+            struct npv_vu_hdr h = {.msg_id = m.hdr.msg_id,
+                                   .cmd = m.hdr.cmd,
+                                   .flags = NPV_VU_F_TYPE_REPLY | NPV_VU_F_ERROR,
+                                   .error = ENOSYS};
+            fake_send(sock, &h, NULL, 0);
+        }
+        npv_vu_msg_release(&m);
+    }
+}
+
+static struct vu_server srv;
+static struct npv_ctx *ctx;
+
+static struct npv_dev *open_fake(struct vu_fake *f)
+{
+    ck_assert_int_eq(npv_ctx_new(&ctx), 0);
+    vu_server_start(&srv, vu_serve_fake, f);
+    struct npv_dev_opts opts = {.request_timeout_ns = GENEROUS_NS};
+    struct npv_dev *dev = NULL;
+    int r = npv_dev_open_vfio_user(ctx, srv.path, NULL, &opts, &dev);
+    ck_assert_msg(r == 0, "open: %s", npv_strerror(r));
+    return dev;
+}
+
+static void close_fake(struct npv_dev *dev)
+{
+    npv_dev_close(dev);
+    vu_server_kill(&srv);
+    npv_ctx_free(ctx);
+}
+
+/* Ten writes the way npv_bar_write sends a trapped one, then what the server saw. */
+static struct fake_counts ten_writes_then_counts(struct npv_dev *dev)
+{
+    for (uint32_t i = 0; i < 10; i++) {
+        uint32_t v = 100 + i;
+        ck_assert_int_eq(npv_dev_region_write_posted(dev, 0, 4 * i, &v, 4), 0);
+    }
+    struct fake_counts n;
+    ck_assert_int_eq(npv_dev_region_read(dev, 0, FAKE_COUNTS, &n, sizeof(n)), 0);
+    for (uint32_t i = 0; i < 10; i++) {
+        uint32_t v = 0;
+        ck_assert_int_eq(npv_dev_region_read(dev, 0, 4 * i, &v, 4), 0);
+        ck_assert_uint_eq(v, 100 + i);
+    }
+    return n;
+}
+
+START_TEST(writes_are_posted_to_a_server_offering_write_multiple)
+{
+    struct vu_fake f = {.script = script_count, .write_multiple = true};
+    struct npv_dev *dev = open_fake(&f);
+    struct fake_counts n = ten_writes_then_counts(dev);
+    /* Ten messages without a reply, one fence before the read, nothing waited for per write. */
+    ck_assert_uint_eq(n.posted, 10);
+    ck_assert_uint_eq(n.replied, 0);
+    ck_assert_uint_eq(n.fences, 1);
+    ck_assert_uint_eq(n.order_ok, 1);
+    /* Reads with nothing posted since need no fence. */
+    ck_assert_int_eq(npv_dev_region_read(dev, 0, FAKE_COUNTS, &n, sizeof(n)), 0);
+    ck_assert_uint_eq(n.fences, 1);
+    /* A flush with nothing outstanding sends nothing either. */
+    ck_assert_int_eq(npv_dev_flush(dev), 0);
+    ck_assert_int_eq(npv_dev_region_read(dev, 0, FAKE_COUNTS, &n, sizeof(n)), 0);
+    ck_assert_uint_eq(n.fences, 1);
+    /*
+     * Config space is never posted (it changes how the device decodes): the
+     * fake refuses this write, and the refusal comes back at once.
+     */
+    uint16_t cmd = 0;
+    ck_assert_int_eq(npv_dev_region_write_posted(dev, NPV_PCI_CONFIG_REGION, 4, &cmd, 2), -ENOSYS);
+    ck_assert_int_eq(npv_dev_region_read(dev, 0, FAKE_COUNTS, &n, sizeof(n)), 0);
+    ck_assert_uint_eq(n.posted, 10);
+    close_fake(dev);
+}
+END_TEST
+
+START_TEST(a_server_without_write_multiple_gets_every_write_synchronously)
+{
+    struct vu_fake f = {.script = script_count};
+    struct npv_dev *dev = open_fake(&f);
+    struct fake_counts n = ten_writes_then_counts(dev);
+    ck_assert_uint_eq(n.posted, 0);
+    ck_assert_uint_eq(n.replied, 10);
+    ck_assert_uint_eq(n.fences, 0); /* never sent what the server did not offer */
+    ck_assert_uint_eq(n.order_ok, 1);
+    ck_assert_int_eq(npv_dev_flush(dev), 0);
+    close_fake(dev);
+}
+END_TEST
+
+/* ---- the testdev model behind our server ---- */
+
+static struct td t;
+
+static void td_setup(void)
+{
+    vu_server_start(&srv, vu_serve_testdev, NULL);
+    td_open(&t, srv.path);
+}
+
+static void td_teardown(void)
+{
+    td_close(&t);
+    vu_server_kill(&srv);
+}
+
+START_TEST(a_posted_write_error_surfaces_on_the_next_call)
+{
+    uint64_t v = 0;
+    /* CTRL takes 32-bit accesses only: the model refuses a 16-bit write with EINVAL. */
+    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_CTRL, 2, 1), 0); /* posted */
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_ID, 4, &v), -EINVAL);
+    /* Reported once: the device itself is fine. */
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_ID, 4, &v), 0);
+    ck_assert_uint_eq(v, TESTDEV_ID_VALUE);
+
+    /* Through an explicit flush, and only the first of several. */
+    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_CTRL, 2, 1), 0);
+    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_SCRATCH64, 8, 7), 0);
+    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_STATUS, 2, 1), 0);
+    ck_assert_int_eq(npv_dev_flush(t.dev), -EINVAL);
+    ck_assert_int_eq(npv_dev_flush(t.dev), 0);
+    /* The good write between the two refused ones was carried out. */
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_SCRATCH64, 8, &v), 0);
+    ck_assert_uint_eq(v, 7);
+
+    /* Any other command reports it too (here a reset). */
+    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_CTRL, 2, 1), 0);
+    struct npv_dev_info info;
+    ck_assert_int_eq(npv_dev_info(t.dev, &info), -EINVAL);
+    ck_assert_int_eq(npv_dev_info(t.dev, &info), 0);
+}
+END_TEST
+
+START_TEST(a_read_after_posted_writes_sees_them_all_in_order)
+{
+    /* Alternating registers and widths: the last of each wins only if none was reordered. */
+    for (uint32_t i = 1; i <= 500; i++) {
+        npv_bar_write32(t.bar, TESTDEV_REG_RING_ENTRIES, i);
+        npv_bar_write64(t.bar, TESTDEV_REG_SCRATCH64, (uint64_t)i << 32 | i);
+        npv_bar_write32(t.bar, TESTDEV_REG_SCRATCH64, i * 3); /* low half only */
+    }
+    uint64_t v = 0;
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_SCRATCH64, 8, &v), 0);
+    ck_assert_uint_eq(v, (uint64_t)500 << 32 | 1500);
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_RING_ENTRIES, 4, &v), 0);
+    ck_assert_uint_eq(v, 500);
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_LAST_WIDTH, 4, &v), 0);
+    ck_assert_uint_eq(v, 8); /* the read above; each write kept its own width */
+}
+END_TEST
+
+START_TEST(the_driver_runs_jobs_with_posted_writes)
+{
+    /* Trapped setup writes, then the mapped doorbell: the model must see them before it. */
+    td_enable(&t, false);
+    struct npv_testdev_desc d = {.opcode = NPV_TESTDEV_OP_NOP};
+    for (int i = 0; i < 8; i++)
+        td_submit(&t, &d);
+    struct npv_cpl last;
+    ck_assert_int_eq(td_wait(&t, GENEROUS_NS, &last), 0);
+    ck_assert_int_eq(npv_dev_flush(t.dev), 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("vfio-user posted writes");
+    TCase *tc = tcase_create("scripted");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, writes_are_posted_to_a_server_offering_write_multiple);
+    tcase_add_test(tc, a_server_without_write_multiple_gets_every_write_synchronously);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("testdev");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, td_setup, td_teardown);
+    tcase_add_test(tc, a_posted_write_error_surfaces_on_the_next_call);
+    tcase_add_test(tc, a_read_after_posted_writes_sees_them_all_in_order);
+    tcase_add_test(tc, the_driver_runs_jobs_with_posted_writes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
