@@ -198,6 +198,12 @@ struct dev_row {
     const char *skipped; /* why not, when set */
     char what[128];
     struct series p50_ns, p99_ns, per_s;
+    /*
+     * Register accesses per job the device completed (npv_dev_stats over the
+     * whole sample run, its setup included, divided by its jobs): all, and
+     * the trapped ones (a message each over vfio-user) among them.
+     */
+    struct series reads_per_job, writes_per_job, trapped_reads_per_job, trapped_writes_per_job;
     uint64_t mismatches; /* over every repetition */
 };
 struct dev_results {
@@ -231,7 +237,7 @@ struct target {
     enum target_dir dir;
     bool met;
 };
-#define BENCH_TARGETS 5
+#define BENCH_TARGETS 6
 
 struct bench_run {
     const struct bench_opts *o;

@@ -51,7 +51,14 @@ struct npv_bar {
     struct npv_dev *dev;
     uint32_t index;
     const uint32_t *posted; /* nonzero: posted writes outstanding on dev */
+    uint64_t *mapped_count; /* dev's [0] mapped reads, [1] mapped writes (npv_dev_stats) */
 };
+
+/* Relaxed load and store, not a locked add: exact from one thread, cheap on the hot path. */
+static inline void npv_bar__count(uint64_t *c)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
 
 /* Wait until the posted writes outstanding on bar's device were carried out. */
 NPV_API void npv_bar__order(const struct npv_bar *bar);
@@ -94,6 +101,7 @@ static inline void npv_bar__ordered(const struct npv_bar *bar)
     {                                                                                              \
         if (npv_bar__direct(bar, off, (bits) / 8)) {                                               \
             npv_bar__ordered(bar);                                                                 \
+            npv_bar__count(&bar->mapped_count[0]);                                                 \
             return *(volatile uint##bits##_t *)(bar->base + off);                                  \
         }                                                                                          \
         uint64_t v;                                                                                \
@@ -106,6 +114,7 @@ static inline void npv_bar__ordered(const struct npv_bar *bar)
     {                                                                                              \
         if (npv_bar__direct(bar, off, (bits) / 8)) {                                               \
             npv_bar__ordered(bar);                                                                 \
+            npv_bar__count(&bar->mapped_count[1]);                                                 \
             *(volatile uint##bits##_t *)(bar->base + off) = val;                                   \
         } else                                                                                     \
             (void)npv_bar_write(bar, off, (bits) / 8, val);                                        \

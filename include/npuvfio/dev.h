@@ -206,6 +206,24 @@ NPV_API int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t o
 NPV_API int npv_dev_flush(struct npv_dev *dev);
 
 /*
+ * Register accesses made through npv_bar_* on dev since it was opened, by
+ * the way they went: mapped (a plain load or store) or trapped (a message or
+ * pread/pwrite through the transport; posted ones are among the trapped
+ * writes). Counted per device by the BAR layer with relaxed atomics: exact
+ * from one thread, approximate when several threads access one device.
+ */
+struct npv_dev_stats {
+    uint64_t reads_mapped;
+    uint64_t writes_mapped;
+    uint64_t reads_trapped;
+    uint64_t writes_trapped;
+    uint64_t writes_posted; /* trapped writes sent without waiting (npv_dev_flush) */
+    uint64_t flushes;       /* fences sent to order posted writes */
+    uint64_t reserved[2];
+};
+NPV_API int npv_dev_stats(struct npv_dev *dev, struct npv_dev_stats *st);
+
+/*
  * Config space helpers (region NPV_PCI_CONFIG_REGION), little-endian values.
  * -ENOTSUP on a device that is not PCI (a platform device's region 7 is an
  * MMIO resource like any other).

@@ -169,6 +169,7 @@ int npv_bar_map(struct npv_dev *dev, uint32_t index, struct npv_bar **out)
     b->pub.dev = dev;
     b->pub.index = index;
     b->pub.posted = &dev->posted_pending;
+    b->pub.mapped_count = &dev->reg_count[0];
     if (ri.flags & NPV_REGION_MMAP) {
         struct span msix =
             ri.msix_mappable ? (struct span){0, 0} : msix_table_span(dev, index, ri.size);
@@ -213,6 +214,7 @@ int npv_bar_read(const struct npv_bar *bar, uint64_t off, unsigned width, uint64
         return ret;
     if (npv_bar__direct(bar, off, width)) {
         npv_bar__ordered(bar);
+        npv_bar__count(&bar->mapped_count[0]);
         const volatile uint8_t *p = bar->base + off;
         switch (width) {
         case 1:
@@ -237,6 +239,7 @@ int npv_bar_read(const struct npv_bar *bar, uint64_t off, unsigned width, uint64
         uint32_t u32;
         uint64_t u64;
     } v = {0};
+    __atomic_fetch_add(&bar->dev->reg_count[2], 1, __ATOMIC_RELAXED);
     ret = npv_dev_region_read(bar->dev, bar->index, off, &v, width);
     if (ret < 0)
         return ret;
@@ -251,6 +254,7 @@ int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint6
         return ret;
     if (npv_bar__direct(bar, off, width)) {
         npv_bar__ordered(bar);
+        npv_bar__count(&bar->mapped_count[1]);
         volatile uint8_t *p = bar->base + off;
         switch (width) {
         case 1:
@@ -282,6 +286,7 @@ int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint6
         v.u32 = (uint32_t)val;
     else
         v.u64 = val;
+    __atomic_fetch_add(&bar->dev->reg_count[3], 1, __ATOMIC_RELAXED);
     return npv_dev_region_write_posted(bar->dev, bar->index, off, &v, width);
 }
 

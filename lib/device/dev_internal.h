@@ -86,6 +86,13 @@ struct npv_dev {
      * Atomic; written by the backend.
      */
     uint32_t posted_pending;
+    /*
+     * npv_dev_stats: [0] mapped reads, [1] mapped writes (bumped by the
+     * inline accessors through npv_bar.mapped_count), [2] trapped reads,
+     * [3] trapped writes, [4] posted writes, [5] fences (by the backend).
+     * Relaxed atomics.
+     */
+    uint64_t reg_count[6];
 };
 
 /* npv_bar_write's way: region_write_posted when the backend has it. */

@@ -218,6 +218,7 @@ int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *i
     if (fence != NULL && c->posted_sent != c->posted_fenced) {
         ret = send_fence(c, fence, deadline);
         fence = NULL; /* on the wire: deliver_reply or client_free frees it */
+        __atomic_fetch_add(&c->dev->reg_count[5], 1, __ATOMIC_RELAXED);
     }
     if (ret == 0)
         ret = npv_fp_send_result(c->dev->ctx);
@@ -673,6 +674,7 @@ static int vu_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t 
         ret = npv_vu_sendv(c->sock, &h, iov, 2, NULL, 0, ns_to_i64(dev->request_timeout_ns));
     if (ret == 0) {
         c->posted_sent++;
+        __atomic_fetch_add(&dev->reg_count[4], 1, __ATOMIC_RELAXED);
         __atomic_store_n(&dev->posted_pending, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&c->send_lock);
@@ -700,6 +702,7 @@ static int vu_flush(struct npv_dev *dev, bool take_error)
     if (outstanding) {
         struct npv_vu_write_multi wm = {.wr_cnt = 0};
         struct npv_vu_msg m;
+        __atomic_fetch_add(&dev->reg_count[5], 1, __ATOMIC_RELAXED);
         ret = npv_vu_client_call(c, NPV_VU_CMD_REGION_WRITE_MULTI, &wm, sizeof(wm), NULL, 0, &m);
         if (ret == 0) {
             struct npv_vu_write_multi rep;

@@ -237,6 +237,30 @@ START_TEST(the_driver_runs_jobs_with_posted_writes)
 }
 END_TEST
 
+START_TEST(register_accesses_are_counted_by_the_way_they_went)
+{
+    struct npv_dev_stats a, b;
+    ck_assert_int_eq(npv_dev_stats(t.dev, &a), 0);
+    ck_assert_uint_eq(npv_bar_read32(t.bar, TESTDEV_REG_ID), TESTDEV_ID_VALUE);
+    npv_bar_write32(t.bar, TESTDEV_REG_SCRATCH64, 5);
+    /* The doorbell page is mapped: this load waits for the posted write first (a fence). */
+    uint32_t db = npv_bar_read32(t.bar, TESTDEV_REG_DOORBELL);
+    npv_bar_write32(t.bar, TESTDEV_REG_DOORBELL, db);
+    ck_assert_int_eq(npv_dev_stats(t.dev, &b), 0);
+    ck_assert_uint_eq(b.reads_trapped - a.reads_trapped, 1);
+    ck_assert_uint_eq(b.writes_trapped - a.writes_trapped, 1);
+    ck_assert_uint_eq(b.writes_posted - a.writes_posted, 1);
+    ck_assert_uint_eq(b.reads_mapped - a.reads_mapped, 1);
+    ck_assert_uint_eq(b.writes_mapped - a.writes_mapped, 1);
+    ck_assert_uint_eq(b.flushes - a.flushes, 1);
+    /* Nothing outstanding: mapped accesses cost no message. */
+    (void)npv_bar_read32(t.bar, TESTDEV_REG_DOORBELL);
+    ck_assert_int_eq(npv_dev_stats(t.dev, &a), 0);
+    ck_assert_uint_eq(a.flushes, b.flushes);
+    ck_assert_int_eq(npv_dev_stats(NULL, &a), -EINVAL);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("vfio-user posted writes");
@@ -251,6 +275,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_posted_write_error_surfaces_on_the_next_call);
     tcase_add_test(tc, a_read_after_posted_writes_sees_them_all_in_order);
     tcase_add_test(tc, the_driver_runs_jobs_with_posted_writes);
+    tcase_add_test(tc, register_accesses_are_counted_by_the_way_they_went);
     suite_add_tcase(s, tc);
     return s;
 }
