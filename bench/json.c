@@ -187,6 +187,15 @@ int bench_write_json(const char *path, const struct bench_run *run)
         json_series(f, &d->trapped_reads_per_job);
         fprintf(f, ", \"trapped_writes_per_job\": ");
         json_series(f, &d->trapped_writes_per_job);
+        fprintf(f, ",\n     \"steady_per_job\": {\"reads\": ");
+        json_num(f, d->steady_reads);
+        fprintf(f, ", \"writes\": ");
+        json_num(f, d->steady_writes);
+        fprintf(f, ", \"trapped_reads\": ");
+        json_num(f, d->steady_trapped_reads);
+        fprintf(f, ", \"trapped_writes\": ");
+        json_num(f, d->steady_trapped_writes);
+        fprintf(f, "}");
         fprintf(f, "}");
     }
     fprintf(f, "\n  ],\n  \"targets\": [\n");

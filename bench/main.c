@@ -615,6 +615,9 @@ static void print_devices(const struct dev_results *d)
                fig(series_median(&row->trapped_reads_per_job), 0, 1),
                fig(series_median(&row->writes_per_job), 0, 1),
                fig(series_median(&row->trapped_writes_per_job), 0, 1));
+        printf("  %-12s   hot path (steady state): %s reads (%s trapped), %s writes (%s trapped)\n",
+               "", fig(row->steady_reads, 0, 2), fig(row->steady_trapped_reads, 0, 2),
+               fig(row->steady_writes, 0, 2), fig(row->steady_trapped_writes, 0, 2));
     }
 }
 
