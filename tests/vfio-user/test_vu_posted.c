@@ -11,7 +11,11 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <npuvfio/ctx.h>
 
@@ -162,6 +166,137 @@ START_TEST(a_server_without_write_multiple_gets_every_write_synchronously)
 }
 END_TEST
 
+/* ---- our server, spoken to by hand ---- */
+
+static int raw_fd;
+static uint16_t raw_id;
+
+static void raw_send(uint16_t cmd, uint32_t flags, const void *body, size_t len)
+{
+    struct npv_vu_hdr h = {.msg_id = ++raw_id, .cmd = cmd, .flags = flags};
+    ck_assert_int_eq(npv_vu_send(raw_fd, &h, body, len, NULL, 0, (int64_t)GENEROUS_NS), 0);
+}
+
+/* The reply to the last command sent: 0 and its body in *m, or the errno it carried. */
+static uint32_t raw_reply(uint16_t cmd, struct npv_vu_msg *m)
+{
+    ck_assert_int_eq(npv_vu_recv(raw_fd, m, 1u << 20, 4, (int64_t)GENEROUS_NS), 0);
+    ck_assert_uint_eq(m->hdr.msg_id, raw_id);
+    ck_assert_uint_eq(m->hdr.cmd, cmd);
+    if (!(m->hdr.flags & NPV_VU_F_ERROR))
+        return 0;
+    uint32_t err = m->hdr.error;
+    npv_vu_msg_release(m);
+    return err;
+}
+
+static void raw_connect(const char *json)
+{
+    raw_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(raw_fd, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", srv.path);
+    int64_t deadline = npv_vu_now_ns() + (int64_t)GENEROUS_NS;
+    while (connect(raw_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        ck_assert_msg(npv_vu_now_ns() < deadline, "connect: %s", strerror(errno));
+        usleep(1000);
+    }
+    char buf[4 + 128] = {0};
+    ck_assert_uint_lt(strlen(json), sizeof(buf) - 4);
+    strcpy(buf + 4, json);
+    raw_send(NPV_VU_CMD_VERSION, 0, buf, 4 + strlen(json) + 1);
+    struct npv_vu_msg m;
+    ck_assert_uint_eq(raw_reply(NPV_VU_CMD_VERSION, &m), 0);
+    struct npv_vu_caps caps;
+    ck_assert_int_eq(npv_vu_caps_parse((char *)m.body + 4, m.body_len - 4, &caps), 0);
+    ck_assert(caps.write_multiple);
+    npv_vu_msg_release(&m);
+}
+
+/* WRITE_MULTI of n writes; the errno of the reply, or 0 with *done the reply's wr_cnt. */
+static uint32_t raw_write_multi(const struct npv_vu_write_one *w, uint64_t n, uint32_t flags,
+                                uint64_t *done)
+{
+    uint8_t buf[8 + 8 * sizeof(*w)];
+    ck_assert_uint_le(n, 8);
+    memcpy(buf, &n, 8);
+    if (n > 0)
+        memcpy(buf + 8, w, n * sizeof(*w));
+    raw_send(NPV_VU_CMD_REGION_WRITE_MULTI, flags, buf, 8 + n * sizeof(*w));
+    if (flags & NPV_VU_F_NO_REPLY)
+        return 0;
+    struct npv_vu_msg m;
+    uint32_t err = raw_reply(NPV_VU_CMD_REGION_WRITE_MULTI, &m);
+    if (err == 0) {
+        ck_assert_uint_eq(m.body_len, 8);
+        memcpy(done, m.body, 8);
+        npv_vu_msg_release(&m);
+    }
+    return err;
+}
+
+static uint64_t raw_read64(uint64_t off)
+{
+    struct npv_vu_region_access a = {.offset = off, .region = 0, .count = 8};
+    raw_send(NPV_VU_CMD_REGION_READ, 0, &a, sizeof(a));
+    struct npv_vu_msg m;
+    ck_assert_uint_eq(raw_reply(NPV_VU_CMD_REGION_READ, &m), 0);
+    ck_assert_uint_eq(m.body_len, sizeof(a) + 8);
+    uint64_t v;
+    memcpy(&v, m.body + sizeof(a), 8);
+    npv_vu_msg_release(&m);
+    return v;
+}
+
+static struct npv_vu_write_one wr(uint64_t off, uint32_t count, uint64_t v)
+{
+    struct npv_vu_write_one w = {.offset = off, .region = 0, .count = count};
+    memcpy(w.data, &v, sizeof(w.data));
+    return w;
+}
+
+START_TEST(the_server_does_write_multi_in_order_and_stops_at_the_first_refused)
+{
+    vu_server_start(&srv, vu_serve_testdev, NULL);
+    raw_connect("{\"capabilities\":{\"write_multiple\":true}}");
+    uint64_t done = 99;
+    struct npv_vu_write_one w[3] = {wr(TESTDEV_REG_SCRATCH64, 4, 1),
+                                    wr(TESTDEV_REG_RING_ENTRIES, 4, 8),
+                                    wr(TESTDEV_REG_SCRATCH64, 8, 0x55)};
+    ck_assert_uint_eq(raw_write_multi(w, 3, 0, &done), 0);
+    ck_assert_uint_eq(done, 3);
+    ck_assert_uint_eq(raw_read64(TESTDEV_REG_SCRATCH64), 0x55);
+
+    /* CTRL takes 32-bit accesses only: refused, and the write after it is not done. */
+    struct npv_vu_write_one bad[2] = {wr(TESTDEV_REG_CTRL, 2, 1), wr(TESTDEV_REG_SCRATCH64, 8, 9)};
+    ck_assert_uint_eq(raw_write_multi(bad, 2, 0, &done), EINVAL);
+    ck_assert_uint_eq(raw_read64(TESTDEV_REG_SCRATCH64), 0x55);
+
+    /* A refused no-reply write is reported by the next WRITE_MULTI that has a reply, once. */
+    struct npv_vu_region_access a = {.offset = TESTDEV_REG_CTRL, .region = 0, .count = 2};
+    uint8_t req[sizeof(a) + 2] = {0};
+    memcpy(req, &a, sizeof(a));
+    raw_send(NPV_VU_CMD_REGION_WRITE, NPV_VU_F_NO_REPLY, req, sizeof(req));
+    ck_assert_uint_eq(raw_read64(TESTDEV_REG_SCRATCH64), 0x55); /* a read does not report it */
+    ck_assert_uint_eq(raw_write_multi(NULL, 0, 0, &done), EINVAL);
+    ck_assert_uint_eq(raw_write_multi(NULL, 0, 0, &done), 0);
+    ck_assert_uint_eq(done, 0);
+    /* The same for a refused write inside a no-reply WRITE_MULTI. */
+    ck_assert_uint_eq(raw_write_multi(bad, 2, NPV_VU_F_NO_REPLY, &done), 0);
+    ck_assert_uint_eq(raw_write_multi(NULL, 0, 0, &done), EINVAL);
+
+    /* Malformed: wr_cnt and the size disagree, a write wider than 8 bytes. */
+    uint8_t shortm[8 + 10] = {1};
+    raw_send(NPV_VU_CMD_REGION_WRITE_MULTI, 0, shortm, sizeof(shortm));
+    struct npv_vu_msg m;
+    ck_assert_uint_eq(raw_reply(NPV_VU_CMD_REGION_WRITE_MULTI, &m), EINVAL);
+    struct npv_vu_write_one wide = wr(TESTDEV_REG_SCRATCH64, 9, 0);
+    ck_assert_uint_eq(raw_write_multi(&wide, 1, 0, &done), EINVAL);
+    close(raw_fd);
+    vu_server_kill(&srv);
+}
+END_TEST
+
 /* ---- the testdev model behind our server ---- */
 
 static struct td t;
@@ -268,6 +403,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, writes_are_posted_to_a_server_offering_write_multiple);
     tcase_add_test(tc, a_server_without_write_multiple_gets_every_write_synchronously);
+    tcase_add_test(tc, the_server_does_write_multi_in_order_and_stops_at_the_first_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("testdev");
     tcase_set_timeout(tc, 120);
