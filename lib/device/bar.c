@@ -214,7 +214,7 @@ int npv_bar_read(const struct npv_bar *bar, uint64_t off, unsigned width, uint64
         return ret;
     if (npv_bar__direct(bar, off, width)) {
         npv_bar__ordered(bar);
-        npv_bar__count(&bar->mapped_count[0]);
+        npv_bar__count(bar, 0);
         const volatile uint8_t *p = bar->base + off;
         switch (width) {
         case 1:
@@ -239,7 +239,8 @@ int npv_bar_read(const struct npv_bar *bar, uint64_t off, unsigned width, uint64
         uint32_t u32;
         uint64_t u64;
     } v = {0};
-    __atomic_fetch_add(&bar->dev->reg_count[2], 1, __ATOMIC_RELAXED);
+    if (bar->dev != NULL)
+        __atomic_fetch_add(&bar->dev->reg_count[2], 1, __ATOMIC_RELAXED);
     ret = npv_dev_region_read(bar->dev, bar->index, off, &v, width);
     if (ret < 0)
         return ret;
@@ -254,7 +255,7 @@ int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint6
         return ret;
     if (npv_bar__direct(bar, off, width)) {
         npv_bar__ordered(bar);
-        npv_bar__count(&bar->mapped_count[1]);
+        npv_bar__count(bar, 1);
         volatile uint8_t *p = bar->base + off;
         switch (width) {
         case 1:
@@ -286,14 +287,15 @@ int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint6
         v.u32 = (uint32_t)val;
     else
         v.u64 = val;
-    __atomic_fetch_add(&bar->dev->reg_count[3], 1, __ATOMIC_RELAXED);
+    if (bar->dev != NULL)
+        __atomic_fetch_add(&bar->dev->reg_count[3], 1, __ATOMIC_RELAXED);
     return npv_dev_region_write_posted(bar->dev, bar->index, off, &v, width);
 }
 
 void npv_bar__order(const struct npv_bar *bar)
 {
     /* A failure stays for the next synchronous call: a mapped access has no way to report it. */
-    if (bar->dev->ops->flush != NULL)
+    if (bar->dev != NULL && bar->dev->ops->flush != NULL)
         (void)bar->dev->ops->flush(bar->dev, false);
 }
 

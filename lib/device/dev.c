@@ -364,7 +364,7 @@ int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, cons
 int npv_dev_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
                                 size_t len)
 {
-    if (dev->ops->region_write_posted == NULL)
+    if (dev == NULL || dev->ops->region_write_posted == NULL)
         return npv_dev_region_write(dev, index, off, buf, len);
     return dev->ops->region_write_posted(dev, index, off, buf, len);
 }
