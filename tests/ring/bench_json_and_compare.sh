@@ -33,10 +33,12 @@ devs = {x["name"]: x for x in d["devices"]}
 assert "testdev" in devs and "skipped" not in devs["testdev"], devs
 for x in devs.values():
     assert "skipped" in x or (len(x["per_s"]["reps"]) == 2 and x["mismatches"] == 0), x
-    # Register accesses per job beside the latency (issue 25): every device reads some.
+    # Register accesses per job beside the latency (issue 25): every device touches some
+    # (testdev and edgetpu only write their doorbell; completions come back in memory).
     assert "skipped" in x or (len(x["reads_per_job"]["reps"]) == 2 and
-                              x["reads_per_job"]["median"] > 0 and
-                              "writes_per_job" in x and "trapped_reads_per_job" in x), x
+                              x["reads_per_job"]["median"] + x["writes_per_job"]["median"] > 0 and
+                              "trapped_reads_per_job" in x and
+                              x["steady_per_job"]["writes"] is not None), x
 sw = d["peers"]["same_work_rte_ring_per_s"]
 assert sw is None or all(sw[q] is None or len(sw[q]["reps"]) == 2 for q in ("2", "32")), sw
 PY
