@@ -198,12 +198,26 @@ struct dev_row {
     const char *skipped; /* why not, when set */
     char what[128];
     struct series p50_ns, p99_ns, per_s;
+    /*
+     * Register accesses per job the device completed (npv_dev_stats over the
+     * whole sample run, its setup included, divided by its jobs): all, and
+     * the trapped ones (a message each over vfio-user) among them.
+     */
+    struct series reads_per_job, writes_per_job, trapped_reads_per_job, trapped_writes_per_job;
+    /*
+     * The driver's hot path alone (steady state), measured once in the first
+     * repetition: the difference between this sample and one of
+     * BENCH_STEADY_SHORT iterations, per job of the difference, so setup and
+     * teardown cancel. NAN when not measured.
+     */
+    double steady_reads, steady_writes, steady_trapped_reads, steady_trapped_writes;
     uint64_t mismatches; /* over every repetition */
 };
 struct dev_results {
     unsigned n;
     struct dev_row row[BENCH_MAX_DEVS];
 };
+#define BENCH_STEADY_SHORT 5u
 /* Fill r->row[] from the device table. */
 void devices_init(struct dev_results *r);
 /* One repetition: each runnable device's model started, its sample run, the model stopped. */
@@ -231,7 +245,7 @@ struct target {
     enum target_dir dir;
     bool met;
 };
-#define BENCH_TARGETS 5
+#define BENCH_TARGETS 6
 
 struct bench_run {
     const struct bench_opts *o;

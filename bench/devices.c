@@ -28,6 +28,8 @@ void devices_init(struct dev_results *r)
         struct dev_row *row = &r->row[r->n];
         entries[r->n] = e;
         row->name = e->name;
+        row->steady_reads = row->steady_writes = NAN;
+        row->steady_trapped_reads = row->steady_trapped_writes = NAN;
         r->n++;
         if (e->model_create == NULL || e->driver_open == NULL || e->sample_run == NULL) {
             row->skipped = e->model_create == NULL  ? "no model yet"
@@ -39,7 +41,7 @@ void devices_init(struct dev_results *r)
 
 /* One run of e's sample against the model serving at path. */
 static int sample_once(const struct npv_device_entry *e, const char *path, unsigned iterations,
-                       struct npv_sample_result *res)
+                       struct npv_sample_result *res, struct npv_dev_stats *regs)
 {
     struct npv_ctx *ctx;
     struct npv_domain *dom = NULL;
@@ -56,7 +58,14 @@ static int sample_once(const struct npv_device_entry *e, const char *path, unsig
     if (rc == 0) {
         struct npv_sample_opts opts = {.iterations = iterations};
         memset(res, 0, sizeof(*res));
+        struct npv_dev_stats before, after;
+        npv_dev_stats(dev, &before);
         rc = e->sample_run(drv, &opts, res);
+        npv_dev_stats(dev, &after);
+        regs->reads_mapped = after.reads_mapped - before.reads_mapped;
+        regs->writes_mapped = after.writes_mapped - before.writes_mapped;
+        regs->reads_trapped = after.reads_trapped - before.reads_trapped;
+        regs->writes_trapped = after.writes_trapped - before.writes_trapped;
         e->driver_close(drv);
     }
     npv_dev_close(dev);
@@ -87,7 +96,14 @@ int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct d
             continue;
         }
         bench_pin(c->sub, false);
-        rc = sample_once(entries[i], model.path, iterations, &res);
+        struct npv_dev_stats regs = {0}, short_regs = {0};
+        struct npv_sample_result short_res = {0};
+        rc = sample_once(entries[i], model.path, iterations, &res, &regs);
+        /* The steady state once: a short run beside it, whose setup is the same. */
+        bool steady = rc == 0 && row->p50_ns.n == 0;
+        if (steady &&
+            sample_once(entries[i], model.path, BENCH_STEADY_SHORT, &short_res, &short_regs) < 0)
+            steady = false;
         bench_model_stop(&model);
         if (rc < 0) {
             row->skipped = "its sample failed";
@@ -102,6 +118,24 @@ int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct d
         series_add(&row->per_s, res.elapsed_ns != 0 && res.iterations != 0
                                     ? (double)res.iterations * 1e9 / (double)res.elapsed_ns
                                     : NAN);
+        double jobs = res.jobs != 0 ? (double)res.jobs : NAN;
+        series_add(&row->reads_per_job, (double)(regs.reads_mapped + regs.reads_trapped) / jobs);
+        series_add(&row->writes_per_job, (double)(regs.writes_mapped + regs.writes_trapped) / jobs);
+        series_add(&row->trapped_reads_per_job, (double)regs.reads_trapped / jobs);
+        series_add(&row->trapped_writes_per_job, (double)regs.writes_trapped / jobs);
+        if (steady && res.jobs > short_res.jobs) {
+            double dj = (double)(res.jobs - short_res.jobs);
+            row->steady_reads = ((double)(regs.reads_mapped + regs.reads_trapped) -
+                                 (double)(short_regs.reads_mapped + short_regs.reads_trapped)) /
+                                dj;
+            row->steady_writes = ((double)(regs.writes_mapped + regs.writes_trapped) -
+                                  (double)(short_regs.writes_mapped + short_regs.writes_trapped)) /
+                                 dj;
+            row->steady_trapped_reads =
+                ((double)regs.reads_trapped - (double)short_regs.reads_trapped) / dj;
+            row->steady_trapped_writes =
+                ((double)regs.writes_trapped - (double)short_regs.writes_trapped) / dj;
+        }
         bench_progress(o, "device %s sample: p50 %llu ns", row->name,
                        (unsigned long long)res.p50_ns);
     }

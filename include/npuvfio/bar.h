@@ -23,6 +23,12 @@
  * A read of a trapped page that fails returns all ones, as a PCI read of a
  * dead device does; npv_bar_read() reports the error instead.
  *
+ * Posted writes: a write to a trapped page may return before the device
+ * carried it out (vfio-user with "write_multiple", see npv_dev_flush); its
+ * failure is reported by the next synchronous call. A trapped read, and any
+ * mapped access while posted writes are outstanding, first waits for them:
+ * accesses to one BAR still reach the device in program order.
+ *
  * Thread-safety: accessors are lock-free; map/unmap are not concurrent with them.
  */
 #ifndef NPUVFIO_BAR_H
@@ -44,7 +50,21 @@ struct npv_bar {
     const uint8_t *direct;  /* per 4 KiB page: nonzero when mapped */
     struct npv_dev *dev;
     uint32_t index;
+    /* Both NULL in a bar not from npv_bar_map (a test's fake): nothing posted, nothing counted. */
+    const uint32_t *posted; /* nonzero: posted writes outstanding on dev */
+    uint64_t *mapped_count; /* dev's [0] mapped reads, [1] mapped writes (npv_dev_stats) */
 };
+
+/* Relaxed load and store, not a locked add: exact from one thread, cheap on the hot path. */
+static inline void npv_bar__count(const struct npv_bar *bar, int i)
+{
+    uint64_t *c = bar->mapped_count;
+    if (c != NULL)
+        __atomic_store_n(&c[i], __atomic_load_n(&c[i], __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+/* Wait until the posted writes outstanding on bar's device were carried out. */
+NPV_API void npv_bar__order(const struct npv_bar *bar);
 
 /* -EINVAL for a region that is not readable, -ENOMEM. */
 NPV_API int npv_bar_map(struct npv_dev *dev, uint32_t index, struct npv_bar **out);
@@ -92,11 +112,21 @@ static inline int npv_bar__direct(const struct npv_bar *bar, uint64_t off, unsig
            bar->direct[off >> NPV_BAR_PAGE_SHIFT];
 }
 
+/* A mapped access after posted writes waits for them, as a trapped one does. */
+static inline void npv_bar__ordered(const struct npv_bar *bar)
+{
+    if (bar->posted != NULL && __atomic_load_n(bar->posted, __ATOMIC_ACQUIRE) != 0)
+        npv_bar__order(bar);
+}
+
 #define NPV_BAR_ACCESSORS(bits)                                                                    \
     static inline uint##bits##_t npv_bar_read##bits(const struct npv_bar *bar, uint64_t off)       \
     {                                                                                              \
-        if (npv_bar__direct(bar, off, (bits) / 8))                                                 \
+        if (npv_bar__direct(bar, off, (bits) / 8)) {                                               \
+            npv_bar__ordered(bar);                                                                 \
+            npv_bar__count(bar, 0);                                                                \
             return *(volatile uint##bits##_t *)(bar->base + off);                                  \
+        }                                                                                          \
         uint64_t v;                                                                                \
         if (npv_bar_read(bar, off, (bits) / 8, &v) < 0)                                            \
             return (uint##bits##_t) ~(uint##bits##_t)0;                                            \
@@ -105,9 +135,11 @@ static inline int npv_bar__direct(const struct npv_bar *bar, uint64_t off, unsig
     static inline void npv_bar_write##bits(const struct npv_bar *bar, uint64_t off,                \
                                            uint##bits##_t val)                                     \
     {                                                                                              \
-        if (npv_bar__direct(bar, off, (bits) / 8))                                                 \
+        if (npv_bar__direct(bar, off, (bits) / 8)) {                                               \
+            npv_bar__ordered(bar);                                                                 \
+            npv_bar__count(bar, 1);                                                                \
             *(volatile uint##bits##_t *)(bar->base + off) = val;                                   \
-        else                                                                                       \
+        } else                                                                                     \
             (void)npv_bar_write(bar, off, (bits) / 8, val);                                        \
     }
 

@@ -194,6 +194,36 @@ NPV_API int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t o
                                  size_t len);
 
 /*
+ * Wait until every BAR write npv_bar_write (or npv_bar_writeN) has posted
+ * was carried out by the device, and report the first that failed since the
+ * last report: 0 or its negative errno. Over vfio-user, when the server
+ * negotiated "write_multiple", trapped BAR writes are posted (sent without
+ * waiting for a reply, as a CPU's MMIO write on PCIe); any read, any other
+ * call to the device, and a mapped access order them as a PCIe read does,
+ * and the next synchronous call reports a failure. Other transports write
+ * synchronously and return 0 here.
+ */
+NPV_API int npv_dev_flush(struct npv_dev *dev);
+
+/*
+ * Register accesses made through npv_bar_* on dev since it was opened, by
+ * the way they went: mapped (a plain load or store) or trapped (a message or
+ * pread/pwrite through the transport; posted ones are among the trapped
+ * writes). Counted per device by the BAR layer with relaxed atomics: exact
+ * from one thread, approximate when several threads access one device.
+ */
+struct npv_dev_stats {
+    uint64_t reads_mapped;
+    uint64_t writes_mapped;
+    uint64_t reads_trapped;
+    uint64_t writes_trapped;
+    uint64_t writes_posted; /* trapped writes sent without waiting (npv_dev_flush) */
+    uint64_t flushes;       /* fences sent to order posted writes */
+    uint64_t reserved[2];
+};
+NPV_API int npv_dev_stats(struct npv_dev *dev, struct npv_dev_stats *st);
+
+/*
  * Config space helpers (region NPV_PCI_CONFIG_REGION), little-endian values.
  * -ENOTSUP on a device that is not PCI (a platform device's region 7 is an
  * MMIO resource like any other).

@@ -169,6 +169,8 @@ int npv_bar_map(struct npv_dev *dev, uint32_t index, struct npv_bar **out)
     b->pub.direct = b->direct;
     b->pub.dev = dev;
     b->pub.index = index;
+    b->pub.posted = &dev->posted_pending;
+    b->pub.mapped_count = &dev->reg_count[0];
     if (ri.flags & NPV_REGION_MMAP) {
         struct span msix =
             ri.msix_mappable ? (struct span){0, 0} : msix_table_span(dev, index, ri.size);
@@ -232,6 +234,8 @@ int npv_bar_read(const struct npv_bar *bar, uint64_t off, unsigned width, uint64
     if (ret < 0)
         return ret;
     if (npv_bar__direct(bar, off, width)) {
+        npv_bar__ordered(bar);
+        npv_bar__count(bar, 0);
         const volatile uint8_t *p = bar->base + off;
         switch (width) {
         case 1:
@@ -258,6 +262,7 @@ int npv_bar_read(const struct npv_bar *bar, uint64_t off, unsigned width, uint64
     } v = {0};
     if (bar->dev == NULL)
         return -EINVAL; /* a wrapped memory region: a misaligned access has no transport */
+    __atomic_fetch_add(&bar->dev->reg_count[2], 1, __ATOMIC_RELAXED);
     ret = npv_dev_region_read(bar->dev, bar->index, off, &v, width);
     if (ret < 0)
         return ret;
@@ -271,6 +276,8 @@ int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint6
     if (ret < 0)
         return ret;
     if (npv_bar__direct(bar, off, width)) {
+        npv_bar__ordered(bar);
+        npv_bar__count(bar, 1);
         volatile uint8_t *p = bar->base + off;
         switch (width) {
         case 1:
@@ -304,7 +311,15 @@ int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint6
         v.u64 = val;
     if (bar->dev == NULL)
         return -EINVAL; /* a wrapped memory region: a misaligned access has no transport */
-    return npv_dev_region_write(bar->dev, bar->index, off, &v, width);
+    __atomic_fetch_add(&bar->dev->reg_count[3], 1, __ATOMIC_RELAXED);
+    return npv_dev_region_write_posted(bar->dev, bar->index, off, &v, width);
+}
+
+void npv_bar__order(const struct npv_bar *bar)
+{
+    /* A failure stays for the next synchronous call: a mapped access has no way to report it. */
+    if (bar->dev != NULL && bar->dev->ops->flush != NULL)
+        (void)bar->dev->ops->flush(bar->dev, false);
 }
 
 int npv_bar_is_direct(const struct npv_bar *bar, uint64_t off, uint64_t len)

@@ -364,6 +364,35 @@ int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, cons
     return dev->ops->region_write(dev, index, off, buf, len);
 }
 
+int npv_dev_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
+                                size_t len)
+{
+    if (dev == NULL || dev->ops->region_write_posted == NULL)
+        return npv_dev_region_write(dev, index, off, buf, len);
+    return dev->ops->region_write_posted(dev, index, off, buf, len);
+}
+
+int npv_dev_flush(struct npv_dev *dev)
+{
+    if (dev == NULL)
+        return -EINVAL;
+    return dev->ops->flush != NULL ? dev->ops->flush(dev, true) : 0;
+}
+
+int npv_dev_stats(struct npv_dev *dev, struct npv_dev_stats *st)
+{
+    if (dev == NULL || st == NULL)
+        return -EINVAL;
+    memset(st, 0, sizeof(*st));
+    st->reads_mapped = __atomic_load_n(&dev->reg_count[0], __ATOMIC_RELAXED);
+    st->writes_mapped = __atomic_load_n(&dev->reg_count[1], __ATOMIC_RELAXED);
+    st->reads_trapped = __atomic_load_n(&dev->reg_count[2], __ATOMIC_RELAXED);
+    st->writes_trapped = __atomic_load_n(&dev->reg_count[3], __ATOMIC_RELAXED);
+    st->writes_posted = __atomic_load_n(&dev->reg_count[4], __ATOMIC_RELAXED);
+    st->flushes = __atomic_load_n(&dev->reg_count[5], __ATOMIC_RELAXED);
+    return 0;
+}
+
 /* Region 7 of a platform device is its eighth MMIO resource, not config space. */
 int npv_dev_config_read(struct npv_dev *dev, uint32_t off, void *buf, size_t len)
 {

@@ -35,6 +35,20 @@ struct npv_dev_ops {
     int (*region_read)(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf, size_t len);
     int (*region_write)(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
                         size_t len);
+    /*
+     * Optional: a BAR write of 1, 2, 4 or 8 bytes that may be posted (sent
+     * without waiting for the device), for npv_bar_write. A posted write's
+     * failure is reported by the next synchronous call or flush. NULL: the
+     * region_write above.
+     */
+    int (*region_write_posted)(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
+                               size_t len);
+    /*
+     * Optional: wait until every posted write was carried out. take_error:
+     * return (and forget) a failure of one; else leave it for the next
+     * synchronous call and return only a transport failure.
+     */
+    int (*flush)(struct npv_dev *dev, bool take_error);
     int (*irq_info)(struct npv_dev *dev, uint32_t index, struct npv_irq_info *info);
     /* VFIO_DEVICE_SET_IRQS semantics; fds holds count eventfds (-1 = unassign) for DATA_EVENTFD. */
     int (*set_irqs)(struct npv_dev *dev, uint32_t index, uint32_t flags, uint32_t start,
@@ -65,7 +79,25 @@ struct npv_dev {
     bool no_snoop_cleared;
     uint64_t request_timeout_ns;
     void *priv; /* the backend's state */
+    /*
+     * Nonzero while posted writes were sent that the device may not have
+     * carried out yet: a mapped access flushes first (npv_bar__order), so
+     * mapped and trapped accesses reach the device in program order.
+     * Atomic; written by the backend.
+     */
+    uint32_t posted_pending;
+    /*
+     * npv_dev_stats: [0] mapped reads, [1] mapped writes (bumped by the
+     * inline accessors through npv_bar.mapped_count), [2] trapped reads,
+     * [3] trapped writes, [4] posted writes, [5] fences (by the backend).
+     * Relaxed atomics.
+     */
+    uint64_t reg_count[6];
 };
+
+/* npv_bar_write's way: region_write_posted when the backend has it. */
+int npv_dev_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
+                                size_t len);
 
 /*
  * Shared by the backends: allocate a device with ctx, ops and name set, the

@@ -238,6 +238,8 @@ void npv_vus_set_conn(struct npv_vus *srv, int fd)
     srv->conn_fd = fd;
     srv->versioned = false;
     srv->kick = false;
+    srv->write_multi = false;
+    srv->posted_err = 0;
     npv_vu_caps_default(&srv->peer);
     pthread_mutex_unlock(&srv->conn_lock);
 }
@@ -300,6 +302,20 @@ int npv_vus_reply(struct npv_vus *srv, const struct npv_vu_msg *m, const void *b
     return npv_vus_send_locked(srv, &h, &iov, len > 0 ? 1 : 0, fds, nr_fds);
 }
 
+/*
+ * Model choice: the spec gives a no-reply command no way to report a failure.
+ * A posted write that fails (on PCIe an Unsupported Request the CPU never
+ * sees) is kept here and answered in the reply to the client's next
+ * REGION_WRITE_MULTI, which our client sends as its fence before a read or
+ * any other command (vfio_user_client.c, send_fence). Only the first is kept.
+ */
+void npv_vus_note_posted_error(struct npv_vus *srv, int err)
+{
+    npv_debug(srv->ctx, "vfio-user server: a write sent with no reply failed: %s", strerror(err));
+    if (srv->posted_err == 0)
+        srv->posted_err = err;
+}
+
 static int reply_error(struct npv_vus *srv, const struct npv_vu_msg *m, int err)
 {
     if (m->hdr.flags & NPV_VU_F_NO_REPLY)
@@ -357,6 +373,8 @@ static int handle_version(struct npv_vus *srv, struct npv_vu_msg *m)
     mine.present = peer.present & (NPV_VU_CAP_MAX_MSG_FDS | NPV_VU_CAP_MAX_DATA_XFER_SIZE |
                                    NPV_VU_CAP_MAX_DMA_MAPS | NPV_VU_CAP_PGSIZES |
                                    NPV_VU_CAP_WRITE_MULTIPLE | NPV_VU_CAP_TWIN_SOCKET);
+    /* Offered when asked for: a reply names only what the proposal held (subset rule). */
+    mine.write_multiple = peer.write_multiple;
     /* The client end of a fresh pair rides as fd 0 of the reply; ours carries our DMA commands. */
     int twin[2] = {-1, -1};
     if (peer.twin_socket && !srv->cfg.single_socket &&
@@ -392,6 +410,8 @@ static int handle_version(struct npv_vus *srv, struct npv_vu_msg *m)
         pthread_mutex_unlock(&srv->dma_msg_lock);
     }
     srv->versioned = true;
+    srv->write_multi = mine.write_multiple;
+    srv->posted_err = 0;
     if (srv->cfg.connect != NULL)
         srv->cfg.connect(srv->cfg.arg);
     return 0;
@@ -489,12 +509,15 @@ int npv_vus_handle(struct npv_vus *srv, struct npv_vu_msg *m)
     case NPV_VU_CMD_REGION_WRITE:
         r = npv_vus_handle_region_rw(srv, m);
         break;
+    case NPV_VU_CMD_REGION_WRITE_MULTI:
+        r = npv_vus_handle_write_multi(srv, m);
+        break;
     case NPV_VU_CMD_DEVICE_RESET:
         return handle_reset(srv, m);
     default:
         /*
          * DEVICE_FEATURE (migration, dirty-page logging), MIG_DATA_READ/WRITE,
-         * REGION_WRITE_MULTI (never offered), GET_REGION_IO_FDS: our models
+         * GET_REGION_IO_FDS: our models
          * have no state to migrate and no dirty tracking, so the optional
          * features are refused cleanly, as the spec allows.
          */
@@ -502,6 +525,8 @@ int npv_vus_handle(struct npv_vus *srv, struct npv_vu_msg *m)
         break;
     }
     /* Handlers return a positive errno for "reply with this error", negative to drop. */
+    if (r > 0 && (m->hdr.flags & NPV_VU_F_NO_REPLY) && m->hdr.cmd == NPV_VU_CMD_REGION_WRITE)
+        npv_vus_note_posted_error(srv, r);
     if (r > 0)
         return reply_error(srv, m, r);
     if (r == -ENOSYS)

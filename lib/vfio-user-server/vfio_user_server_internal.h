@@ -66,6 +66,13 @@ struct npv_vus {
     bool versioned;
     bool kick; /* npv_vus_disconnect asked for a drop */
     struct npv_vu_caps peer;
+    bool write_multi; /* "write_multiple" negotiated: REGION_WRITE_MULTI is served */
+    /*
+     * The first failure of a write sent with no reply, as a positive errno,
+     * reported in the reply to the next REGION_WRITE_MULTI (the client's
+     * fence). Per connection; only the receive loop touches it.
+     */
+    int posted_err;
     pthread_t loop_thread;
     bool loop_running;
 
@@ -137,5 +144,8 @@ int npv_vus_regions_init(struct npv_vus *srv);
 void npv_vus_regions_fini(struct npv_vus *srv);
 int npv_vus_handle_region_info(struct npv_vus *srv, struct npv_vu_msg *m);
 int npv_vus_handle_region_rw(struct npv_vus *srv, struct npv_vu_msg *m);
+int npv_vus_handle_write_multi(struct npv_vus *srv, struct npv_vu_msg *m);
+/* A write sent with no reply failed with err (positive errno): keep the first. */
+void npv_vus_note_posted_error(struct npv_vus *srv, int err);
 
 #endif

@@ -27,6 +27,7 @@ struct vu_request {
     uint16_t id;
     uint16_t cmd;
     bool done;
+    bool fence; /* a REGION_WRITE_MULTI nobody waits for: deliver_reply consumes it */
     struct npv_vu_msg reply;
 };
 
@@ -113,18 +114,15 @@ static int wait_reply(struct vu_client *c, struct vu_request *r, uint64_t deadli
     return ret;
 }
 
-int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *iov, unsigned iovcnt,
-                        const int *fds, unsigned nr_fds, struct npv_vu_msg *reply)
+/* Allocate a request for cmd and put it on the pending list. */
+static int register_request(struct vu_client *c, uint16_t cmd, bool fence, struct vu_request **out)
 {
-    if (nr_fds > c->server_caps.max_msg_fds)
-        return -EINVAL;
-    uint64_t deadline = npv_deadline_after(c->dev->request_timeout_ns);
     struct vu_request *r = npv_fp_calloc(c->dev->ctx, 1, sizeof(*r));
     if (r == NULL)
         return -ENOMEM;
     npv_vu_msg_init(&r->reply);
     r->cmd = cmd;
-
+    r->fence = fence;
     pthread_mutex_lock(&c->lock);
     int ret = c->dead;
     if (ret == 0)
@@ -137,22 +135,106 @@ int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *i
     r->next = c->pending;
     c->pending = r;
     pthread_mutex_unlock(&c->lock);
+    *out = r;
+    return 0;
+}
+
+static void drop_request(struct vu_client *c, struct vu_request *r)
+{
+    pthread_mutex_lock(&c->lock);
+    unlink_request(c, r);
+    pthread_mutex_unlock(&c->lock);
+    npv_vu_msg_release(&r->reply);
+    free(r);
+}
+
+/*
+ * Called with send_lock held, before a command that orders the posted
+ * writes: a REGION_WRITE_MULTI of no writes whose reply carries the first
+ * failure of a posted write (vfio_user_server.c, npv_vus_note_posted_error).
+ * Nobody waits for it: the server answers in order, so its reply is in
+ * before the command's, and deliver_reply keeps its error in posted_err.
+ */
+static int send_fence(struct vu_client *c, struct vu_request *f, uint64_t deadline)
+{
+    struct npv_vu_write_multi wm = {.wr_cnt = 0};
+    struct npv_vu_hdr h = {
+        .msg_id = f->id, .cmd = NPV_VU_CMD_REGION_WRITE_MULTI, .flags = NPV_VU_F_TYPE_COMMAND};
+    struct iovec iov = {.iov_base = &wm, .iov_len = sizeof(wm)};
+    int ret = npv_fp_send_result(c->dev->ctx);
+    if (ret == 0)
+        ret = npv_vu_sendv(c->sock, &h, &iov, 1, NULL, 0, ns_to_i64(npv_deadline_left(deadline)));
+    return ret;
+}
+
+/* A command that orders the posted writes got its reply: every write sent before it is done. */
+static void posted_done_upto(struct vu_client *c, uint64_t seq)
+{
+    pthread_mutex_lock(&c->send_lock);
+    if (seq > c->posted_done)
+        c->posted_done = seq;
+    if (c->posted_done == c->posted_sent)
+        __atomic_store_n(&c->dev->posted_pending, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->send_lock);
+}
+
+/* The failure a fence reported, taken: the next synchronous call returns it. */
+static int take_posted_err(struct vu_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    int err = c->posted_err;
+    c->posted_err = 0;
+    pthread_mutex_unlock(&c->lock);
+    return err;
+}
+
+int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *iov, unsigned iovcnt,
+                        const int *fds, unsigned nr_fds, struct npv_vu_msg *reply)
+{
+    if (nr_fds > c->server_caps.max_msg_fds)
+        return -EINVAL;
+    uint64_t deadline = npv_deadline_after(c->dev->request_timeout_ns);
+    struct vu_request *r = NULL, *fence = NULL;
+    int ret = register_request(c, cmd, false, &r);
+    if (ret < 0)
+        return ret;
+    /* A fence is asked for ahead, outside send_lock; returned unused when nothing is posted. */
+    bool want_fence = false;
+    if (c->posted && cmd != NPV_VU_CMD_REGION_WRITE_MULTI) {
+        pthread_mutex_lock(&c->send_lock);
+        want_fence = c->posted_sent != c->posted_fenced;
+        pthread_mutex_unlock(&c->send_lock);
+    }
+    if (want_fence &&
+        (ret = register_request(c, NPV_VU_CMD_REGION_WRITE_MULTI, true, &fence)) < 0) {
+        drop_request(c, r);
+        return ret;
+    }
 
     struct npv_vu_hdr h = {.msg_id = r->id, .cmd = cmd, .flags = NPV_VU_F_TYPE_COMMAND};
     pthread_mutex_lock(&c->send_lock);
-    ret = npv_fp_send_result(c->dev->ctx);
+    uint64_t seq = c->posted_sent;
+    ret = 0;
+    if (fence != NULL && c->posted_sent != c->posted_fenced) {
+        ret = send_fence(c, fence, deadline);
+        fence = NULL; /* on the wire: deliver_reply or client_free frees it */
+        __atomic_fetch_add(&c->dev->reg_count[5], 1, __ATOMIC_RELAXED);
+    }
+    if (ret == 0)
+        ret = npv_fp_send_result(c->dev->ctx);
     if (ret == 0)
         ret = npv_vu_sendv(c->sock, &h, iov, iovcnt, fds, nr_fds,
                            ns_to_i64(npv_deadline_left(deadline)));
+    if (ret == 0)
+        c->posted_fenced = seq;
     pthread_mutex_unlock(&c->send_lock);
+    if (fence != NULL)
+        drop_request(c, fence);
     if (ret < 0) {
         /* Part of a message may be on the wire: the stream cannot be trusted any more. */
         npv_debug(c->dev->ctx, "%s: send command %u: %s", c->dev->name, cmd, npv_strerror(ret));
         npv_vu_client_kill(c, ret == -ETIMEDOUT ? -EIO : -ENOTCONN);
-        pthread_mutex_lock(&c->lock);
-        unlink_request(c, r);
-        pthread_mutex_unlock(&c->lock);
-        free(r);
+        drop_request(c, r);
         return ret == -ETIMEDOUT ? ret : -ENOTCONN;
     }
 
@@ -175,6 +257,15 @@ int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *i
     }
     struct npv_vu_msg m = r->reply;
     free(r);
+    if (c->posted) {
+        posted_done_upto(c, seq);
+        /* A posted write failed: this, the next synchronous call, reports it. */
+        int perr = cmd != NPV_VU_CMD_REGION_WRITE_MULTI ? take_posted_err(c) : 0;
+        if (perr != 0) {
+            npv_vu_msg_release(&m);
+            return perr;
+        }
+    }
     if (m.hdr.flags & NPV_VU_F_ERROR) {
         ret = reply_errno(&m.hdr);
         npv_vu_msg_release(&m);
@@ -208,6 +299,20 @@ static int deliver_reply(struct vu_client *c, struct npv_vu_msg *m)
         npv_warn(c->dev->ctx, "%s: reply id %u command %u matches no request", c->dev->name,
                  m->hdr.msg_id, m->hdr.cmd);
         return -NPV_EPEERPROTO;
+    }
+    if (r->fence) {
+        /* Nobody waits for a fence: its error is kept for the next synchronous call. */
+        int ret = 0;
+        if (m->hdr.flags & NPV_VU_F_ERROR) {
+            if (c->posted_err == 0)
+                c->posted_err = reply_errno(&m->hdr);
+        } else if (m->body_len != sizeof(struct npv_vu_write_multi) || m->nr_fds != 0) {
+            ret = -NPV_EPEERPROTO;
+        }
+        unlink_request(c, r);
+        pthread_mutex_unlock(&c->lock);
+        free(r);
+        return ret;
     }
     r->reply = *m;
     npv_vu_msg_init(m);
@@ -535,6 +640,96 @@ static int vu_region_rw(struct npv_dev *dev, uint32_t index, uint64_t off, void 
     return 0;
 }
 
+static int vu_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,
+                           size_t len);
+
+/*
+ * A posted write: REGION_WRITE with NO_REPLY (vfio-user spec, "Header": no
+ * reply is sent for it), exactly len bytes as a register sees them. It leaves
+ * at once, so the server carries it out in order with everything sent before
+ * and after; its failure comes back through the next fence.
+ */
+static int vu_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t off,
+                                  const void *buf, size_t len)
+{
+    struct vu_client *c = client_of(dev);
+    if (!c->posted || index >= NPV_VU_PCI_CONFIG_REGION || index >= c->num_regions ||
+        (len != 1 && len != 2 && len != 4 && len != 8))
+        return vu_region_write(dev, index, off, buf, len);
+    struct npv_vu_region_access req = {.offset = off, .region = index, .count = (uint32_t)len};
+    struct iovec iov[2] = {{.iov_base = &req, .iov_len = sizeof(req)},
+                           {.iov_base = (void *)buf, .iov_len = len}};
+    pthread_mutex_lock(&c->lock);
+    int ret = c->dead;
+    uint16_t id = c->next_id++; /* no reply comes back: the id matches nothing */
+    pthread_mutex_unlock(&c->lock);
+    if (ret < 0)
+        return ret;
+    struct npv_vu_hdr h = {.msg_id = id,
+                           .cmd = NPV_VU_CMD_REGION_WRITE,
+                           .flags = NPV_VU_F_TYPE_COMMAND | NPV_VU_F_NO_REPLY};
+    pthread_mutex_lock(&c->send_lock);
+    ret = npv_fp_send_result(dev->ctx);
+    if (ret == 0)
+        ret = npv_vu_sendv(c->sock, &h, iov, 2, NULL, 0, ns_to_i64(dev->request_timeout_ns));
+    if (ret == 0) {
+        c->posted_sent++;
+        __atomic_fetch_add(&dev->reg_count[4], 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&dev->posted_pending, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&c->send_lock);
+    if (ret < 0) {
+        npv_debug(dev->ctx, "%s: send posted write: %s", dev->name, npv_strerror(ret));
+        npv_vu_client_kill(c, ret == -ETIMEDOUT ? -EIO : -ENOTCONN);
+        return ret == -ETIMEDOUT ? ret : -ENOTCONN;
+    }
+    return 0;
+}
+
+/*
+ * Order the posted writes: a REGION_WRITE_MULTI of none, answered once the
+ * server carried out every earlier write, with the first failure among them.
+ */
+static int vu_flush(struct npv_dev *dev, bool take_error)
+{
+    struct vu_client *c = client_of(dev);
+    if (!c->posted)
+        return 0;
+    pthread_mutex_lock(&c->send_lock);
+    bool outstanding = c->posted_done != c->posted_sent;
+    pthread_mutex_unlock(&c->send_lock);
+    int ret = 0;
+    if (outstanding) {
+        struct npv_vu_write_multi wm = {.wr_cnt = 0};
+        struct npv_vu_msg m;
+        __atomic_fetch_add(&dev->reg_count[5], 1, __ATOMIC_RELAXED);
+        ret = npv_vu_client_call(c, NPV_VU_CMD_REGION_WRITE_MULTI, &wm, sizeof(wm), NULL, 0, &m);
+        if (ret == 0) {
+            struct npv_vu_write_multi rep;
+            if (m.nr_fds != 0 || m.body_len != sizeof(rep))
+                ret = -NPV_EPEERPROTO;
+            else
+                memcpy(&rep, m.body, sizeof(rep));
+            if (ret == 0 && rep.wr_cnt != 0)
+                ret = -NPV_EPEERPROTO;
+            npv_vu_msg_release(&m);
+        } else {
+            pthread_mutex_lock(&c->lock);
+            bool alive = c->dead == 0;
+            /* An error reply with the connection alive is a posted write's failure. */
+            if (alive && !take_error) {
+                if (c->posted_err == 0)
+                    c->posted_err = ret;
+                ret = 0;
+            }
+            pthread_mutex_unlock(&c->lock);
+        }
+    }
+    if (ret == 0 && take_error)
+        ret = take_posted_err(c);
+    return ret;
+}
+
 static int vu_region_read(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf, size_t len)
 {
     return vu_region_rw(dev, index, off, buf, NULL, len);
@@ -666,6 +861,8 @@ static const struct npv_dev_ops vu_ops = {
     .region_mmap_fd = vu_region_mmap_fd,
     .region_read = vu_region_read,
     .region_write = vu_region_write,
+    .region_write_posted = vu_region_write_posted,
+    .flush = vu_flush,
     .irq_info = vu_irq_info,
     .set_irqs = vu_set_irqs,
     .reset = vu_reset,
@@ -755,8 +952,9 @@ static void client_caps(struct npv_vu_caps *caps)
     caps->max_data_xfer_size = NPV_VU_CLIENT_MAX_XFER;
     caps->pgsizes = 4096u | (2u << 20) | (1u << 30);
     caps->twin_socket = true;
+    caps->write_multiple = true;
     caps->present = NPV_VU_CAP_MAX_MSG_FDS | NPV_VU_CAP_MAX_DATA_XFER_SIZE | NPV_VU_CAP_PGSIZES |
-                    NPV_VU_CAP_TWIN_SOCKET;
+                    NPV_VU_CAP_TWIN_SOCKET | NPV_VU_CAP_WRITE_MULTIPLE;
 }
 
 /*
@@ -832,6 +1030,13 @@ static int negotiate(struct vu_client *c, uint64_t deadline)
         ret = npv_vu_parse_version_reply(m.body, m.body_len, &c->server_caps, &minor);
         if (ret == 0)
             ret = take_twin_socket(c, &m);
+        /*
+         * Model choice: writes are posted only to a server that offers
+         * "write_multiple": the fence that reports a posted write's failure
+         * is a REGION_WRITE_MULTI. Any other server gets every write
+         * synchronously, as before.
+         */
+        c->posted = c->server_caps.write_multiple;
         if (ret == -EPROTONOSUPPORT) {
             struct npv_vu_version got;
             memcpy(&got, m.body, sizeof(got));

@@ -85,6 +85,19 @@ struct vu_client {
     pthread_t dma_thread;
     bool dma_running;
 
+    /*
+     * Posted writes (negotiated "write_multiple"): trapped BAR writes go out
+     * as REGION_WRITE with NO_REPLY. The counters are under send_lock:
+     * posted_sent counts them, posted_fenced is posted_sent when the last
+     * command that orders them was sent, posted_done when the last reply to
+     * such a command arrived (the server works in order, so by then it has
+     * carried out every earlier write). posted_err (under lock) is the first
+     * failure a fence reported, for the next synchronous call.
+     */
+    bool posted;
+    uint64_t posted_sent, posted_fenced, posted_done;
+    int posted_err;
+
     struct vu_region regions[NPV_VU_CLIENT_MAX_REGIONS];
     uint32_t num_regions;
     uint32_t num_irqs;

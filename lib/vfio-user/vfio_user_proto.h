@@ -274,6 +274,31 @@ struct npv_vu_dma_access {
 static_assert(sizeof(struct npv_vu_dma_access) == 16, "vfio-user DMA_READ/WRITE layout");
 static_assert(offsetof(struct npv_vu_dma_access, count) == 8, "DMA_READ/WRITE layout");
 
+/*
+ * REGION_WRITE_MULTI (spec "VFIO_USER_REGION_WRITE_MULTI"): request wr_cnt
+ * then wr_cnt fixed 24-byte writes of at most 8 bytes each; reply wr_cnt, the
+ * number of writes carried out. Offered only when VERSION negotiated
+ * "write_multiple": true.
+ */
+struct npv_vu_write_multi {
+    uint64_t wr_cnt;
+    /* struct npv_vu_write_one wrs[wr_cnt] */
+};
+static_assert(sizeof(struct npv_vu_write_multi) == 8, "vfio-user REGION_WRITE_MULTI layout");
+
+struct npv_vu_write_one {
+    uint64_t offset;
+    uint32_t region;
+    uint32_t count; /* 1..8 */
+    uint8_t data[8];
+};
+static_assert(sizeof(struct npv_vu_write_one) == 24, "vfio-user single device write layout");
+static_assert(offsetof(struct npv_vu_write_one, region) == 8, "single device write layout");
+static_assert(offsetof(struct npv_vu_write_one, count) == 12, "single device write layout");
+static_assert(offsetof(struct npv_vu_write_one, data) == 16, "single device write layout");
+/* Writes in one REGION_WRITE_MULTI we send or accept at most. */
+#define NPV_VU_MAX_WRITE_MULTI 256u
+
 /* DEVICE_RESET: no payload either way. */
 
 /* An area of a region offered for mmap, and the largest number we describe. */

@@ -314,12 +314,16 @@ START_TEST(faults_are_one_shot_and_fault_none_disarms_them)
     aic_port_wr(&t, AICORE_TP_FAULT, AICORE_FAULT_NONE);
     healthy_run(1);
     /* Refused: an unknown fault, a core that does not exist, a zero delay. */
-    ck_assert_int_ne(npv_bar_write(t.port, AICORE_TP_FAULT, 8, 99), 0);
+    /* Each write is posted over vfio-user: its refusal comes back on the flush. */
+    ck_assert_int_eq(npv_bar_write(t.port, AICORE_TP_FAULT, 8, 99), 0);
+    ck_assert_int_ne(npv_dev_flush(t.dev), 0);
     aic_port_wr(&t, AICORE_TP_FAULT_CORE, t.nsub);
-    ck_assert_int_ne(npv_bar_write(t.port, AICORE_TP_FAULT, 8, AICORE_FAULT_HANG), 0);
+    ck_assert_int_eq(npv_bar_write(t.port, AICORE_TP_FAULT, 8, AICORE_FAULT_HANG), 0);
+    ck_assert_int_ne(npv_dev_flush(t.dev), 0);
     aic_port_wr(&t, AICORE_TP_FAULT_CORE, 0);
     aic_port_wr(&t, AICORE_TP_FAULT_ARG, 0);
-    ck_assert_int_ne(npv_bar_write(t.port, AICORE_TP_FAULT, 8, AICORE_FAULT_DELAY_ACK), 0);
+    ck_assert_int_eq(npv_bar_write(t.port, AICORE_TP_FAULT, 8, AICORE_FAULT_DELAY_ACK), 0);
+    ck_assert_int_ne(npv_dev_flush(t.dev), 0);
 }
 END_TEST
 

@@ -88,7 +88,8 @@ static void fake_version(int sock, const struct vu_fake *f, const struct npv_vu_
                                          : "";
     memcpy(body, &v, sizeof(v));
     int n = snprintf(body + sizeof(v), sizeof(body) - sizeof(v),
-                     "{\"capabilities\":{\"max_msg_fds\":8%s%s}}", xfer, twin);
+                     "{\"capabilities\":{\"max_msg_fds\":8%s%s%s}}", xfer, twin,
+                     f->write_multiple ? ",\"write_multiple\":true" : "");
     int pair[2] = {-1, -1};
     if (f->twin != FAKE_TWIN_NONE && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
         _exit(4);

@@ -52,6 +52,7 @@ struct vu_fake {
     uint16_t major;              /* what fake_next answers VERSION with */
     enum vu_fake_twin twin;      /* what it says of twin sockets */
     uint32_t max_data_xfer_size; /* 0: not stated */
+    bool write_multiple;         /* offer REGION_WRITE_MULTI (posted writes) */
 };
 /* The fake's end of the twin socket once VERSION offered one, else -1 (in the child). */
 extern int fake_twin_sock;
