@@ -386,6 +386,16 @@ void edgetpu_ack(struct npv_edgetpu *tpu)
     if (tpu->cfg.completion == NPV_EDGETPU_IRQ)
         (void)edgetpu_write64(tpu, EDGETPU_IQ_INT_STATUS, 0);
     (void)edgetpu_write64(tpu, EDGETPU_SC_HOST_INT_STATUS, 0xeull);
+    /*
+     * The clears are posted writes: read back before looking for work, or a
+     * clear still on its way lands after the next event set the bit again,
+     * that event raises no vector (its bit was never seen clear) and the
+     * wait sleeps to its deadline. A read does not pass a posted write (PCIe
+     * ordering; over vfio-user a trapped read first waits for the posted
+     * writes), as libedgetpu's SC_HOST_0 handler reads the count right after
+     * its clear (interrupt_controller.cc, host_queue.h).
+     */
+    (void)npv_bar_read64(tpu->bar, EDGETPU_SC_HOST_INT_STATUS);
 }
 
 /*
