@@ -57,33 +57,45 @@ static void w0c_init(struct w0c_reg *r, uint32_t off)
     r->stored = 0;
 }
 
-/* A store by the driver clears the bits it wrote as 0. */
+/*
+ * The driver stores into a mapped window whenever it likes, so the model's
+ * read-modify-write of a W0C register is one compare-and-swap: a clear the
+ * driver stores between our load and our store is taken in, never
+ * overwritten. (An overwritten clear left the bit set, so the next event was
+ * not a rising edge and raised no vector: the driver slept out its deadline.)
+ * A store by the driver clears the bits it wrote as 0; then `and` and `set`
+ * apply. Returns the value before `set`.
+ */
+static uint64_t w0c_update(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t and,
+                           uint64_t set)
+{
+    uint64_t *word = (uint64_t *)(m->bar2 + r->off);
+    uint64_t mem = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    for (;;) {
+        uint64_t before = (mem == r->stored ? r->val : r->val & mem) & and;
+        uint64_t after = before | set;
+        if (__atomic_compare_exchange_n(word, &mem, after, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            r->val = r->stored = after;
+            return before;
+        }
+    }
+}
+
+/* Take in the driver's clears. */
 static void w0c_sync(struct npv_edgetpu_model *m, struct w0c_reg *r)
 {
-    uint64_t mem = win_load(m, r->off);
-    if (mem == r->stored)
-        return;
-    r->val &= mem;
-    r->stored = r->val;
-    win_store(m, r->off, r->val);
+    (void)w0c_update(m, r, ~0ull, 0);
 }
 
 bool edgetpu_w0c_set(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t bits)
 {
-    w0c_sync(m, r);
-    bool rising = (bits & ~r->val) != 0;
-    r->val |= bits;
-    r->stored = r->val;
-    win_store(m, r->off, r->val);
-    return rising;
+    return (bits & ~w0c_update(m, r, ~0ull, bits)) != 0;
 }
 
 void edgetpu_w0c_write(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t v)
 {
-    w0c_sync(m, r);
-    r->val &= v;
-    r->stored = r->val;
-    win_store(m, r->off, r->val);
+    (void)w0c_update(m, r, v, 0);
 }
 
 void edgetpu_signal(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t bits,
