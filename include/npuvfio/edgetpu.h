@@ -194,6 +194,22 @@ NPV_API int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu
                                const uint64_t *input_va, const uint64_t *output_va,
                                uint64_t cookie);
 /*
+ * npv_edgetpu_submit with this request's own deadline: budget_ns (> 0, else
+ * -EINVAL; UINT64_MAX = none) from this call, queueing included, instead of
+ * cfg->request_timeout_ns. Past it the request fails with -ETIMEDOUT.
+ * Requests that finished before it complete as usual. The chip has one
+ * in-order queue and no way to drop or stop one request in it, so a request
+ * past its budget that the chip has not finished costs a chip reset, which
+ * fails the requests queued behind it with -ECANCELED (resubmit them). A
+ * request's budget is served at the first npv_edgetpu_wait look after it
+ * passed (the ring reads the clock every few polled looks; an interrupt
+ * wait sleeps no later than the oldest request's deadline).
+ */
+NPV_API int npv_edgetpu_submit_within(struct npv_edgetpu *tpu,
+                                      const struct npv_edgetpu_executable *exe,
+                                      const uint64_t *input_va, const uint64_t *output_va,
+                                      uint64_t cookie, uint64_t budget_ns);
+/*
  * Non-coherent hosts (arm64 boards whose PCIe does not snoop, e.g. the
  * Raspberry Pi CM4): the driver cleans the instruction chunk, the parameters
  * and its page tables for the device, and its queue memory through the ring.
