@@ -26,7 +26,11 @@
  *
  * Thread-safety: an npv_aicore and every run of it are used by one thread at
  * a time (the caller serialises all calls on one context, npv_aicore_mem_map
- * and _unmap included). Different contexts are independent.
+ * and _unmap included). Different contexts are independent. Many threads
+ * share one device through an npv_share (npuvfio/share.h, docs/threads.md)
+ * over a queue of the two slots (prepare into a free slot, launch when idle;
+ * poll the active run, release it, launch the next), the share's lock held
+ * only across those non-blocking calls.
  *
  * Serving: operands may live in caller memory (npv_aicore_mem_map), and a
  * run may carry a budget from its preparation (npv_aicore_prepare_within)

@@ -15,7 +15,12 @@
  * device in a domain whose aperture ends below 4 GiB, or open fails with
  * -ERANGE.
  *
- * Thread-safety: one npv_edgetpu is used by one thread at a time.
+ * Thread-safety: one npv_edgetpu is used by one thread at a time (no lock
+ * on its paths). Many threads share one chip through an npv_share
+ * (npuvfio/share.h): a multi-producer claim of the one queue, submits
+ * serialised by a lock held only across npv_edgetpu_submit[_within] and
+ * npv_edgetpu_wait(min 1, timeout 0), completions routed to each submitting
+ * thread's ticket (docs/threads.md: cost and rules).
  */
 #ifndef NPUVFIO_EDGETPU_H
 #define NPUVFIO_EDGETPU_H

@@ -48,7 +48,11 @@
  * thread at a time, npv_rknpu_mem_wrap / _unwrap and npv_rknpu_submit_within
  * included; different npv_rknpu are independent. The accessors of a
  * buffer (npv_rknpu_mem_vaddr, _iova, _size) are lock-free and may be called
- * from any thread while the buffer lives.
+ * from any thread while the buffer lives. Many threads share one NPU
+ * through an npv_share (npuvfio/share.h, docs/threads.md): a lock held only
+ * across npv_rknpu_submit[_within] and npv_rknpu_poll, completions routed to
+ * each submitting thread; one lock for the three cores (a queue per core
+ * without a lock is not done yet).
  */
 #ifndef NPUVFIO_RKNPU_H
 #define NPUVFIO_RKNPU_H

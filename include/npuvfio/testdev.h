@@ -26,7 +26,10 @@
  * it (the ring's reset brings it back: npv_testdev_reset).
  *
  * Thread-safety: one npv_testdev (and its ring) is used by one thread at a
- * time; different devices are independent.
+ * time; different devices are independent. Many threads share one device
+ * through an npv_share over its ring (npuvfio/share.h, docs/threads.md): a
+ * lock held only across npv_ring_push + npv_ring_submit and npv_ring_poll,
+ * completions routed to each submitting thread.
  */
 #ifndef NPUVFIO_TESTDEV_H
 #define NPUVFIO_TESTDEV_H
