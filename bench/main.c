@@ -76,7 +76,7 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: npuvfio-bench [--quick] [--mode LIST] [--qd LIST] [--desc-size N]\n"
             "                     [--duration MS] [--reps N] [--cpus SUB,DEV] [--no-devices]\n"
-            "                     [--json FILE] [--compare FILE]\n"
+            "                     [--json FILE] [--compare FILE] [--threads N]\n"
             "\n"
             "Measure the ring engine against the testdev model over vfio-user (QD1 round\n"
             "trips and throughput per queue depth, in poll, irq and hybrid modes, with\n"
@@ -101,7 +101,10 @@ static void usage(FILE *f)
             "  --no-devices     leave out the device rows\n"
             "  --json FILE      also write every repetition, the medians and the targets\n"
             "  --compare FILE   print today's target ratios against an earlier --json FILE,\n"
-            "                   warning loudly when one got worse by more than a third\n",
+            "                   warning loudly when one got worse by more than a third\n"
+            "  --threads N      only the thread rows: each device's sample through an\n"
+            "                   npv_share by 1 thread and by N threads (2..16) sharing one\n"
+            "                   driver, all on the submitter CPU, requests per second\n",
             BENCH_MAX_REPS);
 }
 
@@ -143,12 +146,19 @@ static int parse_qds(struct bench_opts *o, const char *arg)
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
     static const struct option lopts[] = {
-        {"quick", no_argument, NULL, 'q'},          {"mode", required_argument, NULL, 'm'},
-        {"qd", required_argument, NULL, 'Q'},       {"desc-size", required_argument, NULL, 's'},
-        {"duration", required_argument, NULL, 'p'}, {"reps", required_argument, NULL, 'r'},
-        {"cpus", required_argument, NULL, 'c'},     {"no-devices", no_argument, NULL, 'D'},
-        {"json", required_argument, NULL, 'j'},     {"compare", required_argument, NULL, 'C'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+        {"quick", no_argument, NULL, 'q'},
+        {"mode", required_argument, NULL, 'm'},
+        {"qd", required_argument, NULL, 'Q'},
+        {"desc-size", required_argument, NULL, 's'},
+        {"duration", required_argument, NULL, 'p'},
+        {"reps", required_argument, NULL, 'r'},
+        {"cpus", required_argument, NULL, 'c'},
+        {"no-devices", no_argument, NULL, 'D'},
+        {"json", required_argument, NULL, 'j'},
+        {"compare", required_argument, NULL, 'C'},
+        {"threads", required_argument, NULL, 'T'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     long point_ms = -1;
     int ch;
@@ -213,6 +223,16 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'D':
             o->devices = false;
             break;
+        case 'T': {
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end != '\0' || v < 2 || v > 16) {
+                fprintf(stderr,
+                        "npuvfio-bench: --threads wants 2..16 (try 'npuvfio-bench --help')\n");
+                return 2;
+            }
+            o->threads = (unsigned)v;
+            break;
+        }
         case 'j':
             o->json_path = optarg;
             break;
@@ -693,6 +713,11 @@ int main(int argc, char **argv)
                 c.sub);
         bench_cpus_fini();
         return 1;
+    }
+    if (o.threads != 0) {
+        rc = bench_threads(&o, &c, o.threads);
+        bench_cpus_fini();
+        return rc < 0 ? 1 : 0;
     }
     struct dev_results d;
     devices_init(&d);
