@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 /* Failed try-locks between two yields of a thread whose ticket is pending. */
-#define NPV_SHARE_YIELD_EVERY 16u
+#define NPV_SHARE_YIELD_EVERY 4u
 
 /* The driver behind a share: both calls are made with the share's lock held. */
 struct npv_share_ops {

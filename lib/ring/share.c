@@ -115,6 +115,14 @@ int npv_share_wait(struct npv_share *s, struct npv_share_ticket *t, uint64_t tim
                 return 1;
             if (r < 0)
                 return r;
+            /*
+             * Completions routed to other threads, none to us: let their
+             * owners run and refill the device (threads outnumbering the
+             * CPUs otherwise spin out their time slices while it drains).
+             * One thread alone never routes for another: no system call.
+             */
+            if (r > 0)
+                sched_yield();
         } else {
             bump(&s->contended, 1); /* racy count from many threads: a statistic only */
             if (++missed % NPV_SHARE_YIELD_EVERY == 0)
