@@ -242,6 +242,53 @@ START_TEST(slow_program_fails_on_its_budget_not_on_its_end)
 }
 END_TEST
 
+/*
+ * Budgets are per request, not FIFO: a younger request with a short budget
+ * behind an elder with a generous one (both programs slow) is the one that
+ * fails with -ETIMEDOUT, on its own budget; the elder, still running when
+ * the chip is reset for it, is cancelled (the one queue cannot drop one
+ * request: docs/threads.md), and the chip runs exact after.
+ */
+START_TEST(younger_request_fails_on_its_own_budget_not_its_elder)
+{
+    static struct etpt d;
+    struct npv_edgetpu_config cfg = {.request_timeout_ns = GENEROUS_NS};
+    etpu_require_model("the program time is the model's knob");
+    etpu_open(&d.t, &cfg);
+    map_slots(&d);
+    for (unsigned k = 0; k < 2; k++)
+        edgetpu_sample_input(k, npv_dma_vaddr(d.in[k]));
+    ck_assert_int_eq(npv_bar_write(d.t.port, EDGETPU_MODEL_EXEC_US, 8, 1000000), 0); /* 1 s */
+    uint64_t t0 = mono();
+    ck_assert_int_eq(npv_edgetpu_submit(d.t.tpu, d.t.exe, &d.in_va[0], &d.out_va[0], 300), 0);
+    ck_assert_int_eq(
+        npv_edgetpu_submit_within(d.t.tpu, d.t.exe, &d.in_va[1], &d.out_va[1], 301, BUDGET_NS), 0);
+    struct npv_cpl c[2];
+    unsigned got = 0;
+    while (got < 2 && mono() - t0 < 5000 * MS) {
+        int n = npv_edgetpu_wait(d.t.tpu, 1, 100 * MS, c + got, 2 - got);
+        ck_assert_int_ge(n, 0);
+        got += (unsigned)n;
+    }
+    uint64_t took = mono() - t0;
+    ck_assert_uint_eq(got, 2);
+    ck_assert_uint_eq(c[0].cookie, 300);
+    ck_assert_uint_eq(c[1].cookie, 301);
+    ck_assert_msg(c[1].status == -ETIMEDOUT, "the request past its budget ended with %s",
+                  npv_strerror(c[1].status));
+    ck_assert_msg(c[0].status == -ECANCELED, "its elder ended with %s", npv_strerror(c[0].status));
+    ck_assert_msg(took < 1000 * MS, "ended after %llu ms: not on the younger's 100 ms budget",
+                  (unsigned long long)(took / MS));
+    ck_assert_int_eq(
+        npv_bar_write(d.t.port, EDGETPU_MODEL_EXEC_US, 8, EDGETPU_MODEL_EXEC_US_DEFAULT), 0);
+    bool exact = false;
+    ck_assert_int_eq(etpu_run_check(&d.t, 11, &exact), 0);
+    ck_assert(exact);
+    unmap_slots(&d);
+    etpu_close(&d.t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("threads_edgetpu");
@@ -255,6 +302,7 @@ int main(void)
     tcase_add_test(dl, stalled_request_fails_on_its_own_budget_polling);
     tcase_add_test(dl, stalled_request_fails_on_its_own_budget_interrupts);
     tcase_add_test(dl, slow_program_fails_on_its_budget_not_on_its_end);
+    tcase_add_test(dl, younger_request_fails_on_its_own_budget_not_its_elder);
     suite_add_tcase(s, dl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
