@@ -41,6 +41,7 @@ struct threaded_sample {
     uint64_t *et_in_va, *et_out_va;
     /* rknpu */
     struct rknpu_sample_mm **rk;
+    struct npv_rknpu_job *rk_job; /* per slot: what its request points to */
     /* aicore: the two slots as one queue (under the share's lock) */
     struct aicore_sample_graph *ag;
     struct npv_aicore_run *ac_run[NPV_AICORE_SLOTS];
@@ -49,28 +50,12 @@ struct threaded_sample {
     int ac_failed[NPV_AICORE_SLOTS];
 };
 
-/* ---- testdev: COPY jobs on its ring ---- */
+/* ---- testdev: COPY jobs on its ring (npv_testdev_share_ops) ---- */
 
 static uint8_t td_byte(uint64_t i, unsigned slot, unsigned j)
 {
     return (uint8_t)(i * 131u + j * 7u + slot * 17u + 1u);
 }
-
-static int td_submit(void *drv, const void *req, uint64_t cookie)
-{
-    int r = npv_ring_push(drv, req, cookie);
-    if (r < 0)
-        return r;
-    npv_ring_submit(drv);
-    return 0;
-}
-
-static int td_poll(void *drv, struct npv_cpl *cpl, unsigned max)
-{
-    return npv_ring_poll(drv, cpl, max);
-}
-
-static const struct npv_share_ops td_ops = {.submit = td_submit, .poll = td_poll};
 
 static void td_prepare(struct threaded_sample *ts, unsigned slot, uint64_t i, void *req)
 {
@@ -104,8 +89,8 @@ static int td_open(struct threaded_sample *ts)
 {
     struct npv_dev *dev = npv_testdev_dev(ts->dev_drv);
     ts->td_dom = npv_dev_domain(dev);
-    ts->ops = &td_ops;
-    ts->drv = npv_testdev_ring(ts->dev_drv);
+    ts->ops = npv_testdev_share_ops();
+    ts->drv = ts->dev_drv;
     ts->prepare = td_prepare;
     ts->check = td_check;
     ts->close = td_close;
@@ -115,32 +100,14 @@ static int td_open(struct threaded_sample *ts)
     return r;
 }
 
-/* ---- Edge TPU: the sample network on its one queue ---- */
-
-struct et_req {
-    const struct npv_edgetpu_executable *exe;
-    const uint64_t *in_va, *out_va;
-};
-
-static int et_submit(void *drv, const void *req, uint64_t cookie)
-{
-    const struct et_req *q = req;
-    return npv_edgetpu_submit(drv, q->exe, q->in_va, q->out_va, cookie);
-}
-
-static int et_poll(void *drv, struct npv_cpl *cpl, unsigned max)
-{
-    return npv_edgetpu_wait(drv, 1, 0, cpl, max);
-}
-
-static const struct npv_share_ops et_ops = {.submit = et_submit, .poll = et_poll};
+/* ---- Edge TPU: the sample network on its one queue (npv_edgetpu_share_ops) ---- */
 
 static void et_prepare(struct threaded_sample *ts, unsigned slot, uint64_t i, void *req)
 {
     edgetpu_sample_input((uint32_t)(i * ts->slots + slot), npv_dma_vaddr(ts->et_in[slot]));
     memset(npv_dma_vaddr(ts->et_out[slot]), 0xcc, EDGETPU_SAMPLE_OUTPUT_BYTES);
-    struct et_req q = {
-        .exe = ts->et_exe, .in_va = &ts->et_in_va[slot], .out_va = &ts->et_out_va[slot]};
+    struct npv_edgetpu_request q = {
+        .exe = ts->et_exe, .input_va = &ts->et_in_va[slot], .output_va = &ts->et_out_va[slot]};
     memcpy(req, &q, sizeof(q));
 }
 
@@ -189,7 +156,7 @@ static int et_map(struct threaded_sample *ts, struct npv_dma **dma, size_t len, 
 
 static int et_open(struct threaded_sample *ts)
 {
-    ts->ops = &et_ops;
+    ts->ops = npv_edgetpu_share_ops();
     ts->drv = ts->dev_drv;
     ts->prepare = et_prepare;
     ts->check = et_check;
@@ -210,32 +177,18 @@ static int et_open(struct threaded_sample *ts)
     return r;
 }
 
-/* ---- RKNPU: int8 matmuls, the driver choosing the core ---- */
+/* ---- RKNPU: int8 matmuls, the driver choosing the core (npv_rknpu_share_ops) ---- */
 
 static const struct rknpu_sample_shape RK_SHAPE = {
     .dtype = NPV_RKNPU_INT8, .m = 4, .k = 32, .n = 32, .bias = true, .relu = true};
 
-static int rk_submit(void *drv, const void *req, uint64_t cookie)
-{
-    struct npv_rknpu_job job;
-    memcpy(&job, req, sizeof(job));
-    job.cookie = cookie;
-    return npv_rknpu_submit(drv, &job);
-}
-
-static int rk_poll(void *drv, struct npv_cpl *cpl, unsigned max)
-{
-    return npv_rknpu_poll(drv, cpl, max);
-}
-
-static const struct npv_share_ops rk_ops = {.submit = rk_submit, .poll = rk_poll};
-
 static void rk_prepare(struct threaded_sample *ts, unsigned slot, uint64_t i, void *req)
 {
     rknpu_sample_mm_poison(ts->rk[slot]);
-    struct npv_rknpu_job job = {
+    ts->rk_job[slot] = (struct npv_rknpu_job){
         .tasks = &ts->rk[slot]->task, .nr_tasks = 1, .domain_id = 0, .cookie = i};
-    memcpy(req, &job, sizeof(job));
+    struct npv_rknpu_request q = {.job = &ts->rk_job[slot]};
+    memcpy(req, &q, sizeof(q));
 }
 
 static bool rk_check(struct threaded_sample *ts, unsigned slot, uint64_t i)
@@ -249,17 +202,19 @@ static void rk_close(struct threaded_sample *ts)
     for (unsigned k = 0; ts->rk != NULL && k < ts->slots; k++)
         rknpu_sample_mm_free(ts->rk[k]);
     free(ts->rk);
+    free(ts->rk_job);
 }
 
 static int rk_open(struct threaded_sample *ts)
 {
-    ts->ops = &rk_ops;
+    ts->ops = npv_rknpu_share_ops();
     ts->drv = ts->dev_drv;
     ts->prepare = rk_prepare;
     ts->check = rk_check;
     ts->close = rk_close;
     ts->rk = calloc(ts->slots, sizeof(*ts->rk));
-    if (ts->rk == NULL)
+    ts->rk_job = calloc(ts->slots, sizeof(*ts->rk_job));
+    if (ts->rk == NULL || ts->rk_job == NULL)
         return -ENOMEM;
     int r = 0;
     for (unsigned k = 0; r == 0 && k < ts->slots; k++)

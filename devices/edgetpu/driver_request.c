@@ -273,6 +273,27 @@ int npv_edgetpu_submit_within(struct npv_edgetpu *tpu, const struct npv_edgetpu_
     return submit_within(tpu, x, input_va, output_va, cookie, budget_ns);
 }
 
+/* ---- many threads: the calls an npv_share makes (npuvfio/share.h) ---- */
+
+static int share_submit(void *drv, const void *req, uint64_t cookie)
+{
+    const struct npv_edgetpu_request *q = req;
+    struct npv_edgetpu *tpu = drv;
+    return submit_within(tpu, q->exe, q->input_va, q->output_va, cookie,
+                         q->budget_ns != 0 ? q->budget_ns : tpu->cfg.request_timeout_ns);
+}
+
+static int share_poll(void *drv, struct npv_cpl *cpl, unsigned max)
+{
+    return npv_edgetpu_wait(drv, 1, 0, cpl, max);
+}
+
+const struct npv_share_ops *npv_edgetpu_share_ops(void)
+{
+    static const struct npv_share_ops ops = {.submit = share_submit, .poll = share_poll};
+    return &ops;
+}
+
 /*
  * Completion: the chip's two signals (../shared/hw/edgetpu.md section 8,
  * libedgetpu single_queue_dma_scheduler.cc and mmio_driver.cc): the status

@@ -30,6 +30,7 @@
 #include <npuvfio/dev.h>
 #include <npuvfio/dma.h>
 #include <npuvfio/ring.h>
+#include <npuvfio/share.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -214,6 +215,20 @@ NPV_API int npv_edgetpu_submit_within(struct npv_edgetpu *tpu,
                                       const struct npv_edgetpu_executable *exe,
                                       const uint64_t *input_va, const uint64_t *output_va,
                                       uint64_t cookie, uint64_t budget_ns);
+/*
+ * The driver as an npv_share serves it to many threads (npuvfio/share.h,
+ * docs/threads.md): npv_share_new(npv_edgetpu_share_ops(), tpu, &share); a
+ * request is a struct npv_edgetpu_request, queued with npv_edgetpu_submit
+ * (budget_ns 0) or npv_edgetpu_submit_within; completions from
+ * npv_edgetpu_wait(min 1, timeout 0), one look that never sleeps.
+ */
+struct npv_edgetpu_request {
+    const struct npv_edgetpu_executable *exe;
+    const uint64_t *input_va, *output_va; /* as npv_edgetpu_submit's */
+    uint64_t budget_ns;                   /* 0: cfg->request_timeout_ns */
+};
+NPV_API const struct npv_share_ops *npv_edgetpu_share_ops(void);
+
 /*
  * Non-coherent hosts (arm64 boards whose PCIe does not snoop, e.g. the
  * Raspberry Pi CM4): the driver cleans the instruction chunk, the parameters

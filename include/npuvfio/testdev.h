@@ -44,6 +44,7 @@
 #include <npuvfio/dma.h>
 #include <npuvfio/irq.h>
 #include <npuvfio/ring.h>
+#include <npuvfio/share.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -173,6 +174,14 @@ NPV_API int npv_testdev_irq_on_sleep_only(struct npv_testdev *td, bool on);
 /* Arm a fault for the next descriptor (FAIL_RESET: for the next reset). -EINVAL, transport errno.
  */
 NPV_API int npv_testdev_inject_fault(struct npv_testdev *td, enum npv_testdev_fault fault);
+
+/*
+ * The driver as an npv_share serves it to many threads (npuvfio/share.h,
+ * docs/threads.md): npv_share_new(npv_testdev_share_ops(), td, &share); a
+ * request is a struct npv_testdev_desc, queued with npv_ring_push and
+ * announced at once (npv_ring_submit), completions from npv_ring_poll.
+ */
+NPV_API const struct npv_share_ops *npv_testdev_share_ops(void);
 
 /* What the device reports about its engine. */
 struct npv_testdev_state {

@@ -58,22 +58,6 @@ static bool check(void *dev, unsigned th, unsigned slot, uint64_t i)
     return true;
 }
 
-static int ring_submit_one(void *drv, const void *req, uint64_t cookie)
-{
-    int r = npv_ring_push(drv, req, cookie);
-    if (r < 0)
-        return r;
-    npv_ring_submit(drv);
-    return 0;
-}
-
-static int ring_poll(void *drv, struct npv_cpl *cpl, unsigned max)
-{
-    return npv_ring_poll(drv, cpl, max);
-}
-
-static const struct npv_share_ops ring_ops = {.submit = ring_submit_one, .poll = ring_poll};
-
 START_TEST(four_threads_share_one_ring_with_no_lost_or_duplicated_completion)
 {
     struct vu_server srv;
@@ -85,8 +69,8 @@ START_TEST(four_threads_share_one_ring_with_no_lost_or_duplicated_completion)
     ck_assert_int_eq(npv_dma_alloc(d.t.ctx, 2 * SLOTS * JOB_BYTES, NULL, &d.buf), 0);
     ck_assert_int_eq(npv_dma_map(d.buf, d.t.dom, NPV_DMA_RW, &d.iova), 0);
     struct threads_run run = {
-        .ops = &ring_ops,
-        .drv = npv_testdev_ring(d.t.drv),
+        .ops = npv_testdev_share_ops(),
+        .drv = d.t.drv,
         .dev = &d,
         .depth = THREADS_DEPTH,
         .requests = threads_requests(100000),

@@ -36,11 +36,6 @@ struct etpt {
     uint64_t in_va[SLOTS], out_va[SLOTS];
 };
 
-struct etpu_req {
-    const struct npv_edgetpu_executable *exe;
-    const uint64_t *in_va, *out_va;
-};
-
 static uint32_t input_no(unsigned th, uint64_t i)
 {
     return (uint32_t)(i * THREADS_N + th);
@@ -52,7 +47,8 @@ static void prepare(void *dev, unsigned th, unsigned slot, uint64_t i, void *req
     unsigned k = th * THREADS_DEPTH + slot;
     edgetpu_sample_input(input_no(th, i), npv_dma_vaddr(d->in[k]));
     memset(npv_dma_vaddr(d->out[k]), 0xcc, EDGETPU_SAMPLE_OUTPUT_BYTES);
-    struct etpu_req r = {.exe = d->t.exe, .in_va = &d->in_va[k], .out_va = &d->out_va[k]};
+    struct npv_edgetpu_request r = {
+        .exe = d->t.exe, .input_va = &d->in_va[k], .output_va = &d->out_va[k]};
     memcpy(req, &r, sizeof(r));
 }
 
@@ -65,19 +61,6 @@ static bool check(void *dev, unsigned th, unsigned slot, uint64_t i)
     edgetpu_sample_reference(&d->t.sample, x, want);
     return memcmp(npv_dma_vaddr(d->out[k]), want, sizeof(want)) == 0;
 }
-
-static int tpu_submit(void *drv, const void *req, uint64_t cookie)
-{
-    const struct etpu_req *r = req;
-    return npv_edgetpu_submit(drv, r->exe, r->in_va, r->out_va, cookie);
-}
-
-static int tpu_poll(void *drv, struct npv_cpl *cpl, unsigned max)
-{
-    return npv_edgetpu_wait(drv, 1, 0, cpl, max);
-}
-
-static const struct npv_share_ops tpu_ops = {.submit = tpu_submit, .poll = tpu_poll};
 
 static void map_slots(struct etpt *d)
 {
@@ -113,12 +96,12 @@ static void run_threads(enum npv_edgetpu_completion mode, uint64_t dflt)
     etpu_open(&d.t, &cfg);
     map_slots(&d);
     struct threads_run run = {
-        .ops = &tpu_ops,
+        .ops = npv_edgetpu_share_ops(),
         .drv = d.t.tpu,
         .dev = &d,
         .depth = THREADS_DEPTH,
         .requests = threads_requests(dflt),
-        .req_size = sizeof(struct etpu_req),
+        .req_size = sizeof(struct npv_edgetpu_request),
         .wait_ns = GENEROUS_NS,
         .prepare = prepare,
         .check = check,

@@ -23,6 +23,7 @@ static const struct rknpu_sample_shape SHAPE = {
 struct rkt {
     struct rk t;
     struct rknpu_sample_mm *s[SLOTS];
+    struct npv_rknpu_job job[SLOTS]; /* what each slot's request points to */
 };
 
 static void prepare(void *dev, unsigned th, unsigned slot, uint64_t i, void *req)
@@ -30,7 +31,7 @@ static void prepare(void *dev, unsigned th, unsigned slot, uint64_t i, void *req
     struct rkt *d = dev;
     unsigned k = th * THREADS_DEPTH + slot;
     rknpu_sample_mm_poison(d->s[k]);
-    struct npv_rknpu_job job = {
+    d->job[k] = (struct npv_rknpu_job){
         .tasks = &d->s[k]->task,
         .nr_tasks = 1,
         .core_mask = 0,
@@ -38,7 +39,8 @@ static void prepare(void *dev, unsigned th, unsigned slot, uint64_t i, void *req
         .timeout_ns = GENEROUS_NS,
         .cookie = i,
     };
-    memcpy(req, &job, sizeof(job));
+    struct npv_rknpu_request q = {.job = &d->job[k]};
+    memcpy(req, &q, sizeof(q));
 }
 
 static bool check(void *dev, unsigned th, unsigned slot, uint64_t i)
@@ -48,21 +50,6 @@ static bool check(void *dev, unsigned th, unsigned slot, uint64_t i)
     return rknpu_sample_mm_check(d->s[th * THREADS_DEPTH + slot]) == 0;
 }
 
-static int rk_submit(void *drv, const void *req, uint64_t cookie)
-{
-    struct npv_rknpu_job job;
-    memcpy(&job, req, sizeof(job));
-    job.cookie = cookie;
-    return npv_rknpu_submit(drv, &job);
-}
-
-static int rk_poll(void *drv, struct npv_cpl *cpl, unsigned max)
-{
-    return npv_rknpu_poll(drv, cpl, max);
-}
-
-static const struct npv_share_ops rk_ops = {.submit = rk_submit, .poll = rk_poll};
-
 START_TEST(four_threads_share_the_cores_exact_and_routed)
 {
     static struct rkt d;
@@ -71,12 +58,12 @@ START_TEST(four_threads_share_the_cores_exact_and_routed)
     for (unsigned k = 0; k < SLOTS; k++)
         ck_assert_int_eq(rknpu_sample_mm_new(d.t.npu, &SHAPE, 0, 0, 900 + k, &d.s[k]), 0);
     struct threads_run run = {
-        .ops = &rk_ops,
+        .ops = npv_rknpu_share_ops(),
         .drv = d.t.npu,
         .dev = &d,
         .depth = THREADS_DEPTH,
         .requests = threads_requests(10000),
-        .req_size = sizeof(struct npv_rknpu_job),
+        .req_size = sizeof(struct npv_rknpu_request),
         .wait_ns = GENEROUS_NS,
         .prepare = prepare,
         .check = check,
