@@ -42,12 +42,9 @@ struct threaded_sample {
     /* rknpu */
     struct rknpu_sample_mm **rk;
     struct npv_rknpu_job *rk_job; /* per slot: what its request points to */
-    /* aicore: the two slots as one queue (under the share's lock) */
+    /* aicore: the two slots as one queue (npv_aicore_share_ops) */
     struct aicore_sample_graph *ag;
-    struct npv_aicore_run *ac_run[NPV_AICORE_SLOTS];
-    uint64_t ac_cookie[NPV_AICORE_SLOTS];
-    bool ac_launched[NPV_AICORE_SLOTS];
-    int ac_failed[NPV_AICORE_SLOTS];
+    struct npv_aicore_queue *ac_q;
 };
 
 /* ---- testdev: COPY jobs on its ring (npv_testdev_share_ops) ---- */
@@ -222,86 +219,13 @@ static int rk_open(struct threaded_sample *ts)
     return r;
 }
 
-/* ---- AICore: the sample graph through its two slots ---- */
-
-static bool ac_active(const struct threaded_sample *ts)
-{
-    for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++)
-        if (ts->ac_run[s] != NULL && ts->ac_launched[s])
-            return true;
-    return false;
-}
-
-static void ac_launch_next(struct threaded_sample *ts)
-{
-    if (ac_active(ts))
-        return;
-    for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++) {
-        if (ts->ac_run[s] == NULL || ts->ac_launched[s] || ts->ac_failed[s] != 0)
-            continue;
-        int r = npv_aicore_launch(ts->ac_run[s]);
-        if (r == -EBUSY)
-            return;
-        if (r < 0)
-            ts->ac_failed[s] = r;
-        else
-            ts->ac_launched[s] = true;
-        return;
-    }
-}
-
-static int ac_submit(void *drv, const void *req, uint64_t cookie)
-{
-    struct threaded_sample *ts = drv;
-    const struct npv_aicore_run_desc *desc;
-    memcpy(&desc, req, sizeof(desc));
-    for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++) {
-        if (ts->ac_run[s] != NULL)
-            continue;
-        int r = npv_aicore_prepare(ts->dev_drv, s, desc, &ts->ac_run[s]);
-        if (r < 0) {
-            ts->ac_run[s] = NULL;
-            return r == -EBUSY ? -EAGAIN : r; /* -EBUSY: the other slot's run not launched yet */
-        }
-        ts->ac_cookie[s] = cookie;
-        ts->ac_launched[s] = false;
-        ts->ac_failed[s] = 0;
-        ac_launch_next(ts);
-        return 0;
-    }
-    return -EAGAIN;
-}
-
-static int ac_poll(void *drv, struct npv_cpl *cpl, unsigned max)
-{
-    struct threaded_sample *ts = drv;
-    unsigned got = 0;
-    for (unsigned s = 0; s < NPV_AICORE_SLOTS && got < max; s++) {
-        if (ts->ac_run[s] == NULL)
-            continue;
-        int r = ts->ac_failed[s];
-        if (r == 0) {
-            if (!ts->ac_launched[s])
-                continue;
-            r = npv_aicore_poll(ts->ac_run[s]);
-            if (r == -EINPROGRESS)
-                continue;
-        }
-        int rr = npv_aicore_release(ts->ac_run[s]);
-        ts->ac_run[s] = NULL;
-        cpl[got++] = (struct npv_cpl){.cookie = ts->ac_cookie[s], .status = r != 0 ? r : rr};
-    }
-    ac_launch_next(ts);
-    return (int)got;
-}
-
-static const struct npv_share_ops ac_ops = {.submit = ac_submit, .poll = ac_poll};
+/* ---- AICore: the sample graph through its two slots (npv_aicore_share_ops) ---- */
 
 static void ac_prepare(struct threaded_sample *ts, unsigned slot, uint64_t i, void *req)
 {
     aicore_sample_fill(&ts->ag[slot], (uint32_t)(i * ts->slots + slot + 1));
-    const struct npv_aicore_run_desc *desc = &ts->ag[slot].desc;
-    memcpy(req, &desc, sizeof(desc));
+    struct npv_aicore_request q = {.desc = &ts->ag[slot].desc};
+    memcpy(req, &q, sizeof(q));
 }
 
 static bool ac_check(struct threaded_sample *ts, unsigned slot, uint64_t i)
@@ -312,11 +236,7 @@ static bool ac_check(struct threaded_sample *ts, unsigned slot, uint64_t i)
 
 static void ac_close(struct threaded_sample *ts)
 {
-    for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++)
-        if (ts->ac_run[s] != NULL) {
-            (void)npv_aicore_wait(ts->ac_run[s], 1000000000ull);
-            (void)npv_aicore_release(ts->ac_run[s]);
-        }
+    npv_aicore_queue_free(ts->ac_q);
     for (unsigned k = 0; ts->ag != NULL && k < ts->slots; k++)
         if (ts->ag[k].dma != NULL)
             aicore_sample_free(ts->dev_drv, &ts->ag[k]);
@@ -325,15 +245,17 @@ static void ac_close(struct threaded_sample *ts)
 
 static int ac_open(struct threaded_sample *ts)
 {
-    ts->ops = &ac_ops;
-    ts->drv = ts;
+    ts->ops = npv_aicore_share_ops();
+    int r = npv_aicore_queue_new(ts->dev_drv, &ts->ac_q);
+    if (r < 0)
+        return r;
+    ts->drv = ts->ac_q;
     ts->prepare = ac_prepare;
     ts->check = ac_check;
     ts->close = ac_close;
     ts->ag = calloc(ts->slots, sizeof(*ts->ag));
     if (ts->ag == NULL)
         return -ENOMEM;
-    int r = 0;
     for (unsigned k = 0; r == 0 && k < ts->slots; k++)
         r = aicore_sample_build(ts->dev_drv, false, &ts->ag[k]);
     return r;
