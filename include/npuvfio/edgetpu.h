@@ -206,7 +206,8 @@ NPV_API int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu
  * Requests that finished before it complete as usual. The chip has one
  * in-order queue and no way to drop or stop one request in it, so a request
  * past its budget that the chip has not finished costs a chip reset, which
- * fails the requests queued behind it with -ECANCELED (resubmit them). A
+ * fails every other request the chip had not finished (queued behind it, or
+ * running before it) with -ECANCELED (resubmit them). A
  * request's budget is served at the first npv_edgetpu_wait look after it
  * passed (the ring reads the clock every few polled looks; an interrupt
  * wait sleeps no later than the oldest request's deadline).
