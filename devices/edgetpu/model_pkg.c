@@ -131,8 +131,7 @@ static int addrs_get(const struct npv_edgetpu_model_exe *exe, const uint8_t *chu
     a->outputs = calloc(nout, sizeof(uint64_t));
     a->input_seen = calloc(nin, sizeof(bool));
     a->output_seen = calloc(nout, sizeof(bool));
-    if (a->inputs == NULL || a->outputs == NULL || a->input_seen == NULL ||
-        a->output_seen == NULL)
+    if (a->inputs == NULL || a->outputs == NULL || a->input_seen == NULL || a->output_seen == NULL)
         return -ENOMEM;
     return edgetpu_pkg_chunk_addrs(exe, 0, chunk, len, a);
 }

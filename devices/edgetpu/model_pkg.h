@@ -36,8 +36,7 @@ enum edgetpu_pkg_why {
 /* The model's DMA through its page table: 0 or the HIB error bits (*bad_va: the failing VA). */
 struct edgetpu_pkg_io {
     void *arg;
-    uint64_t (*copy)(void *arg, uint64_t va, void *buf, uint64_t len, bool write,
-                     uint64_t *bad_va);
+    uint64_t (*copy)(void *arg, uint64_t va, void *buf, uint64_t len, bool write, uint64_t *bad_va);
 };
 
 /* Load the packages named in paths (separated by ':'). 0, or the loader's error (why names it). */

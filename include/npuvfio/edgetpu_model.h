@@ -175,7 +175,6 @@ NPV_API int npv_edgetpu_model_link(const struct npv_edgetpu_model_exe *exe, uint
 NPV_API int npv_edgetpu_dequantize(const struct npv_edgetpu_layer *layer, const void *src,
                                    size_t src_len, float *dst, size_t n);
 
-
 /*
  * Running a compiled model on the chip (or its model), as libedgetpu's PCIe
  * driver does. Thread-safety: a binding belongs to its npv_edgetpu; bind,
@@ -198,10 +197,10 @@ NPV_API void npv_edgetpu_model_unbind(struct npv_edgetpu_bound *b);
  * The driver's buffer of input / output layer i (batch elements one after the
  * other), with its device VA and length when not NULL; NULL past the last.
  */
-NPV_API void *npv_edgetpu_bound_input(struct npv_edgetpu_bound *b, uint32_t i,
-                                      uint64_t *device_va, size_t *len);
-NPV_API void *npv_edgetpu_bound_output(struct npv_edgetpu_bound *b, uint32_t i,
-                                       uint64_t *device_va, size_t *len);
+NPV_API void *npv_edgetpu_bound_input(struct npv_edgetpu_bound *b, uint32_t i, uint64_t *device_va,
+                                      size_t *len);
+NPV_API void *npv_edgetpu_bound_output(struct npv_edgetpu_bound *b, uint32_t i, uint64_t *device_va,
+                                       size_t *len);
 /*
  * One inference. First, when the chip does not hold this model's parameters
  * (its caching token is not the current one, it has not cached under the
