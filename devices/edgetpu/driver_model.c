@@ -229,6 +229,22 @@ void *npv_edgetpu_bound_output(struct npv_edgetpu_bound *b, uint32_t i, uint64_t
     return b == NULL ? NULL : layer_buf(b->out, b->nr_out, i, device_va, len);
 }
 
+/* The hook's deliberate bug: flip the first bit of the chunk that no field covers. */
+static void flip_a_bit(struct bound_exe *x)
+{
+    uint8_t *p = npv_dma_vaddr(x->instr);
+    for (uint64_t bit = 0; bit < (uint64_t)x->instr_len * 8; bit++) {
+        bool in_field = false;
+        for (uint32_t k = 0; k < x->chunk.nr_fields && !in_field; k++)
+            in_field = bit >= x->chunk.fields[k].offset_bit &&
+                       bit < (uint64_t)x->chunk.fields[k].offset_bit + 32;
+        if (!in_field) {
+            p[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+            return;
+        }
+    }
+}
+
 /* Link chunk 0 of x with these addresses into its buffer and run it to its end on the chip. */
 static int run_exe(struct npv_edgetpu_bound *b, struct bound_exe *x, const uint64_t *in,
                    const uint64_t *out)
@@ -259,6 +275,8 @@ static int run_exe(struct npv_edgetpu_bound *b, struct bound_exe *x, const uint6
     free(wrong);
     if (r < 0)
         return r;
+    if (tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_PKG_FLIP_BIT)
+        flip_a_bit(x);
     npv_dma_sync_for_device(x->instr, 0, x->instr_len);
     r = edgetpu_submit_chunk(tpu, x->instr_va, (uint32_t)x->instr_len, 0);
     if (r < 0)

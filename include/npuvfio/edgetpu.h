@@ -89,6 +89,8 @@ enum {
     /* Compiled models: parameters cached once per binding, never again after a reset or
      * after another token displaced them. */
     NPV_EDGETPU_HOOK_PKG_CACHE_ONCE = 1u << 10,
+    /* Compiled models: one bit of the linked chunk outside every field flipped. */
+    NPV_EDGETPU_HOOK_PKG_FLIP_BIT = 1u << 11,
 };
 
 struct npv_edgetpu_config {
