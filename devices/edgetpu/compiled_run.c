@@ -44,7 +44,10 @@ static int read_input(const char *path, size_t want, uint8_t **out)
     return 0;
 }
 
-/* "top-5 of NAME: i score, ..." of output layer o, dequantised (on a chip). */
+/*
+ * Output layer 0 on a chip, dequantised: "top-5 of NAME: index score ..." (a
+ * classifier's scores), or every value of a tensor of 10 or fewer.
+ */
 static void top5(const struct npv_edgetpu_model_exe *exe, struct npv_edgetpu_bound *b, char *dst,
                  size_t len)
 {
@@ -63,7 +66,15 @@ static void top5(const struct npv_edgetpu_model_exe *exe, struct npv_edgetpu_bou
         free(v);
         return;
     }
-    int at = snprintf(dst, len, "top-5 of %s:", l.name);
+    int at;
+    if (count <= 10) { /* a small tensor: every value */
+        at = snprintf(dst, len, "%s:", l.name);
+        for (size_t i = 0; i < count && at >= 0 && (size_t)at < len; i++)
+            at += snprintf(dst + at, len - (size_t)at, " %.4f", (double)v[i]);
+        free(v);
+        return;
+    }
+    at = snprintf(dst, len, "top-5 of %s:", l.name);
     for (int k = 0; k < 5 && (size_t)k < count; k++) {
         size_t best = 0;
         for (size_t i = 1; i < count; i++)
