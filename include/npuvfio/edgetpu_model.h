@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Edge TPU compiled models: a `*_edgetpu.tflite` file from Google's
- * edgetpu_compiler, loaded and linked without any device I/O.
+ * edgetpu_compiler, loaded and linked without any device I/O, and run on a
+ * chip opened with npv_edgetpu_open (npv_edgetpu_model_bind, _invoke).
  *
  * The file is a TensorFlow Lite flatbuffer whose one `edgetpu-custom-op`
  * operator carries, in its custom options (a FlexBuffers map, key "4"), a
