@@ -210,6 +210,27 @@ static int desc_after_doorbell(struct npv_edgetpu *tpu, void *slot_mem,
     return 0;
 }
 
+/* A ring slot and a request entry for one chunk. *slot: the slot's index. */
+static int claim(struct npv_edgetpu *tpu, uint64_t cookie, void **slot_mem, uint32_t *slot)
+{
+    /*
+     * A request holds its slot's scratch until SC_HOST_0 counted it, after
+     * the ring let go of it: the ring's capacity bounds what is uncollected.
+     */
+    if (tpu->req_n >= npv_ring_capacity(tpu->ring))
+        return -EAGAIN;
+    int r = npv_ring_next(tpu->ring, cookie, slot_mem);
+    if (r < 0)
+        return r;
+    tpu->reqs[(tpu->req_head + tpu->req_n) % tpu->cfg.queue_entries] = (struct edgetpu_req){
+        .deadline_ns = edgetpu_mono_ns() + tpu->cfg.request_timeout_ns,
+    };
+    tpu->req_n++;
+    *slot = (uint32_t)(((uint8_t *)*slot_mem - (uint8_t *)npv_dma_vaddr(tpu->queue_dma)) /
+                       sizeof(struct edgetpu_desc));
+    return 0;
+}
+
 int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
                        const uint64_t *input_va, const uint64_t *output_va, uint64_t cookie)
 {
@@ -218,22 +239,11 @@ int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executa
     if (x == NULL || x->tpu != tpu || (x->d.nr_inputs && input_va == NULL) ||
         (x->d.nr_outputs && output_va == NULL))
         return -EINVAL;
-    /*
-     * A request holds its slot's scratch until SC_HOST_0 counted it, after
-     * the ring let go of it: the ring's capacity bounds what is uncollected.
-     */
-    if (tpu->req_n >= npv_ring_capacity(tpu->ring))
-        return -EAGAIN;
     void *slot_mem;
-    int r = npv_ring_next(tpu->ring, cookie, &slot_mem);
+    uint32_t slot;
+    int r = claim(tpu, cookie, &slot_mem, &slot);
     if (r < 0)
         return r;
-    tpu->reqs[(tpu->req_head + tpu->req_n) % tpu->cfg.queue_entries] = (struct edgetpu_req){
-        .deadline_ns = edgetpu_mono_ns() + tpu->cfg.request_timeout_ns,
-    };
-    tpu->req_n++;
-    uint32_t slot = (uint32_t)(((uint8_t *)slot_mem - (uint8_t *)npv_dma_vaddr(tpu->queue_dma)) /
-                               sizeof(struct edgetpu_desc));
     size_t off = (size_t)slot * tpu->cfg.max_instr_bytes;
     uint8_t *buf = (uint8_t *)npv_dma_vaddr(tpu->instr_dma) + off;
     memcpy(buf, x->instructions, x->d.instructions_size);
@@ -245,6 +255,22 @@ int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executa
     };
     if (tpu->cfg.test_hooks & NPV_EDGETPU_HOOK_DESC_AFTER_DOORBELL)
         return desc_after_doorbell(tpu, slot_mem, &d, slot);
+    memcpy(slot_mem, &d, sizeof(d));
+    npv_ring_submit(tpu->ring);
+    return 0;
+}
+
+int edgetpu_submit_chunk(struct npv_edgetpu *tpu, uint64_t va, uint32_t size, uint64_t cookie)
+{
+    if (tpu->gone)
+        return -ENODEV;
+    void *slot_mem;
+    uint32_t slot;
+    int r = claim(tpu, cookie, &slot_mem, &slot);
+    if (r < 0)
+        return r;
+    /* The chunk is in memory (cleaned by the caller) before the descriptor and its doorbell. */
+    struct edgetpu_desc d = {.address = va, .size_in_bytes = size};
     memcpy(slot_mem, &d, sizeof(d));
     npv_ring_submit(tpu->ring);
     return 0;
@@ -515,18 +541,12 @@ int npv_edgetpu_wait(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_ns,
     return (int)got;
 }
 
-int npv_edgetpu_run(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
-                    const uint64_t *input_va, const uint64_t *output_va)
+int edgetpu_wait_one(struct npv_edgetpu *tpu)
 {
-    if (tpu->req_n != 0)
-        return -EBUSY;
-    int r = npv_edgetpu_submit(tpu, x, input_va, output_va, 0);
-    if (r < 0)
-        return r;
     struct npv_cpl c;
     /* The request's own deadline decides; the wait only bounds it. */
     uint64_t t = tpu->cfg.request_timeout_ns;
-    r = npv_edgetpu_wait(tpu, 1, t > UINT64_MAX / 2 ? UINT64_MAX : 2 * t, &c, 1);
+    int r = npv_edgetpu_wait(tpu, 1, t > UINT64_MAX / 2 ? UINT64_MAX : 2 * t, &c, 1);
     if (r == 0) {
         /*
          * Only a request without a deadline of its own gets here: run owns
@@ -548,4 +568,15 @@ int npv_edgetpu_run(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable
     if (c.status != 0 && tpu->gone)
         return -ENODEV;
     return c.status;
+}
+
+int npv_edgetpu_run(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
+                    const uint64_t *input_va, const uint64_t *output_va)
+{
+    if (tpu->req_n != 0)
+        return -EBUSY;
+    int r = npv_edgetpu_submit(tpu, x, input_va, output_va, 0);
+    if (r < 0)
+        return r;
+    return edgetpu_wait_one(tpu);
 }
