@@ -166,6 +166,7 @@ static unsigned batch_body(struct vu_client *c, struct npv_vu_write_multi *wm, s
 static void batch_sent(struct vu_client *c)
 {
     c->batch_n = 0;
+    c->batch_gen++;
     __atomic_store_n(&c->dev->batch_pending, 0, __ATOMIC_RELEASE);
 }
 
@@ -511,6 +512,41 @@ static void *dma_main(void *arg)
     return NULL;
 }
 
+/*
+ * The flusher. Model choice: a batch held NPV_VU_CLIENT_BATCH_HOLD_NS
+ * after its first write leaves without a reply, so writes reach the device
+ * even when the caller polls host memory (a status block, a result the
+ * device DMAs) instead of reading a register or waiting in the library.
+ * Usually the batch left earlier, with the next synchronous message.
+ */
+static void *flusher_main(void *arg)
+{
+    struct vu_client *c = arg;
+    pthread_mutex_lock(&c->send_lock);
+    while (!c->flusher_stop) {
+        if (c->batch_n == 0) {
+            pthread_cond_wait(&c->batch_cond, &c->send_lock);
+            continue;
+        }
+        uint64_t gen = c->batch_gen;
+        uint64_t deadline = npv_deadline_after(NPV_VU_CLIENT_BATCH_HOLD_NS);
+        struct timespec abs;
+        npv_deadline_to_abs_timespec(deadline, &abs);
+        while (!c->flusher_stop && c->batch_gen == gen && npv_deadline_left(deadline) > 0)
+            pthread_cond_timedwait(&c->batch_cond, &c->send_lock, &abs);
+        if (c->flusher_stop || c->batch_gen != gen || c->batch_n == 0)
+            continue;
+        int ret = send_batch_locked(c);
+        if (ret < 0) {
+            pthread_mutex_unlock(&c->send_lock);
+            npv_vu_client_kill(c, ret == -ETIMEDOUT ? -EIO : -ENOTCONN);
+            return NULL;
+        }
+    }
+    pthread_mutex_unlock(&c->send_lock);
+    return NULL;
+}
+
 static void *rx_main(void *arg)
 {
     struct vu_client *c = arg;
@@ -731,6 +767,8 @@ static int batch_add(struct vu_client *c, uint32_t index, uint64_t off, const vo
         if (ret < 0)
             return ret;
     }
+    if (c->batch_n == 0 && c->flusher_running)
+        pthread_cond_signal(&c->batch_cond); /* a batch starts: the flusher times it */
     struct npv_vu_write_one *w = &c->batch[c->batch_n++];
     *w = (struct npv_vu_write_one){.offset = off, .region = index, .count = (uint32_t)len};
     memcpy(w->data, buf, len);
@@ -939,6 +977,13 @@ static int vu_attach(struct npv_dev *dev, struct npv_domain *dom)
 
 static void client_free(struct vu_client *c)
 {
+    if (c->flusher_running) {
+        pthread_mutex_lock(&c->send_lock);
+        c->flusher_stop = true;
+        pthread_cond_broadcast(&c->batch_cond);
+        pthread_mutex_unlock(&c->send_lock);
+        pthread_join(c->flusher, NULL);
+    }
     if (c->rx_running || c->dma_running)
         npv_vu_client_kill(c, -ENOTCONN);
     if (c->rx_running)
@@ -965,6 +1010,7 @@ static void client_free(struct vu_client *c)
     if (c->twin_sock >= 0)
         close(c->twin_sock);
     npv_vu_client_maps_free(c);
+    pthread_cond_destroy(&c->batch_cond);
     pthread_cond_destroy(&c->dma_cond);
     pthread_mutex_destroy(&c->twin_send_lock);
     pthread_cond_destroy(&c->cond);
@@ -980,6 +1026,9 @@ static void vu_close(struct npv_dev *dev)
     pthread_mutex_lock(&c->lock);
     bool alive = c->dead == 0;
     pthread_mutex_unlock(&c->lock);
+    /* Writes made before the close reach the device, as posted writes on PCIe do. */
+    if (alive)
+        vu_kick(dev);
     if (dev->domain != NULL)
         npv_domain_remove_sink(dev->domain, &c->sink, alive);
     client_free(c);
@@ -1020,6 +1069,11 @@ static int client_new(struct npv_ctx *ctx, struct vu_client **out)
         goto err_free;
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     ret = pthread_cond_init(&c->cond, &ca);
+    if (ret == 0) {
+        ret = pthread_cond_init(&c->batch_cond, &ca);
+        if (ret != 0)
+            pthread_cond_destroy(&c->cond);
+    }
     pthread_condattr_destroy(&ca);
     if (ret != 0)
         goto err_free;
@@ -1046,6 +1100,7 @@ err_send_lock:
 err_lock:
     pthread_mutex_destroy(&c->lock);
 err_cond:
+    pthread_cond_destroy(&c->batch_cond);
     pthread_cond_destroy(&c->cond);
 err_free:
     free(c);
@@ -1246,6 +1301,14 @@ int npv_vfio_user_open(struct npv_ctx *ctx, const char *socket_path,
         goto err;
     }
     c->rx_running = true;
+    if (c->batch_max > 0) {
+        ret = pthread_create(&c->flusher, NULL, flusher_main, c);
+        if (ret != 0) {
+            ret = -ret;
+            goto err;
+        }
+        c->flusher_running = true;
+    }
     /* Region and IRQ indexes are checked against what the device said it has. */
     c->num_regions = NPV_VU_CLIENT_MAX_REGIONS;
     c->num_irqs = NPV_VU_CLIENT_MAX_IRQ_INDEXES;

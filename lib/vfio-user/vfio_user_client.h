@@ -40,6 +40,9 @@
  * (hw/vfio-user/protocol.h); our server takes NPV_VU_MAX_WRITE_MULTI (256).
  */
 #define NPV_VU_CLIENT_MAX_BATCH 200u
+/* How long a batch waits for the next synchronous message before it leaves on its own (model
+ * choice). */
+#define NPV_VU_CLIENT_BATCH_HOLD_NS 50000u
 /* Region info replies with their capability chain stay far below this. */
 #define NPV_VU_CLIENT_MAX_REGION_INFO 4096u
 
@@ -112,6 +115,16 @@ struct vu_client {
     uint64_t posted_sent, posted_fenced, posted_done;
     int posted_err;
     unsigned batch_n, batch_max;
+    uint64_t batch_gen; /* batches sent so far (under send_lock) */
+    /*
+     * The flusher: a thread that sends a batch still held NPV_VU_CLIENT_BATCH_HOLD_NS
+     * after its first write, for a caller that polls host memory after
+     * writing registers (nothing of ours sees it wait). batch_cond (with
+     * send_lock) wakes it when a batch starts or the client closes.
+     */
+    pthread_cond_t batch_cond;
+    pthread_t flusher;
+    bool flusher_running, flusher_stop;
     uint16_t noreply_id; /* ids of messages sent with NO_REPLY (under send_lock) */
     struct npv_vu_write_one batch[NPV_VU_CLIENT_MAX_BATCH];
 

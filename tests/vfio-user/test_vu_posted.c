@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,18 +164,22 @@ START_TEST(writes_are_posted_to_a_server_offering_write_multiple)
     struct npv_dev_stats st0, st1;
     ck_assert_int_eq(npv_dev_stats(dev, &st0), 0);
     struct fake_counts n = ten_writes_then_counts(dev);
-    /* The ten writes left as one batch, the fence in front of the read: nothing waited for per
-     * write. */
+    /*
+     * The ten writes left batched (as the fence in front of the read, or,
+     * when this thread was descheduled for longer than the flusher's hold,
+     * partly on their own): nothing waited for per write.
+     */
     ck_assert_uint_eq(n.posted, 0);
     ck_assert_uint_eq(n.replied, 0);
     ck_assert_uint_eq(n.batched, 10);
-    ck_assert_uint_eq(n.batches, 1);
+    ck_assert_uint_ge(n.batches, 1);
     ck_assert_uint_eq(n.fences, 1);
     ck_assert_uint_eq(n.bad, 0);
     ck_assert_uint_eq(n.order_ok, 1);
-    /* Messages: the batch and the first read, then the ten reads of ten_writes_then_counts. */
+    /* Messages: the batch as the fence, the first read, the ten reads of ten_writes_then_counts. */
     ck_assert_int_eq(npv_dev_stats(dev, &st1), 0);
-    ck_assert_uint_eq(st1.messages - st0.messages, 12);
+    ck_assert_uint_ge(st1.messages - st0.messages, 12);
+    ck_assert_uint_le(st1.messages - st0.messages, 12 + n.batches);
     /* Reads with nothing posted since need no fence. */
     ck_assert_int_eq(npv_dev_region_read(dev, 0, FAKE_COUNTS, &n, sizeof(n)), 0);
     ck_assert_uint_eq(n.fences, 1);
@@ -242,8 +247,8 @@ START_TEST(order_is_kept_across_batches_and_reads)
     ck_assert_uint_eq(n.batched, 1000);
     ck_assert_uint_eq(n.posted, 0);
     ck_assert_uint_eq(n.fences, reads + 1);
-    /* 97 writes between reads fit a batch: every batch went as the fence of a read. */
-    ck_assert_uint_eq(n.batches, reads + 1);
+    /* 97 writes between reads fit a batch: at least one message per read. */
+    ck_assert_uint_ge(n.batches, reads);
     for (uint32_t r = 0; r < FAKE_REGS; r++) {
         uint32_t v = 0;
         ck_assert_int_eq(npv_dev_region_read(dev, 0, 4 * r, &v, 4), 0);
@@ -359,6 +364,16 @@ START_TEST(a_doorbell_in_a_batch_reaches_the_device_before_an_irq_wait)
     ck_assert_int_eq(npv_irq_waitset_wait(ws, 5000 * MS, &cookie, 1), 1);
     ck_assert_uint_eq(cookie, 42);
     npv_irq_waitset_free(ws);
+    /*
+     * A caller that sleeps on the eventfd by itself (its own poll): the
+     * flusher sends the batch after its hold, so the interrupt still comes.
+     */
+    ck_assert_int_eq(npv_dev_region_write_posted(dev, 0, FAKE_DOORBELL, &v, 4), 0);
+    struct pollfd pfd = {.fd = npv_irq_fd(irq, 0), .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, 5000), 1);
+    uint64_t cnt = 0;
+    ck_assert_int_eq(read(pfd.fd, &cnt, sizeof(cnt)), (int)sizeof(cnt));
+    ck_assert_uint_eq(cnt, 1);
     /* Nothing held back after the waits: the flush has no writes to carry. */
     ck_assert_int_eq(npv_dev_flush(dev), 0);
     npv_irq_disable(irq);
@@ -575,6 +590,20 @@ START_TEST(the_driver_runs_jobs_with_posted_writes)
 }
 END_TEST
 
+START_TEST(writes_made_before_a_close_reach_the_device)
+{
+    /* Posted writes, then the close at once (within the flusher's hold): they must not be lost. */
+    for (uint64_t round = 1; round <= 20; round++) {
+        npv_bar_write64(t.bar, TESTDEV_REG_SCRATCH64, 0x1000 + round);
+        td_close(&t);
+        td_open(&t, srv.path);
+        uint64_t v = 0;
+        ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_SCRATCH64, 8, &v), 0);
+        ck_assert_uint_eq(v, 0x1000 + round);
+    }
+}
+END_TEST
+
 START_TEST(register_accesses_are_counted_by_the_way_they_went)
 {
     struct npv_dev_stats a, b;
@@ -618,6 +647,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_read_after_posted_writes_sees_them_all_in_order);
     tcase_add_test(tc, the_driver_runs_jobs_with_posted_writes);
     tcase_add_test(tc, register_accesses_are_counted_by_the_way_they_went);
+    tcase_add_test(tc, writes_made_before_a_close_reach_the_device);
     suite_add_tcase(s, tc);
     return s;
 }
