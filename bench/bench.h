@@ -217,6 +217,7 @@ struct open_point {
     double rate;     /* arrivals per second asked */
     uint64_t count;  /* requests sent and completed */
     double achieved; /* completions per second over the point */
+    uint64_t full;   /* requests that came due with the ring full (waited for room) */
     struct lat lat;  /* from the scheduled time, ns */
 };
 /* The closed-loop maximum the --rate percentages are of: poll, QD 256, one point. */

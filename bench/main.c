@@ -730,11 +730,12 @@ static int write_open_json(const char *path, const char *cmdline, double max_rat
     fprintf(f, ", \"points\": [");
     for (unsigned i = 0; i < n; i++)
         fprintf(f,
-                "%s\n    {\"rate\": %.1f, \"count\": %llu, \"achieved\": %.1f, \"p50_ns\": %.0f, "
+                "%s\n    {\"rate\": %.1f, \"count\": %llu, \"achieved\": %.1f, \"ring_full\": "
+                "%llu, \"p50_ns\": %.0f, "
                 "\"p99_ns\": %.0f, \"p999_ns\": %.0f, \"max_ns\": %.0f}",
                 i ? "," : "", pt[i].rate, (unsigned long long)pt[i].count,
-                isfinite(pt[i].achieved) ? pt[i].achieved : 0, pt[i].lat.p50, pt[i].lat.p99,
-                pt[i].lat.p999, pt[i].lat.max);
+                isfinite(pt[i].achieved) ? pt[i].achieved : 0, (unsigned long long)pt[i].full,
+                pt[i].lat.p50, pt[i].lat.p99, pt[i].lat.p999, pt[i].lat.max);
     fprintf(f, "\n  ]}\n}\n");
     int rc = ferror(f) ? -EIO : 0;
     if (fclose(f) != 0 && rc == 0)
@@ -794,7 +795,11 @@ static int run_open_loop(const struct bench_opts *o, const struct bench_cpus *c,
             snprintf(label, sizeof(label), "%.0f", rate);
         printf("  %14s %10llu %14.0f %10.0f %10.0f %10.0f %10.0f%s\n", label,
                (unsigned long long)p->count, p->achieved, p->lat.p50, p->lat.p99, p->lat.p999,
-               p->lat.max, p->achieved < 0.95 * rate ? "  FELL BEHIND" : "");
+               p->lat.max, p->full > 0 ? "  RING FULL" : "");
+        if (p->full > 0)
+            printf("  %14s %llu requests came due with the ring full: past this machine's "
+                   "capacity\n",
+                   "", (unsigned long long)p->full);
     }
     ours_close(ours);
     if (n == 0) {

@@ -436,7 +436,7 @@ int ours_open_loop(struct ours *t, double rate, uint64_t count, struct open_poin
     }
     double period_ns = 1e9 / rate;
     /* The schedule is fixed before the first request: a late start is latency too. */
-    uint64_t start = bench_now() + 1000000u, sent = 0, done = 0, last = start;
+    uint64_t start = bench_now() + 1000000u, sent = 0, done = 0, last = start, full_at = UINT64_MAX;
     uint64_t give_up = due_ns(start, period_ns, count) + WAIT_NS;
     struct npv_cpl cpl[32];
     while (rc == 0 && done < count) {
@@ -451,6 +451,10 @@ int ours_open_loop(struct ours *t, double rate, uint64_t count, struct open_poin
             rc = push_nop(t, sent, false);
             if (rc == -EAGAIN) { /* full: the request waits, and its latency counts it */
                 rc = 0;
+                if (sent != full_at) {
+                    out->full++;
+                    full_at = sent;
+                }
                 break;
             }
             if (rc < 0)
