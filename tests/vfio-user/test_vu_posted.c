@@ -590,6 +590,30 @@ START_TEST(the_driver_runs_jobs_with_posted_writes)
 }
 END_TEST
 
+START_TEST(a_refused_write_in_a_batch_sent_without_a_reply_surfaces_on_the_next_call)
+{
+    /*
+     * More writes than a batch holds: the first batch, with a refused write
+     * early in it, leaves full and without a reply; the next read reports
+     * the refusal, and every good write (before and after it) was done.
+     */
+    for (uint32_t i = 0; i < 5; i++)
+        npv_bar_write32(t.bar, TESTDEV_REG_RING_ENTRIES, 2u << i);
+    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_CTRL, 2, 1), 0); /* refused */
+    for (uint64_t i = 1; i <= 450; i++)
+        npv_bar_write64(t.bar, TESTDEV_REG_SCRATCH64, i);
+    uint64_t v = 0;
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_ID, 4, &v), -EINVAL);
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_SCRATCH64, 8, &v), 0);
+    ck_assert_uint_eq(v, 450);
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_RING_ENTRIES, 4, &v), 0);
+    ck_assert_uint_eq(v, 32);
+    struct npv_dev_stats st;
+    ck_assert_int_eq(npv_dev_stats(t.dev, &st), 0);
+    ck_assert_uint_ge(st.writes_posted, 456);
+}
+END_TEST
+
 START_TEST(writes_made_before_a_close_reach_the_device)
 {
     /* Posted writes, then the close at once (within the flusher's hold): they must not be lost. */
@@ -648,6 +672,7 @@ static Suite *suite(void)
     tcase_add_test(tc, the_driver_runs_jobs_with_posted_writes);
     tcase_add_test(tc, register_accesses_are_counted_by_the_way_they_went);
     tcase_add_test(tc, writes_made_before_a_close_reach_the_device);
+    tcase_add_test(tc, a_refused_write_in_a_batch_sent_without_a_reply_surfaces_on_the_next_call);
     suite_add_tcase(s, tc);
     return s;
 }
