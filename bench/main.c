@@ -148,15 +148,22 @@ static int parse_qds(struct bench_opts *o, const char *arg)
     return o->nqd ? 0 : -EINVAL;
 }
 
-/* --rate: "10k,250000,1.5M", "25%,50%" or "max" (25,50,75,90 % of the measured maximum). */
+/* --rate: "10k,250000,1.5M", "25%,50%", "max" (25,50,75,90 % of the measured maximum), mixed. */
 static int parse_rates(struct bench_opts *o, const char *arg)
 {
-    if (strcmp(arg, "max") == 0)
-        arg = "25%,50%,75%,90%";
     char buf[256];
     snprintf(buf, sizeof(buf), "%s", arg);
     o->nrates = 0;
     for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, "max") == 0) {
+            static const double quarters[] = {-0.25, -0.5, -0.75, -0.9};
+            for (unsigned i = 0; i < 4; i++) {
+                if (o->nrates == BENCH_MAX_RATES)
+                    return -EINVAL;
+                o->rate[o->nrates++] = quarters[i];
+            }
+            continue;
+        }
         char *end;
         double v = strtod(tok, &end);
         if (end == tok || !(v > 0) || o->nrates == BENCH_MAX_RATES)
