@@ -13,11 +13,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BENCH_MODES    3
-#define BENCH_MEMS     2
-#define BENCH_MAX_QD   9 /* 1, 2, 4, ... 256 */
-#define BENCH_MAX_REPS 31
-#define BENCH_MAX_DEVS 8
+#define BENCH_MODES     3
+#define BENCH_MEMS      2
+#define BENCH_MAX_QD    9 /* 1, 2, 4, ... 256 */
+#define BENCH_MAX_REPS  31
+#define BENCH_MAX_DEVS  8
+#define BENCH_MAX_RATES 16
+/* Requests one open-loop point sends at most (its latency samples are kept). */
+#define BENCH_MAX_COUNT (4u << 20)
 
 struct bench_opts {
     bool quick;
@@ -34,6 +37,15 @@ struct bench_opts {
     bool devices;              /* device rows (--no-devices turns them off) */
     unsigned threads;          /* --threads N: the thread rows only; 0: not asked */
     unsigned points;           /* measured points in the whole run; progress only when nonzero */
+    /*
+     * --rate: open-loop points instead of the closed-loop run. Each entry is
+     * an arrival rate per second (rate[i] > 0) or a fraction of the measured
+     * maximum (rate[i] < 0: -0.25 is 25 %%). count: requests per point (0:
+     * rate x --duration).
+     */
+    unsigned nrates;
+    double rate[BENCH_MAX_RATES];
+    uint64_t count;
 };
 
 /*
@@ -193,6 +205,26 @@ void ours_close(struct ours *t);
 /* One repetition of every ours point for ring memory m (0: 2 MiB, 1: 4 KiB). */
 int ours_rep(struct ours *t, int m, struct ours_results *r);
 
+/*
+ * ---- open loop (--rate) ----
+ * Requests arrive on a fixed schedule (request k at start + k / rate), are
+ * submitted as soon as they are due and the ring has room, and each one's
+ * latency runs from its scheduled time to the moment its completion is
+ * reaped: a submitter that falls behind (ring full, a stall) does not hide
+ * the wait (no coordinated omission). Poll mode, 4 KiB ring memory, up to
+ * the ring's capacity in flight.
+ */
+struct open_point {
+    double rate;     /* arrivals per second asked */
+    uint64_t count;  /* requests sent and completed */
+    double achieved; /* completions per second over the point */
+    uint64_t full;   /* requests that came due with the ring full (waited for room) */
+    struct lat lat;  /* from the scheduled time, ns */
+};
+/* The closed-loop maximum the --rate percentages are of: poll, QD 256, one point. */
+int ours_max_rate(struct ours *t, double *rate);
+int ours_open_loop(struct ours *t, double rate, uint64_t count, struct open_point *out);
+
 /* ---- device rows: each registered device's sample on its model ---- */
 struct dev_row {
     const char *name;
@@ -212,6 +244,13 @@ struct dev_row {
      * teardown cancel. NAN when not measured.
      */
     double steady_reads, steady_writes, steady_trapped_reads, steady_trapped_writes;
+    /*
+     * Messages to the device per job in the steady state (npv_dev_stats
+     * messages, the same difference): with posted writes batched (the
+     * default) and with each posted write a message of its own
+     * (NPUVFIO_VU_BATCH=0), what batching saves. NAN when not measured.
+     */
+    double steady_messages, steady_messages_unbatched;
     uint64_t mismatches; /* over every repetition */
 };
 struct dev_results {

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <npuvfio/ctx.h>
@@ -30,6 +31,7 @@ void devices_init(struct dev_results *r)
         row->name = e->name;
         row->steady_reads = row->steady_writes = NAN;
         row->steady_trapped_reads = row->steady_trapped_writes = NAN;
+        row->steady_messages = row->steady_messages_unbatched = NAN;
         r->n++;
         if (e->model_create == NULL || e->driver_open == NULL || e->sample_run == NULL) {
             row->skipped = e->model_create == NULL  ? "no model yet"
@@ -66,12 +68,40 @@ static int sample_once(const struct npv_device_entry *e, const char *path, unsig
         regs->writes_mapped = after.writes_mapped - before.writes_mapped;
         regs->reads_trapped = after.reads_trapped - before.reads_trapped;
         regs->writes_trapped = after.writes_trapped - before.writes_trapped;
+        regs->messages = after.messages - before.messages;
         e->driver_close(drv);
     }
     npv_dev_close(dev);
     npv_domain_put(dom);
     npv_ctx_free(ctx);
     return rc;
+}
+
+/*
+ * Messages per job in the steady state with posted writes sent one message
+ * each (NPUVFIO_VU_BATCH=0, read by the client when it connects): the
+ * figure before batching, measured beside the batched one.
+ */
+static double steady_messages_unbatched(const struct npv_device_entry *e, const char *path,
+                                        unsigned iterations)
+{
+    const char *old = getenv("NPUVFIO_VU_BATCH");
+    char *saved = old != NULL ? strdup(old) : NULL;
+    setenv("NPUVFIO_VU_BATCH", "0", 1);
+    struct npv_sample_result res, short_res;
+    struct npv_dev_stats regs = {0}, short_regs = {0};
+    double v = NAN;
+    if (sample_once(e, path, iterations, &res, &regs) == 0 &&
+        sample_once(e, path, BENCH_STEADY_SHORT, &short_res, &short_regs) == 0 &&
+        res.jobs > short_res.jobs)
+        v = ((double)regs.messages - (double)short_regs.messages) /
+            (double)(res.jobs - short_res.jobs);
+    if (saved != NULL)
+        setenv("NPUVFIO_VU_BATCH", saved, 1);
+    else
+        unsetenv("NPUVFIO_VU_BATCH");
+    free(saved);
+    return v;
 }
 
 /*
@@ -104,6 +134,9 @@ int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct d
         if (steady &&
             sample_once(entries[i], model.path, BENCH_STEADY_SHORT, &short_res, &short_regs) < 0)
             steady = false;
+        if (steady)
+            row->steady_messages_unbatched =
+                steady_messages_unbatched(entries[i], model.path, iterations);
         bench_model_stop(&model);
         if (rc < 0) {
             row->skipped = "its sample failed";
@@ -135,6 +168,7 @@ int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct d
                 ((double)regs.reads_trapped - (double)short_regs.reads_trapped) / dj;
             row->steady_trapped_writes =
                 ((double)regs.writes_trapped - (double)short_regs.writes_trapped) / dj;
+            row->steady_messages = ((double)regs.messages - (double)short_regs.messages) / dj;
         }
         bench_progress(o, "device %s sample: p50 %llu ns", row->name,
                        (unsigned long long)res.p50_ns);

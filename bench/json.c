@@ -195,6 +195,10 @@ int bench_write_json(const char *path, const struct bench_run *run)
         json_num(f, d->steady_trapped_reads);
         fprintf(f, ", \"trapped_writes\": ");
         json_num(f, d->steady_trapped_writes);
+        fprintf(f, ", \"messages\": ");
+        json_num(f, d->steady_messages);
+        fprintf(f, ", \"messages_unbatched\": ");
+        json_num(f, d->steady_messages_unbatched);
         fprintf(f, "}");
         fprintf(f, "}");
     }

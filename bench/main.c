@@ -77,6 +77,8 @@ static void usage(FILE *f)
             "Usage: npuvfio-bench [--quick] [--mode LIST] [--qd LIST] [--desc-size N]\n"
             "                     [--duration MS] [--reps N] [--cpus SUB,DEV] [--no-devices]\n"
             "                     [--json FILE] [--compare FILE] [--threads N]\n"
+            "       npuvfio-bench --rate LIST [--count N] [--duration MS] [--cpus SUB,DEV]\n"
+            "                     [--json FILE]\n"
             "\n"
             "Measure the ring engine against the testdev model over vfio-user (QD1 round\n"
             "trips and throughput per queue depth, in poll, irq and hybrid modes, with\n"
@@ -104,7 +106,13 @@ static void usage(FILE *f)
             "                   warning loudly when one got worse by more than a third\n"
             "  --threads N      only the thread rows: each device's sample through an\n"
             "                   npv_share by 1 thread and by N threads (2..16) sharing one\n"
-            "                   driver, all on the submitter CPU, requests per second\n",
+            "                   driver, all on the submitter CPU, requests per second\n"
+            "  --rate LIST      open loop instead: requests arrive on a fixed schedule at each\n"
+            "                   rate (per second, k and M suffixes; N%% of the measured\n"
+            "                   maximum; 'max' is 25%%,50%%,75%%,90%%), latency from each\n"
+            "                   request's scheduled time; p50/p99/p99.9 per rate (testdev\n"
+            "                   ring, poll mode)\n"
+            "  --count N        requests per rate (default rate x --duration, default 1000 ms)\n",
             BENCH_MAX_REPS);
 }
 
@@ -143,6 +151,45 @@ static int parse_qds(struct bench_opts *o, const char *arg)
     return o->nqd ? 0 : -EINVAL;
 }
 
+/* --rate: "10k,250000,1.5M", "25%,50%", "max" (25,50,75,90 % of the measured maximum), mixed. */
+static int parse_rates(struct bench_opts *o, const char *arg)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", arg);
+    o->nrates = 0;
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, "max") == 0) {
+            static const double quarters[] = {-0.25, -0.5, -0.75, -0.9};
+            for (unsigned i = 0; i < 4; i++) {
+                if (o->nrates == BENCH_MAX_RATES)
+                    return -EINVAL;
+                o->rate[o->nrates++] = quarters[i];
+            }
+            continue;
+        }
+        char *end;
+        double v = strtod(tok, &end);
+        if (end == tok || !(v > 0) || o->nrates == BENCH_MAX_RATES)
+            return -EINVAL;
+        if (*end == '%') {
+            if (v > 100)
+                return -EINVAL;
+            v = -v / 100;
+            end++;
+        } else if (*end == 'k' || *end == 'K') {
+            v *= 1e3;
+            end++;
+        } else if (*end == 'M') {
+            v *= 1e6;
+            end++;
+        }
+        if (*end != '\0' || v > 1e9)
+            return -EINVAL;
+        o->rate[o->nrates++] = v;
+    }
+    return o->nrates > 0 ? 0 : -EINVAL;
+}
+
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
     static const struct option lopts[] = {
@@ -156,6 +203,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         {"no-devices", no_argument, NULL, 'D'},
         {"json", required_argument, NULL, 'j'},
         {"compare", required_argument, NULL, 'C'},
+        {"rate", required_argument, NULL, 'R'},
+        {"count", required_argument, NULL, 'n'},
         {"threads", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -239,6 +288,24 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'C':
             o->compare_path = optarg;
             break;
+        case 'R':
+            if (parse_rates(o, optarg) < 0) {
+                fprintf(stderr, "npuvfio-bench: --rate wants a list of rates per second (k, M "
+                                "suffixes), N%% of the maximum, or max (try 'npuvfio-bench "
+                                "--help')\n");
+                return 2;
+            }
+            break;
+        case 'n': {
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (*end != '\0' || v < 1 || v > BENCH_MAX_COUNT) {
+                fprintf(stderr, "npuvfio-bench: --count wants 1..%u (try 'npuvfio-bench --help')\n",
+                        BENCH_MAX_COUNT);
+                return 2;
+            }
+            o->count = v;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -263,8 +330,12 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
                 argv[optind]);
         return 2;
     }
+    if (o->count != 0 && o->nrates == 0) {
+        fprintf(stderr, "npuvfio-bench: --count goes with --rate (try 'npuvfio-bench --help')\n");
+        return 2;
+    }
     if (point_ms < 0)
-        point_ms = o->quick ? 20 : 200;
+        point_ms = o->nrates > 0 ? 1000 : o->quick ? 20 : 200;
     o->point_ns = (uint64_t)point_ms * 1000000u;
     o->warmup_ns = o->quick ? 10000000u : 50000000u;
     return -1;
@@ -638,6 +709,9 @@ static void print_devices(const struct dev_results *d)
         printf("  %-12s   hot path (steady state): %s reads (%s trapped), %s writes (%s trapped)\n",
                "", fig(row->steady_reads, 0, 2), fig(row->steady_trapped_reads, 0, 2),
                fig(row->steady_writes, 0, 2), fig(row->steady_trapped_writes, 0, 2));
+        printf("  %-12s   messages to the device per job (steady state): %s, %s with each "
+               "posted write its own\n",
+               "", fig(row->steady_messages, 0, 2), fig(row->steady_messages_unbatched, 0, 2));
     }
 }
 
@@ -664,6 +738,110 @@ static void print_targets(const struct target *t, const struct ours_results *r)
         printf("    (a call seen in the poll loop: system call number %d)\n", r->last_nr_poll);
     printf("  (counted by a seccomp user-notification supervisor on the submitting thread: every "
            "call counted, then continued)\n");
+}
+
+/* --json for an open-loop run: the points, their percentiles. */
+static int write_open_json(const char *path, const char *cmdline, double max_rate,
+                           const struct open_point *pt, unsigned n)
+{
+    FILE *f = fopen(path, "we");
+    if (f == NULL)
+        return -errno;
+    fprintf(f, "{\n  \"command\": \"");
+    for (const char *c = cmdline; *c; c++)
+        fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+    fprintf(f, "\",\n  \"open_loop\": {\"max_rate\": ");
+    if (isfinite(max_rate))
+        fprintf(f, "%.1f", max_rate);
+    else
+        fprintf(f, "null");
+    fprintf(f, ", \"points\": [");
+    for (unsigned i = 0; i < n; i++)
+        fprintf(f,
+                "%s\n    {\"rate\": %.1f, \"count\": %llu, \"achieved\": %.1f, \"ring_full\": "
+                "%llu, \"p50_ns\": %.0f, "
+                "\"p99_ns\": %.0f, \"p999_ns\": %.0f, \"max_ns\": %.0f}",
+                i ? "," : "", pt[i].rate, (unsigned long long)pt[i].count,
+                isfinite(pt[i].achieved) ? pt[i].achieved : 0, (unsigned long long)pt[i].full,
+                pt[i].lat.p50, pt[i].lat.p99, pt[i].lat.p999, pt[i].lat.max);
+    fprintf(f, "\n  ]}\n}\n");
+    int rc = ferror(f) ? -EIO : 0;
+    if (fclose(f) != 0 && rc == 0)
+        rc = -errno;
+    return rc;
+}
+
+/*
+ * --rate: the open-loop points, one after the other on the testdev ring.
+ * Percentages take the closed-loop maximum measured first. 0, or 1 when a
+ * point failed or none was measured.
+ */
+static int run_open_loop(const struct bench_opts *o, const struct bench_cpus *c,
+                         const char *cmdline)
+{
+    struct ours *ours = NULL;
+    int rc = ours_open(o, c, &ours);
+    if (rc < 0)
+        return 1;
+    double max_rate = NAN;
+    bool want_max = false;
+    for (unsigned i = 0; i < o->nrates; i++)
+        want_max = want_max || o->rate[i] < 0;
+    if (want_max) {
+        rc = ours_max_rate(ours, &max_rate);
+        if (rc < 0 || !(max_rate > 0)) {
+            fprintf(stderr, "npuvfio-bench: measuring the maximum rate: %s\n",
+                    rc < 0 ? npv_strerror(rc) : "nothing completed");
+            ours_close(ours);
+            return 1;
+        }
+        printf("maximum: %.0f requests/s (closed loop, poll, QD 256, %.0f ms)\n", max_rate,
+               (double)o->point_ns / 1e6);
+    }
+    static struct open_point pt[BENCH_MAX_RATES];
+    unsigned n = 0;
+    int status = 0;
+    printf("\nOpen loop: testdev ring, poll mode, 4 KiB ring memory; requests arrive on a fixed "
+           "schedule,\nlatency from each request's scheduled send time (ns)\n");
+    printf("  %14s %10s %14s %10s %10s %10s %10s\n", "rate/s", "requests", "achieved/s", "p50",
+           "p99", "p99.9", "max");
+    for (unsigned i = 0; i < o->nrates; i++) {
+        double rate = o->rate[i] > 0 ? o->rate[i] : -o->rate[i] * max_rate;
+        double cnt = o->count != 0 ? (double)o->count : rate * (double)o->point_ns / 1e9;
+        uint64_t count = cnt < 1 ? 1 : cnt > BENCH_MAX_COUNT ? BENCH_MAX_COUNT : (uint64_t)cnt;
+        rc = ours_open_loop(ours, rate, count, &pt[n]);
+        if (rc < 0) {
+            fprintf(stderr, "npuvfio-bench: open loop at %.0f/s: %s\n", rate, npv_strerror(rc));
+            status = 1;
+            continue;
+        }
+        const struct open_point *p = &pt[n++];
+        char label[32];
+        if (o->rate[i] < 0)
+            snprintf(label, sizeof(label), "%.0f (%.0f%%)", rate, -o->rate[i] * 100);
+        else
+            snprintf(label, sizeof(label), "%.0f", rate);
+        printf("  %14s %10llu %14.0f %10.0f %10.0f %10.0f %10.0f%s\n", label,
+               (unsigned long long)p->count, p->achieved, p->lat.p50, p->lat.p99, p->lat.p999,
+               p->lat.max, p->full > 0 ? "  RING FULL" : "");
+        if (p->full > 0)
+            printf("  %14s %llu requests came due with the ring full: past this machine's "
+                   "capacity\n",
+                   "", (unsigned long long)p->full);
+    }
+    ours_close(ours);
+    if (n == 0) {
+        fprintf(stderr, "npuvfio-bench: nothing could be measured\n");
+        status = 1;
+    }
+    if (o->json_path != NULL && n > 0) {
+        rc = write_open_json(o->json_path, cmdline, max_rate, pt, n);
+        if (rc < 0) {
+            fprintf(stderr, "npuvfio-bench: writing %s: %s\n", o->json_path, npv_strerror(rc));
+            status = 1;
+        }
+    }
+    return status;
 }
 
 int main(int argc, char **argv)
@@ -718,6 +896,16 @@ int main(int argc, char **argv)
         rc = bench_threads(&o, &c, o.threads);
         bench_cpus_fini();
         return rc < 0 ? 1 : 0;
+    }
+    if (o.nrates > 0) {
+        printf("npuvfio-bench %s: open loop on the testdev model over vfio-user\n", npv_version());
+        printf("command: %s\n", cmdline);
+        printf("machine: %s, %u CPUs (%u allowed), Linux %s; submitter on CPU %d, device side "
+               "on CPU %d (hwloc-pinned)\n",
+               c.model, c.npus, c.nallowed, u.release, c.sub, c.dev);
+        rc = run_open_loop(&o, &c, cmdline);
+        bench_cpus_fini();
+        return rc;
     }
     struct dev_results d;
     devices_init(&d);

@@ -395,3 +395,100 @@ int ours_rep(struct ours *t, int m, struct ours_results *r)
         mem->ran = true;
     return rc;
 }
+
+/* ---- open loop (--rate) ---- */
+
+int ours_max_rate(struct ours *t, double *rate)
+{
+    size_t ps;
+    bench_pin(t->c->sub, false);
+    int rc = ring_setup(t, NPV_DMA_PAGE_4K, &ps);
+    if (rc < 0)
+        return rc;
+    struct per_job cost = {0};
+    rc = run_rate(t, NPV_RING_WAIT_POLL, 256, rate, &cost);
+    ring_teardown(t);
+    return rc;
+}
+
+/* When request k is due: start + k / rate, in ns. */
+static inline uint64_t due_ns(uint64_t start, double period_ns, uint64_t k)
+{
+    return start + (uint64_t)((double)k * period_ns);
+}
+
+int ours_open_loop(struct ours *t, double rate, uint64_t count, struct open_point *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->rate = rate;
+    if (!(rate > 0) || count == 0 || count > BENCH_MAX_COUNT)
+        return -EINVAL;
+    struct samples smp;
+    int rc = samples_init(&smp, count);
+    if (rc < 0)
+        return rc;
+    size_t ps;
+    bench_pin(t->c->sub, false);
+    rc = ring_setup(t, NPV_DMA_PAGE_4K, &ps);
+    if (rc < 0) {
+        samples_free(&smp);
+        return rc;
+    }
+    double period_ns = 1e9 / rate;
+    /* The schedule is fixed before the first request: a late start is latency too. */
+    uint64_t start = bench_now() + 1000000u, sent = 0, done = 0, last = start, full_at = UINT64_MAX;
+    uint64_t give_up = due_ns(start, period_ns, count) + WAIT_NS;
+    struct npv_cpl cpl[32];
+    while (rc == 0 && done < count) {
+        uint64_t now = bench_now();
+        if (now > give_up) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        /* Every request now due goes in, behind one doorbell, while the ring has room. */
+        unsigned pushed = 0;
+        while (sent < count && due_ns(start, period_ns, sent) <= now) {
+            rc = push_nop(t, sent, false);
+            if (rc == -EAGAIN) { /* full: the request waits, and its latency counts it */
+                rc = 0;
+                if (sent != full_at) {
+                    out->full++;
+                    full_at = sent;
+                }
+                break;
+            }
+            if (rc < 0)
+                break;
+            sent++;
+            pushed++;
+        }
+        if (pushed > 0)
+            npv_ring_submit(t->ring);
+        int got = npv_ring_poll(t->ring, cpl, 32);
+        if (got < 0) {
+            rc = got;
+            break;
+        }
+        if (got == 0)
+            continue;
+        last = bench_now();
+        for (int i = 0; i < got; i++) {
+            if (cpl[i].status != 0 || cpl[i].cookie >= sent) {
+                rc = -EIO;
+                break;
+            }
+            samples_add(&smp, last - due_ns(start, period_ns, cpl[i].cookie));
+            done++;
+        }
+    }
+    /* Drain what is left after a failure, so the ring closes empty. */
+    for (uint64_t until = bench_now() + WAIT_NS;
+         rc < 0 && npv_ring_in_flight(t->ring) != 0 && bench_now() < until;)
+        (void)npv_ring_poll(t->ring, cpl, 32);
+    ring_teardown(t);
+    out->count = done;
+    out->achieved = last > start ? (double)done * 1e9 / (double)(last - start) : NAN;
+    lat_compute(&smp, &out->lat);
+    samples_free(&smp);
+    return rc;
+}

@@ -12,6 +12,7 @@
 #include "aicore/sample_run.h"
 #include "edgetpu/model.h"
 #include "edgetpu/regs.h"
+#include "edgetpu/compiled_run.h"
 #include "edgetpu/sample_run.h"
 #include "registry.h"
 #include "rknpu/model.h"
@@ -102,6 +103,8 @@ static void edgetpu_driver_close(void *drv)
 static int edgetpu_sample(void *drv, const struct npv_sample_opts *opts,
                           struct npv_sample_result *res)
 {
+    if (opts != NULL && opts->model_path != NULL)
+        return edgetpu_compiled_run(drv, opts, res);
     return edgetpu_sample_run(drv, opts, res, NULL);
 }
 

@@ -11,6 +11,10 @@
 
 struct npv_sample_opts {
     unsigned iterations; /* 0: the workload's default */
+    /* Edge TPU only: a compiled model (`*_edgetpu.tflite`) to run instead of the sample, and
+     * a file of its input bytes (NULL: generated). */
+    const char *model_path;
+    const char *input_path;
 };
 
 struct npv_sample_result {
@@ -22,7 +26,9 @@ struct npv_sample_result {
     uint64_t p99_ns;
     uint64_t mismatches; /* bytes that differ from the CPU reference */
     char what[128];      /* one iteration, in words */
-    char detail[256];    /* the device's own figures (PMU counters, ...); empty if none */
+    /* What every result was compared with; empty: "the CPU reference". */
+    char reference[96];
+    char detail[256]; /* the device's own figures (PMU counters, ...); empty if none */
 };
 
 #endif

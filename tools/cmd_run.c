@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "device_run.h"
@@ -19,6 +20,8 @@
 static void help(void)
 {
     printf("Usage: npuvfio run --device NAME [--iterations N] [--socket PATH | --pci ADDR]\n"
+           "       npuvfio run --device edgetpu --model FILE.tflite [--input FILE]\n"
+           "                   [--iterations N] [--socket PATH | --pci ADDR | ADDR]\n"
            "\n"
            "Run the device's sample workload through its driver and check every result\n"
            "against the same work done on the CPU; print the round-trip latency of one\n"
@@ -36,6 +39,17 @@ static void help(void)
            "  --pci ADDR        drive the hardware at ADDR: a PCI address (bound to\n"
            "                    vfio-pci) or a platform device name such as fdab0000.npu\n"
            "                    (the RK3588 NPU, bound to vfio-platform)\n"
+           "  ADDR              the same as --pci ADDR\n"
+           "  --model FILE      Edge TPU: run a model compiled by edgetpu_compiler\n"
+           "                    (*_edgetpu.tflite) instead of the sample (default 10\n"
+           "                    iterations). On the model, which is given the same file\n"
+           "                    and checks every chunk and linked address, each output\n"
+           "                    is compared with its data-path pattern: proof of where\n"
+           "                    inputs were read and outputs written, NOT the network's\n"
+           "                    answer. On a chip the report names the first output's\n"
+           "                    top-5 with dequantised scores.\n"
+           "  --input FILE      Edge TPU --model: the input bytes, every input layer's in\n"
+           "                    order (exactly their size); default: generated per run\n"
            "\n"
            "Devices with a sample workload:\n");
     for (size_t i = 0; npv_device_at(i) != NULL; i++) {
@@ -51,10 +65,10 @@ static void print_text(const struct npv_device_entry *e, const char *where,
     double secs = (double)r->elapsed_ns / 1e9;
     printf("device:     %s (%s)\n", e->name, where);
     printf("workload:   %s\n", r->what);
-    printf("iterations: %llu (%llu jobs); %s\n", (unsigned long long)r->iterations,
+    printf("iterations: %llu (%llu jobs); %s %s\n", (unsigned long long)r->iterations,
            (unsigned long long)r->jobs,
-           r->mismatches == 0 ? "every result matches the CPU reference"
-                              : "RESULTS DIFFER from the CPU reference");
+           r->mismatches == 0 ? "every result matches" : "RESULTS DIFFER from",
+           r->reference[0] != '\0' ? r->reference : "the CPU reference");
     if (r->mismatches != 0)
         printf("mismatches: %llu bytes\n", (unsigned long long)r->mismatches);
     printf("latency:    p50 %.1f us, p99 %.1f us per iteration\n", (double)r->p50_ns / 1e3,
@@ -75,6 +89,8 @@ static void print_json(const struct npv_device_entry *e, const char *where,
     json_kv_string(&j, "device", e->name);
     json_kv_string(&j, "where", where);
     json_kv_string(&j, "workload", r->what);
+    if (r->reference[0] != '\0')
+        json_kv_string(&j, "reference", r->reference);
     json_kv_int(&j, "iterations", (long long)r->iterations);
     json_kv_int(&j, "jobs", (long long)r->jobs);
     json_kv_int(&j, "bytes", (long long)r->bytes);
@@ -103,8 +119,8 @@ static int run_on(struct npv_cli *cli, const struct npv_device_entry *e,
     else
         print_text(e, where, &res);
     if (res.mismatches != 0) {
-        cli_error(cli, "%llu bytes differ from the CPU reference",
-                  (unsigned long long)res.mismatches);
+        cli_error(cli, "%llu bytes differ from %s", (unsigned long long)res.mismatches,
+                  res.reference[0] != '\0' ? res.reference : "the CPU reference");
         return CLI_FAILED;
     }
     return CLI_OK;
@@ -118,6 +134,8 @@ int cmd_run(struct npv_cli *cli, int argc, char **argv)
         {"iterations", required_argument, NULL, 'n'},
         {"socket", required_argument, NULL, 's'},
         {"pci", required_argument, NULL, 'p'},
+        {"model", required_argument, NULL, 'm'},
+        {"input", required_argument, NULL, 'i'},
         {NULL, 0, NULL, 0},
     };
     const char *device = NULL, *socket = NULL, *pci = NULL;
@@ -148,10 +166,18 @@ int cmd_run(struct npv_cli *cli, int argc, char **argv)
         case 'p':
             pci = optarg;
             break;
+        case 'm':
+            sopts.model_path = optarg;
+            break;
+        case 'i':
+            sopts.input_path = optarg;
+            break;
         default:
             return CLI_USAGE;
         }
     }
+    if (optind < argc && pci == NULL && socket == NULL)
+        pci = argv[optind++]; /* [ADDR]: the same as --pci ADDR */
     if (optind < argc)
         return cli_usage(cli, "unexpected argument '%s'", argv[optind]);
     if (device == NULL)
@@ -161,6 +187,10 @@ int cmd_run(struct npv_cli *cli, int argc, char **argv)
     const struct npv_device_entry *e = npv_device_find(device);
     if (e == NULL || e->sample_run == NULL)
         return cli_usage(cli, "no device with a sample workload named '%s'", device);
+    if ((sopts.model_path != NULL || sopts.input_path != NULL) && strcmp(e->name, "edgetpu") != 0)
+        return cli_usage(cli, "--model and --input are for --device edgetpu");
+    if (sopts.input_path != NULL && sopts.model_path == NULL)
+        return cli_usage(cli, "--input needs --model");
     if (socket == NULL && pci == NULL && e->model_create == NULL)
         return cli_usage(cli, "%s has no model to start: give --pci or --socket", device);
 
@@ -173,6 +203,9 @@ int cmd_run(struct npv_cli *cli, int argc, char **argv)
     if (socket != NULL)
         return run_on(cli, e, &w, &sopts);
     struct model_child m = {0};
+    /* The model checks every run against the same package (devices/edgetpu/model_pkg.h). */
+    if (sopts.model_path != NULL && setenv("NPV_EDGETPU_MODEL_PACKAGES", sopts.model_path, 1) != 0)
+        return cli_fail(cli, "setenv", -errno);
     int ret = model_start(cli, e, &m);
     w.socket = m.path;
     if (ret == CLI_OK)

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <npuvfio/vfio_user_server.h>
@@ -24,7 +25,7 @@ static void on_signal(int sig)
 
 static void help(void)
 {
-    printf("Usage: npuvfio sim --device NAME --socket PATH [--once]\n"
+    printf("Usage: npuvfio sim --device NAME --socket PATH [--once] [--package FILE]...\n"
            "\n"
            "Run a device model as a vfio-user server on the UNIX socket PATH (created\n"
            "mode 0600) until SIGTERM or SIGINT. A server still listening on PATH makes\n"
@@ -37,6 +38,11 @@ static void help(void)
            "  --device NAME   the model to run (see below)\n"
            "  --socket PATH   where to listen\n"
            "  --once          exit when the first client disconnects\n"
+           "  --package FILE  edgetpu: a compiled model (*_edgetpu.tflite) the model checks\n"
+           "                  runs against (every fetched chunk bit by bit outside its\n"
+           "                  linked fields, every linked address through the page table,\n"
+           "                  parameters cached per token); outputs get the data-path\n"
+           "                  pattern, never the network's answer. Repeatable (up to 16)\n"
            "\n"
            "Models (name, the vendor:device their config space presents):\n");
     for (size_t i = 0; npv_device_at(i) != NULL; i++) {
@@ -50,14 +56,13 @@ static void help(void)
 int cmd_sim(struct npv_cli *cli, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {"device", required_argument, NULL, 'd'},
-        {"socket", required_argument, NULL, 's'},
-        {"once", no_argument, NULL, 'o'},
-        {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},          {"device", required_argument, NULL, 'd'},
+        {"socket", required_argument, NULL, 's'},  {"once", no_argument, NULL, 'o'},
+        {"package", required_argument, NULL, 'k'}, {NULL, 0, NULL, 0},
     };
     const char *device = NULL, *path = NULL;
     bool once = false;
+    char packages[8192] = "";
     int c;
 
     while ((c = cli_getopt(cli, argc, argv, ":h", opts)) != -1) {
@@ -74,6 +79,15 @@ int cmd_sim(struct npv_cli *cli, int argc, char **argv)
         case 'o':
             once = true;
             break;
+        case 'k':
+            if (strchr(optarg, ':') != NULL)
+                return cli_usage(cli, "--package %s: a path with ':' cannot be given", optarg);
+            if (strlen(packages) + strlen(optarg) + 2 > sizeof(packages))
+                return cli_usage(cli, "--package: too many or too long paths");
+            if (packages[0] != '\0')
+                strcat(packages, ":");
+            strcat(packages, optarg);
+            break;
         default:
             return CLI_USAGE;
         }
@@ -87,6 +101,12 @@ int cmd_sim(struct npv_cli *cli, int argc, char **argv)
     const struct npv_device_entry *model = npv_device_find(device);
     if (model == NULL || model->model_create == NULL)
         return cli_usage(cli, "no device model named '%s'", device);
+
+    if (packages[0] != '\0' && strcmp(model->name, "edgetpu") != 0)
+        return cli_usage(cli, "--package is for --device edgetpu");
+    /* The Edge TPU model reads its packages at creation (devices/edgetpu/model_pkg.h). */
+    if (packages[0] != '\0' && setenv("NPV_EDGETPU_MODEL_PACKAGES", packages, 1) != 0)
+        return cli_fail(cli, "setenv", -errno);
 
     void *m;
     struct npv_vus *srv;

@@ -406,6 +406,9 @@ static int recover(void *arg)
     struct npv_edgetpu *tpu = arg;
     bool chip_error = snapshot_error(tpu);
     edgetpu_reqs_at_reset(tpu, chip_error);
+    /* The chip's memory does not keep cached parameters across a reset (libedgetpu driver.cc). */
+    tpu->pc_token = 0;
+    tpu->pc_epoch++;
     int r = gcb_reset(tpu);
     if (r == 0)
         r = chip_init(tpu);

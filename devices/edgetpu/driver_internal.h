@@ -64,6 +64,15 @@ struct npv_edgetpu {
     struct npv_dma *instr_dma;
     uint64_t instr_va;
 
+    /*
+     * Parameter caching (libedgetpu driver.cc current_parameter_caching_token_
+     * and currently_cached_refs_): the token whose parameters the chip holds,
+     * and an epoch bumped when they are dropped (another token cached, a
+     * reset). A bound model's parameters are cached while its stamp equals it.
+     */
+    uint64_t pc_token;
+    uint64_t pc_epoch;
+
     uint32_t sc_host_base;   /* sc_host_int_count field 0 at open / reset */
     uint32_t sc_host_reaped; /* completions collected since then, mod 2^16 */
     struct npv_edgetpu_error last_error;
@@ -100,6 +109,11 @@ void edgetpu_patch32(uint8_t *buf, uint32_t bit, uint32_t v);
 int edgetpu_write64(struct npv_edgetpu *tpu, uint64_t off, uint64_t v);
 int edgetpu_read64(struct npv_edgetpu *tpu, uint64_t off, uint64_t *v);
 uint64_t edgetpu_mono_ns(void);
+
+/* driver_request.c: one descriptor for a chunk already in memory at device VA va. */
+int edgetpu_submit_chunk(struct npv_edgetpu *tpu, uint64_t va, uint32_t size, uint64_t cookie);
+/* driver_request.c: wait for the one request in flight; 0 or its failure (npv_edgetpu_run). */
+int edgetpu_wait_one(struct npv_edgetpu *tpu);
 
 /* driver_request.c: requests the chip finished before a reset keep their success. Under recover. */
 void edgetpu_reqs_at_reset(struct npv_edgetpu *tpu, bool chip_error);

@@ -211,11 +211,34 @@ static int desc_after_doorbell(struct npv_edgetpu *tpu, void *slot_mem,
 }
 
 /*
- * Queue one request whose deadline is budget_ns from now (the config's
- * request_timeout_ns for npv_edgetpu_submit). The same budget goes to the
- * ring (a chunk the chip never consumes) and to the request (a consumed
- * chunk SC_HOST_0 never counts): expire() and the ring's deadline.
+ * A ring slot and a request entry for one chunk. *slot: the slot's index.
+ * The request's deadline is budget_ns from now (cfg->request_timeout_ns but
+ * for npv_edgetpu_submit_within); the same budget goes to the ring (a chunk
+ * the chip never consumes) and to the request (a consumed chunk SC_HOST_0
+ * never counts): expire() and the ring's deadline.
  */
+static int claim(struct npv_edgetpu *tpu, uint64_t cookie, uint64_t budget_ns, void **slot_mem,
+                 uint32_t *slot)
+{
+    /*
+     * A request holds its slot's scratch until SC_HOST_0 counted it, after
+     * the ring let go of it: the ring's capacity bounds what is uncollected.
+     */
+    if (tpu->req_n >= npv_ring_capacity(tpu->ring))
+        return -EAGAIN;
+    int r = npv_ring_next_timed(tpu->ring, cookie, budget_ns, slot_mem);
+    if (r < 0)
+        return r;
+    uint64_t now = edgetpu_mono_ns();
+    tpu->reqs[(tpu->req_head + tpu->req_n) % tpu->cfg.queue_entries] = (struct edgetpu_req){
+        .deadline_ns = budget_ns > UINT64_MAX - now ? UINT64_MAX : now + budget_ns,
+    };
+    tpu->req_n++;
+    *slot = (uint32_t)(((uint8_t *)*slot_mem - (uint8_t *)npv_dma_vaddr(tpu->queue_dma)) /
+                       sizeof(struct edgetpu_desc));
+    return 0;
+}
+
 static int submit_within(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
                          const uint64_t *input_va, const uint64_t *output_va, uint64_t cookie,
                          uint64_t budget_ns)
@@ -225,23 +248,11 @@ static int submit_within(struct npv_edgetpu *tpu, const struct npv_edgetpu_execu
     if (x == NULL || x->tpu != tpu || (x->d.nr_inputs && input_va == NULL) ||
         (x->d.nr_outputs && output_va == NULL))
         return -EINVAL;
-    /*
-     * A request holds its slot's scratch until SC_HOST_0 counted it, after
-     * the ring let go of it: the ring's capacity bounds what is uncollected.
-     */
-    if (tpu->req_n >= npv_ring_capacity(tpu->ring))
-        return -EAGAIN;
     void *slot_mem;
-    int r = npv_ring_next_timed(tpu->ring, cookie, budget_ns, &slot_mem);
+    uint32_t slot;
+    int r = claim(tpu, cookie, budget_ns, &slot_mem, &slot);
     if (r < 0)
         return r;
-    uint64_t now = edgetpu_mono_ns();
-    tpu->reqs[(tpu->req_head + tpu->req_n) % tpu->cfg.queue_entries] = (struct edgetpu_req){
-        .deadline_ns = budget_ns > UINT64_MAX - now ? UINT64_MAX : now + budget_ns,
-    };
-    tpu->req_n++;
-    uint32_t slot = (uint32_t)(((uint8_t *)slot_mem - (uint8_t *)npv_dma_vaddr(tpu->queue_dma)) /
-                               sizeof(struct edgetpu_desc));
     size_t off = (size_t)slot * tpu->cfg.max_instr_bytes;
     uint8_t *buf = (uint8_t *)npv_dma_vaddr(tpu->instr_dma) + off;
     memcpy(buf, x->instructions, x->d.instructions_size);
@@ -292,6 +303,22 @@ const struct npv_share_ops *npv_edgetpu_share_ops(void)
 {
     static const struct npv_share_ops ops = {.submit = share_submit, .poll = share_poll};
     return &ops;
+}
+
+int edgetpu_submit_chunk(struct npv_edgetpu *tpu, uint64_t va, uint32_t size, uint64_t cookie)
+{
+    if (tpu->gone)
+        return -ENODEV;
+    void *slot_mem;
+    uint32_t slot;
+    int r = claim(tpu, cookie, tpu->cfg.request_timeout_ns, &slot_mem, &slot);
+    if (r < 0)
+        return r;
+    /* The chunk is in memory (cleaned by the caller) before the descriptor and its doorbell. */
+    struct edgetpu_desc d = {.address = va, .size_in_bytes = size};
+    memcpy(slot_mem, &d, sizeof(d));
+    npv_ring_submit(tpu->ring);
+    return 0;
 }
 
 /*
@@ -574,18 +601,12 @@ int npv_edgetpu_wait(struct npv_edgetpu *tpu, unsigned min, uint64_t timeout_ns,
     return (int)got;
 }
 
-int npv_edgetpu_run(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
-                    const uint64_t *input_va, const uint64_t *output_va)
+int edgetpu_wait_one(struct npv_edgetpu *tpu)
 {
-    if (tpu->req_n != 0)
-        return -EBUSY;
-    int r = npv_edgetpu_submit(tpu, x, input_va, output_va, 0);
-    if (r < 0)
-        return r;
     struct npv_cpl c;
     /* The request's own deadline decides; the wait only bounds it. */
     uint64_t t = tpu->cfg.request_timeout_ns;
-    r = npv_edgetpu_wait(tpu, 1, t > UINT64_MAX / 2 ? UINT64_MAX : 2 * t, &c, 1);
+    int r = npv_edgetpu_wait(tpu, 1, t > UINT64_MAX / 2 ? UINT64_MAX : 2 * t, &c, 1);
     if (r == 0) {
         /*
          * Only a request without a deadline of its own gets here: run owns
@@ -607,4 +628,15 @@ int npv_edgetpu_run(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable
     if (c.status != 0 && tpu->gone)
         return -ENODEV;
     return c.status;
+}
+
+int npv_edgetpu_run(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
+                    const uint64_t *input_va, const uint64_t *output_va)
+{
+    if (tpu->req_n != 0)
+        return -EBUSY;
+    int r = npv_edgetpu_submit(tpu, x, input_va, output_va, 0);
+    if (r < 0)
+        return r;
+    return edgetpu_wait_one(tpu);
 }

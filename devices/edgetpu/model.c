@@ -14,6 +14,7 @@
  * would make it).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,8 @@ static void gcb_exit_reset(struct npv_edgetpu_model *m)
     m->reset_gen++;
     m->gcb_resets++;
     gcb_reset_state(m);
+    /* The parameters cached in the chip's memory do not survive a reset (model_pkg.h). */
+    edgetpu_pkgs_reset(m->pkgs);
     /* msix_table_init: the table RAM is initialised again at reset exit, the vectors with it. */
     npv_vus_msix_reset(m->srv);
     m->init_settle = EDGETPU_MODEL_SETTLE_READS;
@@ -477,6 +480,8 @@ static int port_access(struct npv_edgetpu_model *m, uint64_t off, void *buf, siz
             m->late_sb_us = v > 1000000 ? 1000000 : v;
         } else if (off == EDGETPU_MODEL_EXEC_US) {
             m->exec_us = v > 1000000 ? 1000000 : v;
+        } else {
+            (void)edgetpu_pkgs_port(m->pkgs, off, true, &v);
         }
         return 0;
     }
@@ -509,6 +514,7 @@ static int port_access(struct npv_edgetpu_model *m, uint64_t off, void *buf, siz
         v = m->gcb_resets;
         break;
     default:
+        (void)edgetpu_pkgs_port(m->pkgs, off, false, &v);
         break;
     }
     memcpy(buf, &v, 8);
@@ -645,6 +651,18 @@ int npv_edgetpu_model_new(struct npv_ctx *ctx, struct npv_edgetpu_model **out)
     const char *map_uhib = getenv("NPV_EDGETPU_MODEL_MAP_UHIB");
     m->uhib_trapped = map_uhib == NULL || strcmp(map_uhib, "1") != 0;
     atomic_init(&m->loop_waiting, 0);
+    /* Compiled models to check runs against (model_pkg.h), ':'-separated paths. */
+    const char *pkgs = getenv("NPV_EDGETPU_MODEL_PACKAGES");
+    if (pkgs != NULL && pkgs[0] != '\0') {
+        char why[256] = "";
+        r = edgetpu_pkgs_new(pkgs, &m->pkgs, why, sizeof(why));
+        if (r < 0) {
+            fprintf(stderr, "edgetpu model: NPV_EDGETPU_MODEL_PACKAGES: %s\n", why);
+            pthread_mutex_destroy(&m->lock);
+            free(m);
+            return r;
+        }
+    }
 
     struct npv_vus_config cfg = {
         .vendor_id = EDGETPU_PCI_VENDOR,
@@ -694,6 +712,7 @@ int npv_edgetpu_model_new(struct npv_ctx *ctx, struct npv_edgetpu_model **out)
 err_srv:
     npv_vus_free(m->srv);
 err_free:
+    edgetpu_pkgs_free(m->pkgs);
     pthread_mutex_destroy(&m->lock);
     free(m);
     return r;
@@ -710,6 +729,7 @@ void npv_edgetpu_model_free(struct npv_edgetpu_model *m)
     npv_vus_free(m->srv);
     edgetpu_exec_flush(m);
     free(m->execq);
+    edgetpu_pkgs_free(m->pkgs);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }

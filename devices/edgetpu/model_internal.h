@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "model_pkg.h"
 #include "regs.h"
 
 /* Reads of scu_ctrl_3 (or of an init flag) before a status bit follows its control. */
@@ -87,6 +88,9 @@ struct npv_edgetpu_model {
         int64_t due_ns;
     } * execq;
     uint32_t exec_cap, exec_head, exec_n;
+
+    /* Compiled-model packages (model_pkg.h), NULL without: NPV_EDGETPU_MODEL_PACKAGES. */
+    struct edgetpu_pkgs *pkgs;
 
     uint64_t work_count;     /* descriptors worked: the poller's idleness measure */
     atomic_int loop_waiting; /* the event loop waits for lock: the poller steps aside */

@@ -380,7 +380,15 @@ static void queue_step(struct npv_edgetpu_model *m, uint32_t tail)
         edgetpu_raise_error(m, EDGETPU_HIB_ERR_LENGTH_0_DMA, d.address, true, true);
         return;
     }
-    if (d.size_in_bytes % NPV_EDGETPU_INSN_SIZE || d.size_in_bytes > NPV_EDGETPU_CHUNK_MAX) {
+    /*
+     * Our format: whole 64-byte instructions, at most NPV_EDGETPU_CHUNK_MAX.
+     * A compiled model's chunk is its bitstream's size (libedgetpu DMAs the
+     * instruction buffer as compiled): with packages, any size a package has.
+     */
+    bool pkg_size = edgetpu_pkgs_size_known(m->pkgs, d.size_in_bytes) &&
+                    d.size_in_bytes <= EDGETPU_MODEL_PKG_CHUNK_MAX;
+    if (!pkg_size &&
+        (d.size_in_bytes % NPV_EDGETPU_INSN_SIZE || d.size_in_bytes > NPV_EDGETPU_CHUNK_MAX)) {
         edgetpu_raise_error(m, EDGETPU_HIB_ERR_IQ_INVALID, d.address, true, true);
         return;
     }
@@ -433,6 +441,41 @@ void edgetpu_exec_flush(struct npv_edgetpu_model *m)
     m->exec_head = 0;
 }
 
+static uint64_t pkg_copy(void *arg, uint64_t va, void *buf, uint64_t len, bool write,
+                         uint64_t *bad_va)
+{
+    return dev_copy(arg, va, buf, len, write, DMA_DATA, bad_va);
+}
+
+/*
+ * A compiled model's chunk (model_pkg.h), or our format. A package program
+ * ends as compiled programs do, with SC_HOST_0; a refused one is a program
+ * error (scalar core, model choice) or the HIB error its DMA met.
+ */
+static void exec_program(struct npv_edgetpu_model *m, const uint8_t *chunk, uint32_t size)
+{
+    if (m->pkgs != NULL) {
+        struct edgetpu_pkg_io io = {.arg = m, .copy = pkg_copy};
+        uint64_t hib = 0, bad = 0;
+        int r = edgetpu_pkgs_exec(m->pkgs, chunk, size, &io, &hib, &bad);
+        if (r == 0) {
+            sc_host_interrupt(m, 0);
+            return;
+        }
+        if (r < 0) {
+            if (hib != 0) {
+                edgetpu_raise_error(m, hib, bad, true, false);
+                return;
+            }
+            m->sc_error |= EDGETPU_SC_ERROR_BAD_INSTRUCTION;
+            win_store(m, EDGETPU_SC_ERROR_SCALAR_CORE, m->sc_error);
+            edgetpu_raise_error(m, 0, 0, false, false);
+            return;
+        }
+    }
+    (void)exec_chunk(m, chunk, size);
+}
+
 /* Run the consumed programs whose time has come, oldest first. */
 static void exec_poll(struct npv_edgetpu_model *m)
 {
@@ -443,7 +486,7 @@ static void exec_poll(struct npv_edgetpu_model *m)
         m->exec_head = (m->exec_head + 1) % m->exec_cap;
         m->exec_n--;
         m->work_count++;
-        (void)exec_chunk(m, x.chunk, x.size);
+        exec_program(m, x.chunk, x.size);
         free(x.chunk);
     }
 }

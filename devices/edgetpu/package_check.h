@@ -5,8 +5,7 @@
  * data-path pattern it writes in place of outputs it cannot compute (it does
  * not execute DarwiNN code).
  *
- * Not yet called by the model (devices/edgetpu/model*.c): wiring it into the
- * run path follows the chip-semantics change (issue 21).
+ * Called by the model (model_pkg.c) on every chunk of a package it runs.
  */
 #ifndef NPV_EDGETPU_PACKAGE_CHECK_H
 #define NPV_EDGETPU_PACKAGE_CHECK_H

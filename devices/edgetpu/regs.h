@@ -292,6 +292,25 @@ static_assert(offsetof(struct edgetpu_status_block, fatal_error) == 4, "status b
 /* RO: GCB reset exits (each drops the MSI-X enable and vector table). */
 #define EDGETPU_MODEL_GCB_RESETS 0x0050u
 
+/*
+ * Compiled-model packages the model was given (model_pkg.h): counters the
+ * tests read. Caching runs, all tokens; execution-only / stand-alone runs
+ * checked and their outputs written with the data-path pattern; chunks
+ * refused and the last reason (enum edgetpu_pkg_why); caching runs that
+ * displaced another token's parameters; RW token selector and the caching
+ * runs of that token; packages loaded.
+ */
+#define EDGETPU_MODEL_PKG_CACHING_RUNS 0x0058u
+#define EDGETPU_MODEL_PKG_RUNS         0x0060u
+#define EDGETPU_MODEL_PKG_REJECTS      0x0068u
+#define EDGETPU_MODEL_PKG_REJECT_WHY   0x0070u
+#define EDGETPU_MODEL_PKG_DISPLACED    0x0078u
+#define EDGETPU_MODEL_PKG_TOKEN        0x0080u
+#define EDGETPU_MODEL_PKG_TOKEN_RUNS   0x0088u
+#define EDGETPU_MODEL_PKG_COUNT        0x0090u
+/* The largest chunk the model fetches when it has packages (model choice). */
+#define EDGETPU_MODEL_PKG_CHUNK_MAX (16u << 20)
+
 #define EDGETPU_MODEL_ID_VALUE 0x4e50e790u
 
 enum edgetpu_fault {

@@ -109,21 +109,27 @@ static int run_all(struct npv_edgetpu *tpu, const struct edgetpu_sample *s,
  * real chip would take it for a DarwiNN bitstream. The model says who it is
  * in BAR0, which the chip's drivers never use.
  */
-static int require_model(struct npv_edgetpu *tpu)
+int edgetpu_is_model(struct npv_edgetpu *tpu)
 {
     struct npv_bar *bar0;
     uint64_t id = 0;
     int r = npv_bar_map(npv_edgetpu_dev(tpu), 0, &bar0);
     /* No readable BAR0 is a chip; a transport or memory error is that error, not "a chip". */
     if (r == -EINVAL)
-        return -ENOTSUP;
+        return 0;
     if (r < 0)
         return r;
     r = npv_bar_read(bar0, EDGETPU_MODEL_ID, 8, &id);
     npv_bar_unmap(bar0);
     if (r < 0)
         return r;
-    return id == EDGETPU_MODEL_ID_VALUE ? 0 : -ENOTSUP;
+    return id == EDGETPU_MODEL_ID_VALUE;
+}
+
+static int require_model(struct npv_edgetpu *tpu)
+{
+    int r = edgetpu_is_model(tpu);
+    return r < 0 ? r : r == 1 ? 0 : -ENOTSUP;
 }
 
 int edgetpu_sample_run(struct npv_edgetpu *tpu, const struct npv_sample_opts *opts,

@@ -27,6 +27,9 @@ uint64_t edgetpu_fnv1a(uint64_t h, const void *p, size_t len);
  * first failing call's negative errno; -ENOTSUP on anything but the model
  * (the sample is in our instruction format, which a real chip does not run).
  */
+/* 1 when tpu runs on our model (it names itself in BAR0), 0 on a chip, or a transport error. */
+int edgetpu_is_model(struct npv_edgetpu *tpu);
+
 int edgetpu_sample_run(struct npv_edgetpu *tpu, const struct npv_sample_opts *opts,
                        struct npv_sample_result *res, uint64_t *checksum);
 

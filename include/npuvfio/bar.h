@@ -13,7 +13,11 @@
  *   access is a single instruction on a mapped page and a single 8-byte
  *   message on a trapped one). Accesses to the same BAR are seen by the
  *   device in program order (uncached device memory: x86 UC, arm64 Device-nGnRE).
- *   They do NOT order earlier stores to DMA memory.
+ *   On a page that is host memory served by a device thread or process
+ *   (vfio-user, npv_bar_wrap) a full fence after each store keeps that
+ *   promise: a store is seen before any later load of the same thread, so
+ *   "acknowledge, then check for new work" loses no event. They do NOT
+ *   order earlier stores to DMA memory.
  * - npv_bar_write32_release / npv_bar_write64_release: first make every
  *   earlier store to DMA memory visible to the device, then write. This is
  *   the doorbell write: on x86 a compiler barrier suffices (stores are not
@@ -43,11 +47,26 @@ extern "C" {
 
 #define NPV_BAR_PAGE_SHIFT 12
 
+/* npv_bar.direct[page]: how a page is reached. */
+enum {
+    NPV_BAR_TRAPPED = 0,
+    /* Device memory (a vfio-pci BAR, uncached): the CPU keeps MMIO accesses in program order. */
+    NPV_BAR_DIRECT_DEVICE = 1,
+    /*
+     * Host memory a device thread or process serves (vfio-user's shared
+     * areas, npv_bar_wrap): cacheable, where a store may pass a later load
+     * (x86 store buffer, arm64). A full fence follows each store so that an
+     * acknowledge is seen by the device before the read that checks for
+     * new work, as on PCIe.
+     */
+    NPV_BAR_DIRECT_SHARED = 2,
+};
+
 /* Read-only for users; the fields exist so the accessors can be inline. */
 struct npv_bar {
     volatile uint8_t *base; /* start of the reserved range */
     uint64_t size;          /* region size */
-    const uint8_t *direct;  /* per 4 KiB page: nonzero when mapped */
+    const uint8_t *direct;  /* per 4 KiB page: NPV_BAR_TRAPPED or NPV_BAR_DIRECT_* */
     struct npv_dev *dev;
     uint32_t index;
     /* Both NULL in a bar not from npv_bar_map (a test's fake): nothing posted, nothing counted. */
@@ -112,6 +131,13 @@ static inline int npv_bar__direct(const struct npv_bar *bar, uint64_t off, unsig
            bar->direct[off >> NPV_BAR_PAGE_SHIFT];
 }
 
+/* After a store to a NPV_BAR_DIRECT_SHARED page: no later load passes it. */
+static inline void npv_bar__after_store(const struct npv_bar *bar, uint64_t off)
+{
+    if (bar->direct[off >> NPV_BAR_PAGE_SHIFT] == NPV_BAR_DIRECT_SHARED)
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
 /* A mapped access after posted writes waits for them, as a trapped one does. */
 static inline void npv_bar__ordered(const struct npv_bar *bar)
 {
@@ -139,6 +165,7 @@ static inline void npv_bar__ordered(const struct npv_bar *bar)
             npv_bar__ordered(bar);                                                                 \
             npv_bar__count(bar, 1);                                                                \
             *(volatile uint##bits##_t *)(bar->base + off) = val;                                   \
+            npv_bar__after_store(bar, off);                                                        \
         } else                                                                                     \
             (void)npv_bar_write(bar, off, (bits) / 8, val);                                        \
     }
@@ -167,6 +194,7 @@ static inline void npv_bar_write32_release(const struct npv_bar *bar, uint64_t o
 #ifdef NPV_BAR__TSAN
     if (npv_bar__direct(bar, off, 4)) {
         __atomic_store_n((volatile uint32_t *)(bar->base + off), val, __ATOMIC_RELEASE);
+        npv_bar__after_store(bar, off);
         return;
     }
 #endif
@@ -179,6 +207,7 @@ static inline void npv_bar_write64_release(const struct npv_bar *bar, uint64_t o
 #ifdef NPV_BAR__TSAN
     if (npv_bar__direct(bar, off, 8)) {
         __atomic_store_n((volatile uint64_t *)(bar->base + off), val, __ATOMIC_RELEASE);
+        npv_bar__after_store(bar, off);
         return;
     }
 #endif

@@ -202,6 +202,15 @@ NPV_API int npv_dev_region_write(struct npv_dev *dev, uint32_t index, uint64_t o
  * call to the device, and a mapped access order them as a PCIe read does,
  * and the next synchronous call reports a failure. Other transports write
  * synchronously and return 0 here.
+ *
+ * Consecutive posted writes are gathered and leave as one
+ * REGION_WRITE_MULTI (NPUVFIO_VU_BATCH=0 sends each on its own): in front
+ * of the next read, command, flush or mapped access, and before the
+ * library waits for the device (npv_irq_wait, npv_irq_waitset_wait,
+ * npv_ring_wait) or rings a ring's doorbell. A caller that sleeps on an
+ * interrupt eventfd itself (npv_irq_fd in its own poll or epoll) after
+ * writing registers with npv_bar_* calls npv_dev_flush first, or the device
+ * may never see those writes.
  */
 NPV_API int npv_dev_flush(struct npv_dev *dev);
 
@@ -219,7 +228,13 @@ struct npv_dev_stats {
     uint64_t writes_trapped;
     uint64_t writes_posted; /* trapped writes sent without waiting (npv_dev_flush) */
     uint64_t flushes;       /* fences sent to order posted writes */
-    uint64_t reserved[2];
+    /*
+     * Messages sent to the device over its transport (vfio-user: every
+     * command, each posted write or batch of them, each fence; 0 on the
+     * kernel's vfio). Consecutive posted writes leave as one batch.
+     */
+    uint64_t messages;
+    uint64_t reserved[1];
 };
 NPV_API int npv_dev_stats(struct npv_dev *dev, struct npv_dev_stats *st);
 

@@ -88,6 +88,15 @@ enum {
     NPV_EDGETPU_HOOK_NO_FATAL_WATCH = 1u << 6,
     /* Leave the page table as the chip holds it at open and after a reset. */
     NPV_EDGETPU_HOOK_KEEP_PAGE_TABLE = 1u << 7,
+    /* Compiled models: every input and output address linked one page off. */
+    NPV_EDGETPU_HOOK_PKG_WRONG_ADDR = 1u << 8,
+    /* Compiled models: the parameter-caching executable never run. */
+    NPV_EDGETPU_HOOK_PKG_NO_CACHING = 1u << 9,
+    /* Compiled models: parameters cached once per binding, never again after a reset or
+     * after another token displaced them. */
+    NPV_EDGETPU_HOOK_PKG_CACHE_ONCE = 1u << 10,
+    /* Compiled models: one bit of the linked chunk outside every field flipped. */
+    NPV_EDGETPU_HOOK_PKG_FLIP_BIT = 1u << 11,
 };
 
 struct npv_edgetpu_config {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Edge TPU compiled models: a `*_edgetpu.tflite` file from Google's
- * edgetpu_compiler, loaded and linked without any device I/O.
+ * edgetpu_compiler, loaded and linked without any device I/O, and run on a
+ * chip opened with npv_edgetpu_open (npv_edgetpu_model_bind, _invoke).
  *
  * The file is a TensorFlow Lite flatbuffer whose one `edgetpu-custom-op`
  * operator carries, in its custom options (a FlexBuffers map, key "4"), a
@@ -39,6 +40,7 @@ extern "C" {
 struct npv_ctx;
 struct npv_edgetpu_model;
 struct npv_edgetpu_model_exe;
+struct npv_edgetpu_bound;
 
 /* executable.fbs ExecutableType. */
 enum npv_edgetpu_exe_type {
@@ -173,6 +175,52 @@ NPV_API int npv_edgetpu_model_link(const struct npv_edgetpu_model_exe *exe, uint
  */
 NPV_API int npv_edgetpu_dequantize(const struct npv_edgetpu_layer *layer, const void *src,
                                    size_t src_len, float *dst, size_t n);
+
+/*
+ * Running a compiled model on the chip (or its model), as libedgetpu's PCIe
+ * driver does. Thread-safety: a binding belongs to its npv_edgetpu; bind,
+ * unbind, invoke and the buffer accessors follow npv_edgetpu's rule (one
+ * thread at a time per chip). The model must outlive its bindings.
+ *
+ * Bind: every buffer the chip reaches is copied or allocated in DMA memory
+ * and mapped through the chip's page table (device VAs, extended space): the
+ * instruction chunk of each executable, its parameters (read-only to the
+ * chip), its scratch, and one driver-owned buffer per input (read-only to the
+ * chip) and output (write-only) layer, size_bytes x batch_size each. 0, or
+ * -EINVAL, -ENOMEM, -ENOSPC (page table full), -ENOTSUP (an executable of
+ * more than one chunk: none of the compiler outputs we have).
+ */
+NPV_API int npv_edgetpu_model_bind(struct npv_edgetpu *tpu, const struct npv_edgetpu_model *m,
+                                   struct npv_edgetpu_bound **out);
+/* Unmap and free what bind took. NULL is a no-op. Nothing of it may be in flight. */
+NPV_API void npv_edgetpu_model_unbind(struct npv_edgetpu_bound *b);
+/*
+ * The driver's buffer of input / output layer i (batch elements one after the
+ * other), with its device VA and length when not NULL; NULL past the last.
+ */
+NPV_API void *npv_edgetpu_bound_input(struct npv_edgetpu_bound *b, uint32_t i, uint64_t *device_va,
+                                      size_t *len);
+NPV_API void *npv_edgetpu_bound_output(struct npv_edgetpu_bound *b, uint32_t i, uint64_t *device_va,
+                                       size_t *len);
+/*
+ * One inference. First, when the chip does not hold this model's parameters
+ * (its caching token is not the current one, it has not cached under the
+ * current token since, or the chip was reset since: libedgetpu driver.cc),
+ * the parameter-caching executable runs; changing the token drops every
+ * other model's cached parameters. Then the inference executable: its chunk
+ * linked with the device VAs of the inputs and outputs (input_va / output_va:
+ * [nr * batch_size] as in npv_edgetpu_link, from npv_edgetpu_map of the
+ * caller's memory, e.g. an npv_dma_wrap buffer; NULL: the driver's buffers),
+ * its parameters and scratch, put on the queue and finished on the chip's two
+ * signals (npv_edgetpu_run). The driver syncs its own buffers for a
+ * non-coherent host; the caller syncs its own (edgetpu.h). Returns 1 when the
+ * parameters were cached first, 0 when they were already on the chip; or
+ * -EBUSY (requests of npv_edgetpu_submit in flight), -EINVAL, -ENOMEM, or
+ * npv_edgetpu_run's failure (-EIO, -ETIMEDOUT after a reset, -NPV_EDEVFAULT,
+ * -ENODEV). After a failure the chip was reset: the next invoke caches again.
+ */
+NPV_API int npv_edgetpu_model_invoke(struct npv_edgetpu_bound *b, const uint64_t *input_va,
+                                     const uint64_t *output_va);
 
 #ifdef __cplusplus
 }

@@ -86,10 +86,10 @@ static int span_subtract(struct span in, struct span hole, struct span out[2])
     return n;
 }
 
-static void mark_direct(struct bar_impl *b, struct span s)
+static void mark_direct(struct bar_impl *b, struct span s, uint8_t kind)
 {
     for (uint64_t off = s.start; off < s.end; off += BAR_PAGE)
-        b->direct[off >> NPV_BAR_PAGE_SHIFT] = 1;
+        b->direct[off >> NPV_BAR_PAGE_SHIFT] = kind;
 }
 
 /*
@@ -137,7 +137,10 @@ static void map_area(struct bar_impl *b, const struct npv_region_info *ri,
                      (unsigned long long)pieces[i].end, npv_strerror(errno));
             continue;
         }
-        mark_direct(b, pieces[i]);
+        /* vfio-user's areas are the server's memory, vfio-pci's the device's. */
+        mark_direct(b, pieces[i],
+                    dev->transport == NPV_TRANSPORT_VFIO_USER ? NPV_BAR_DIRECT_SHARED
+                                                              : NPV_BAR_DIRECT_DEVICE);
     }
 }
 
@@ -195,7 +198,7 @@ int npv_bar_wrap(void *mem, uint64_t size, struct npv_bar **out)
     struct bar_impl *b = calloc(1, sizeof(*b) + npages);
     if (b == NULL)
         return -ENOMEM;
-    memset(b->direct, 1, npages);
+    memset(b->direct, NPV_BAR_DIRECT_SHARED, npages);
     /* reserved_len 0: the memory is the caller's, npv_bar_unmap leaves it alone. */
     b->pub.base = mem;
     b->pub.size = size;
@@ -293,6 +296,7 @@ int npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint6
             *(volatile uint64_t *)p = val;
             break;
         }
+        npv_bar__after_store(bar, off);
         return 0;
     }
     union {

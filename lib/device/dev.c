@@ -390,6 +390,7 @@ int npv_dev_stats(struct npv_dev *dev, struct npv_dev_stats *st)
     st->writes_trapped = __atomic_load_n(&dev->reg_count[3], __ATOMIC_RELAXED);
     st->writes_posted = __atomic_load_n(&dev->reg_count[4], __ATOMIC_RELAXED);
     st->flushes = __atomic_load_n(&dev->reg_count[5], __ATOMIC_RELAXED);
+    st->messages = __atomic_load_n(&dev->reg_count[6], __ATOMIC_RELAXED);
     return 0;
 }
 

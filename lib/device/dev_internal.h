@@ -49,6 +49,13 @@ struct npv_dev_ops {
      * synchronous call and return only a transport failure.
      */
     int (*flush)(struct npv_dev *dev, bool take_error);
+    /*
+     * Optional: send the posted writes the backend holds back (a batch)
+     * without waiting for them; called (through npv_dev_kick) before the
+     * caller waits for the device, so it never sleeps on writes the device
+     * has not been sent. A failure is left for the next synchronous call.
+     */
+    void (*kick)(struct npv_dev *dev);
     int (*irq_info)(struct npv_dev *dev, uint32_t index, struct npv_irq_info *info);
     /* VFIO_DEVICE_SET_IRQS semantics; fds holds count eventfds (-1 = unassign) for DATA_EVENTFD. */
     int (*set_irqs)(struct npv_dev *dev, uint32_t index, uint32_t flags, uint32_t start,
@@ -87,13 +94,28 @@ struct npv_dev {
      */
     uint32_t posted_pending;
     /*
+     * Nonzero while the backend holds posted writes it has not sent yet (a
+     * batch): npv_dev_kick sends them before anything waits for the device.
+     * Atomic; written by the backend.
+     */
+    uint32_t batch_pending;
+    /*
      * npv_dev_stats: [0] mapped reads, [1] mapped writes (bumped by the
      * inline accessors through npv_bar.mapped_count), [2] trapped reads,
-     * [3] trapped writes, [4] posted writes, [5] fences (by the backend).
-     * Relaxed atomics.
+     * [3] trapped writes, [4] posted writes, [5] fences (by the backend),
+     * [6] messages sent to the device (vfio-user: every command, posted
+     * write, batch and fence; by the backend). Relaxed atomics.
      */
-    uint64_t reg_count[6];
+    uint64_t reg_count[7];
 };
+
+/* Send the writes dev's backend holds back, if any (one atomic load when none). */
+static inline void npv_dev_kick(struct npv_dev *dev)
+{
+    if (dev != NULL && __atomic_load_n(&dev->batch_pending, __ATOMIC_ACQUIRE) != 0 &&
+        dev->ops->kick != NULL)
+        dev->ops->kick(dev);
+}
 
 /* npv_bar_write's way: region_write_posted when the backend has it. */
 int npv_dev_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf,

@@ -151,9 +151,16 @@ int64_t npv_eventfd_wait(int fd, uint64_t timeout_ns)
     }
 }
 
+struct npv_dev *npv_irq_dev(const struct npv_irq *irq)
+{
+    return irq->dev;
+}
+
 int64_t npv_irq_wait(struct npv_irq *irq, uint32_t vec, uint64_t timeout_ns)
 {
     if (irq == NULL || vec >= irq->nvec)
         return -EINVAL;
+    /* Writes held back in a batch would never reach the device we wait for. */
+    npv_dev_kick(irq->dev);
     return npv_eventfd_wait(irq->fds[vec], timeout_ns);
 }

@@ -17,10 +17,12 @@
 
 #include "ctx_internal.h"
 #include "deadline.h"
+#include "dev_internal.h"
 #include "failpoint_internal.h"
 #include "irq_internal.h"
 
 struct ws_entry {
+    struct npv_dev *dev; /* NULL for a plain eventfd */
     int fd;
     uint64_t cookie;
     bool armed; /* a POLL_ADD for it is in the ring */
@@ -87,7 +89,10 @@ int npv_irq_waitset_add(struct npv_irq_waitset *ws, struct npv_irq *irq, uint32_
     int fd = npv_irq_fd(irq, vec);
     if (fd < 0)
         return fd;
-    return npv_irq_waitset_add_fd(ws, fd, cookie);
+    int ret = npv_irq_waitset_add_fd(ws, fd, cookie);
+    if (ret == 0)
+        ws->e[ws->n - 1].dev = npv_irq_dev(irq);
+    return ret;
 }
 
 int npv_irq_waitset_add_fd(struct npv_irq_waitset *ws, int fd, uint64_t cookie)
@@ -213,6 +218,9 @@ int npv_irq_waitset_wait(struct npv_irq_waitset *ws, uint64_t timeout_ns, uint64
     if (ws->n == 0)
         return -ENOENT;
     uint64_t deadline = npv_deadline_after(timeout_ns);
+    /* Writes held back in a batch would never reach the devices we wait for. */
+    for (unsigned i = 0; i < ws->n; i++)
+        npv_dev_kick(ws->e[i].dev);
     if (ws->have_ring)
         return wait_ring(ws, deadline, cookies, max);
     return wait_ppoll(ws, deadline, cookies, max);

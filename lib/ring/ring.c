@@ -15,6 +15,7 @@
 
 #include "ctx_internal.h"
 #include "deadline.h"
+#include "dev_internal.h"
 #include "failpoint_internal.h"
 #include "irq_internal.h"
 #include "ring_inflight.h"
@@ -439,6 +440,12 @@ int npv_ring_submit(struct npv_ring *r)
         npv_bar_write64_release(r->cfg.db_bar, r->cfg.db_off, val);
     else
         npv_bar_write32_release(r->cfg.db_bar, r->cfg.db_off, (uint32_t)val);
+    /*
+     * A trapped doorbell may sit in a batch of posted writes (vfio-user):
+     * it leaves now, whatever the caller does next (polls host memory,
+     * sleeps on the completion fd in its own epoll).
+     */
+    npv_dev_kick(r->cfg.db_bar->dev);
     NPV_TRACE3(doorbell, r, val, n);
     if (r->jobs->stats.latency)
         ring_stamp_doorbell(r, tail - n, tail);
@@ -686,6 +693,7 @@ static int ring_sleep_irq(struct npv_ring *r, unsigned min, uint64_t deadline, b
         if (job_deadline != 0 && job_deadline < until)
             until = job_deadline;
         r->stats.irq_sleeps++;
+        npv_dev_kick(r->cfg.db_bar->dev); /* nothing held back while we sleep */
         int64_t w = npv_eventfd_wait(r->irq_fd, until - now);
         if (w < 0 && w != -ETIMEDOUT)
             return (int)w;

@@ -251,11 +251,15 @@ static int region_write(struct npv_vus *srv, uint32_t region, uint64_t off, void
 
 /*
  * REGION_WRITE_MULTI (vfio-user spec, "VFIO_USER_REGION_WRITE_MULTI"): the
- * writes are carried out in order; the first one refused ends the message
- * (the reply's wr_cnt counts the writes done, so later ones are not done
- * either). Served only when "write_multiple" was negotiated: a client that
- * did not ask for it gets ENOSYS, as before. A reply also reports the first
- * failure of an earlier no-reply write (npv_vus_note_posted_error).
+ * writes are carried out in order. Model choice: a refused write does not
+ * stop the ones after it: each is a posted write of its own, which on PCIe
+ * is dropped alone (an Unsupported Request) while later writes still land;
+ * our client gathers consecutive posted writes into one such message
+ * (vfio_user_client.c, batch_add). The reply is the first refusal's errno,
+ * else wr_cnt = every write. Served only when "write_multiple" was
+ * negotiated: a client that did not ask for it gets ENOSYS, as before. A
+ * reply also reports the first failure of an earlier no-reply write
+ * (npv_vus_note_posted_error).
  */
 int npv_vus_handle_write_multi(struct npv_vus *srv, struct npv_vu_msg *m)
 {
@@ -273,13 +277,11 @@ int npv_vus_handle_write_multi(struct npv_vus *srv, struct npv_vu_msg *m)
     for (; done < h.wr_cnt; done++) {
         struct npv_vu_write_one w;
         memcpy(&w, m->body + sizeof(h) + done * sizeof(w), sizeof(w));
-        if (w.count == 0 || w.count > sizeof(w.data)) {
-            err = EINVAL;
-            break;
-        }
-        err = region_write(srv, w.region, w.offset, w.data, w.count);
-        if (err != 0)
-            break;
+        int e = w.count == 0 || w.count > sizeof(w.data)
+                    ? EINVAL
+                    : region_write(srv, w.region, w.offset, w.data, w.count);
+        if (e != 0 && err == 0)
+            err = e;
     }
     if (m->hdr.flags & NPV_VU_F_NO_REPLY) {
         if (err != 0)

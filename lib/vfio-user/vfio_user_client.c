@@ -149,21 +149,76 @@ static void drop_request(struct vu_client *c, struct vu_request *r)
 }
 
 /*
+ * Called with send_lock held: the batch of posted writes held back, as the
+ * body of a REGION_WRITE_MULTI (vfio-user spec, "VFIO_USER_REGION_WRITE_MULTI":
+ * wr_cnt, then wr_cnt 24-byte writes of at most 8 bytes each). *wm must
+ * outlive the send. Returns the number of iovecs used (1 or 2).
+ */
+static unsigned batch_body(struct vu_client *c, struct npv_vu_write_multi *wm, struct iovec iov[2])
+{
+    wm->wr_cnt = c->batch_n;
+    iov[0] = (struct iovec){.iov_base = wm, .iov_len = sizeof(*wm)};
+    iov[1] = (struct iovec){.iov_base = c->batch, .iov_len = c->batch_n * sizeof(c->batch[0])};
+    return c->batch_n > 0 ? 2 : 1;
+}
+
+/* Called with send_lock held, once the batch is on the wire. */
+static void batch_sent(struct vu_client *c)
+{
+    c->batch_n = 0;
+    c->batch_gen++;
+    __atomic_store_n(&c->dev->batch_pending, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * Called with send_lock held: the batch leaves without a reply (it is full,
+ * or the caller is about to wait for the device). A refused write in it is
+ * kept by the server for the next fence's reply (npv_vus_note_posted_error).
+ */
+static int send_batch_locked(struct vu_client *c)
+{
+    if (c->batch_n == 0)
+        return 0;
+    struct npv_vu_write_multi wm;
+    struct iovec iov[2];
+    unsigned n = batch_body(c, &wm, iov);
+    /* No reply comes back: the id matches nothing, so it need not be unique among requests. */
+    struct npv_vu_hdr h = {.msg_id = c->noreply_id++,
+                           .cmd = NPV_VU_CMD_REGION_WRITE_MULTI,
+                           .flags = NPV_VU_F_TYPE_COMMAND | NPV_VU_F_NO_REPLY};
+    int ret = npv_fp_send_result(c->dev->ctx);
+    if (ret == 0)
+        ret = npv_vu_sendv(c->sock, &h, iov, n, NULL, 0, ns_to_i64(c->dev->request_timeout_ns));
+    if (ret == 0) {
+        batch_sent(c);
+        __atomic_fetch_add(&c->dev->reg_count[6], 1, __ATOMIC_RELAXED);
+    }
+    return ret;
+}
+
+/*
  * Called with send_lock held, before a command that orders the posted
- * writes: a REGION_WRITE_MULTI of no writes whose reply carries the first
- * failure of a posted write (vfio_user_server.c, npv_vus_note_posted_error).
- * Nobody waits for it: the server answers in order, so its reply is in
- * before the command's, and deliver_reply keeps its error in posted_err.
+ * writes: a REGION_WRITE_MULTI carrying the batch held back (often none)
+ * whose reply carries the first failure of a posted write
+ * (vfio_user_server.c, npv_vus_note_posted_error). Nobody waits for it: the
+ * server answers in order, so its reply is in before the command's, and
+ * deliver_reply keeps its error in posted_err.
  */
 static int send_fence(struct vu_client *c, struct vu_request *f, uint64_t deadline)
 {
-    struct npv_vu_write_multi wm = {.wr_cnt = 0};
+    struct npv_vu_write_multi wm;
+    struct iovec iov[2];
+    unsigned n = batch_body(c, &wm, iov);
     struct npv_vu_hdr h = {
         .msg_id = f->id, .cmd = NPV_VU_CMD_REGION_WRITE_MULTI, .flags = NPV_VU_F_TYPE_COMMAND};
-    struct iovec iov = {.iov_base = &wm, .iov_len = sizeof(wm)};
     int ret = npv_fp_send_result(c->dev->ctx);
     if (ret == 0)
-        ret = npv_vu_sendv(c->sock, &h, &iov, 1, NULL, 0, ns_to_i64(npv_deadline_left(deadline)));
+        ret = npv_vu_sendv(c->sock, &h, iov, n, NULL, 0, ns_to_i64(npv_deadline_left(deadline)));
+    if (ret == 0) {
+        batch_sent(c);
+        __atomic_fetch_add(&c->dev->reg_count[5], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&c->dev->reg_count[6], 1, __ATOMIC_RELAXED);
+    }
     return ret;
 }
 
@@ -188,8 +243,14 @@ static int take_posted_err(struct vu_client *c)
     return err;
 }
 
-int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *iov, unsigned iovcnt,
-                        const int *fds, unsigned nr_fds, struct npv_vu_msg *reply)
+/*
+ * carried: NULL for a command; else the call is the fence itself (a
+ * REGION_WRITE_MULTI, iov unused) carrying the batch held back, and
+ * *carried gets the number of writes it carried.
+ */
+static int client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *iov, unsigned iovcnt,
+                        const int *fds, unsigned nr_fds, struct npv_vu_msg *reply,
+                        unsigned *carried)
 {
     if (nr_fds > c->server_caps.max_msg_fds)
         return -EINVAL;
@@ -218,15 +279,25 @@ int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *i
     if (fence != NULL && c->posted_sent != c->posted_fenced) {
         ret = send_fence(c, fence, deadline);
         fence = NULL; /* on the wire: deliver_reply or client_free frees it */
-        __atomic_fetch_add(&c->dev->reg_count[5], 1, __ATOMIC_RELAXED);
+    }
+    struct npv_vu_write_multi wm;
+    struct iovec biov[2];
+    if (carried != NULL) {
+        iovcnt = batch_body(c, &wm, biov);
+        iov = biov;
+        *carried = c->batch_n;
     }
     if (ret == 0)
         ret = npv_fp_send_result(c->dev->ctx);
     if (ret == 0)
         ret = npv_vu_sendv(c->sock, &h, iov, iovcnt, fds, nr_fds,
                            ns_to_i64(npv_deadline_left(deadline)));
-    if (ret == 0)
+    if (ret == 0) {
         c->posted_fenced = seq;
+        __atomic_fetch_add(&c->dev->reg_count[6], 1, __ATOMIC_RELAXED);
+        if (carried != NULL)
+            batch_sent(c);
+    }
     pthread_mutex_unlock(&c->send_lock);
     if (fence != NULL)
         drop_request(c, fence);
@@ -278,6 +349,12 @@ int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *i
     ret = m.body_len == 0 && m.nr_fds == 0 ? 0 : -NPV_EPEERPROTO;
     npv_vu_msg_release(&m);
     return ret;
+}
+
+int npv_vu_client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *iov, unsigned iovcnt,
+                        const int *fds, unsigned nr_fds, struct npv_vu_msg *reply)
+{
+    return client_callv(c, cmd, iov, iovcnt, fds, nr_fds, reply, NULL);
 }
 
 int npv_vu_client_call(struct vu_client *c, uint16_t cmd, const void *req, size_t req_len,
@@ -432,6 +509,41 @@ static void *dma_main(void *arg)
         npv_vu_client_serve_twin(c);
     else
         dma_serve_queue(c);
+    return NULL;
+}
+
+/*
+ * The flusher. Model choice: a batch held NPV_VU_CLIENT_BATCH_HOLD_NS
+ * after its first write leaves without a reply, so writes reach the device
+ * even when the caller polls host memory (a status block, a result the
+ * device DMAs) instead of reading a register or waiting in the library.
+ * Usually the batch left earlier, with the next synchronous message.
+ */
+static void *flusher_main(void *arg)
+{
+    struct vu_client *c = arg;
+    pthread_mutex_lock(&c->send_lock);
+    while (!c->flusher_stop) {
+        if (c->batch_n == 0) {
+            pthread_cond_wait(&c->batch_cond, &c->send_lock);
+            continue;
+        }
+        uint64_t gen = c->batch_gen;
+        uint64_t deadline = npv_deadline_after(NPV_VU_CLIENT_BATCH_HOLD_NS);
+        struct timespec abs;
+        npv_deadline_to_abs_timespec(deadline, &abs);
+        while (!c->flusher_stop && c->batch_gen == gen && npv_deadline_left(deadline) > 0)
+            pthread_cond_timedwait(&c->batch_cond, &c->send_lock, &abs);
+        if (c->flusher_stop || c->batch_gen != gen || c->batch_n == 0)
+            continue;
+        int ret = send_batch_locked(c);
+        if (ret < 0) {
+            pthread_mutex_unlock(&c->send_lock);
+            npv_vu_client_kill(c, ret == -ETIMEDOUT ? -EIO : -ENOTCONN);
+            return NULL;
+        }
+    }
+    pthread_mutex_unlock(&c->send_lock);
     return NULL;
 }
 
@@ -644,10 +756,34 @@ static int vu_region_write(struct npv_dev *dev, uint32_t index, uint64_t off, co
                            size_t len);
 
 /*
- * A posted write: REGION_WRITE with NO_REPLY (vfio-user spec, "Header": no
- * reply is sent for it), exactly len bytes as a register sees them. It leaves
- * at once, so the server carries it out in order with everything sent before
- * and after; its failure comes back through the next fence.
+ * Called with send_lock held: add a write to the batch, sending the batch
+ * first when it is full. Every message leaves in the order its writes were
+ * made, so the server carries them out in program order.
+ */
+static int batch_add(struct vu_client *c, uint32_t index, uint64_t off, const void *buf, size_t len)
+{
+    if (c->batch_n == c->batch_max) {
+        int ret = send_batch_locked(c);
+        if (ret < 0)
+            return ret;
+    }
+    if (c->batch_n == 0 && c->flusher_running)
+        pthread_cond_signal(&c->batch_cond); /* a batch starts: the flusher times it */
+    struct npv_vu_write_one *w = &c->batch[c->batch_n++];
+    *w = (struct npv_vu_write_one){.offset = off, .region = index, .count = (uint32_t)len};
+    memcpy(w->data, buf, len);
+    __atomic_store_n(&c->dev->batch_pending, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/*
+ * A posted write, exactly len bytes as a register sees them. Gathered into
+ * the batch (c->batch_max > 0), which leaves as one REGION_WRITE_MULTI in
+ * front of the next synchronous message or before the caller waits for the
+ * device (vu_kick); else at once as REGION_WRITE with NO_REPLY (vfio-user
+ * spec, "Header": no reply is sent for it). Either way the server carries
+ * it out in order with everything sent before and after; its failure comes
+ * back through the next fence.
  */
 static int vu_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t off,
                                   const void *buf, size_t len)
@@ -656,6 +792,22 @@ static int vu_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t 
     if (!c->posted || index >= NPV_VU_PCI_CONFIG_REGION || index >= c->num_regions ||
         (len != 1 && len != 2 && len != 4 && len != 8))
         return vu_region_write(dev, index, off, buf, len);
+    if (c->batch_max > 0) {
+        pthread_mutex_lock(&c->send_lock);
+        int ret = batch_add(c, index, off, buf, len);
+        if (ret == 0) {
+            c->posted_sent++;
+            __atomic_fetch_add(&dev->reg_count[4], 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&dev->posted_pending, 1, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&c->send_lock);
+        if (ret < 0) {
+            npv_debug(dev->ctx, "%s: send posted writes: %s", dev->name, npv_strerror(ret));
+            npv_vu_client_kill(c, ret == -ETIMEDOUT ? -EIO : -ENOTCONN);
+            return ret == -ETIMEDOUT ? ret : -ENOTCONN;
+        }
+        return 0;
+    }
     struct npv_vu_region_access req = {.offset = off, .region = index, .count = (uint32_t)len};
     struct iovec iov[2] = {{.iov_base = &req, .iov_len = sizeof(req)},
                            {.iov_base = (void *)buf, .iov_len = len}};
@@ -675,6 +827,7 @@ static int vu_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t 
     if (ret == 0) {
         c->posted_sent++;
         __atomic_fetch_add(&dev->reg_count[4], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&dev->reg_count[6], 1, __ATOMIC_RELAXED);
         __atomic_store_n(&dev->posted_pending, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&c->send_lock);
@@ -687,8 +840,9 @@ static int vu_region_write_posted(struct npv_dev *dev, uint32_t index, uint64_t 
 }
 
 /*
- * Order the posted writes: a REGION_WRITE_MULTI of none, answered once the
- * server carried out every earlier write, with the first failure among them.
+ * Order the posted writes: a REGION_WRITE_MULTI carrying the batch held
+ * back (or none), answered once the server carried out every earlier write,
+ * with the first failure among them.
  */
 static int vu_flush(struct npv_dev *dev, bool take_error)
 {
@@ -700,17 +854,18 @@ static int vu_flush(struct npv_dev *dev, bool take_error)
     pthread_mutex_unlock(&c->send_lock);
     int ret = 0;
     if (outstanding) {
-        struct npv_vu_write_multi wm = {.wr_cnt = 0};
         struct npv_vu_msg m;
+        unsigned carried = 0;
         __atomic_fetch_add(&dev->reg_count[5], 1, __ATOMIC_RELAXED);
-        ret = npv_vu_client_call(c, NPV_VU_CMD_REGION_WRITE_MULTI, &wm, sizeof(wm), NULL, 0, &m);
+        ret = client_callv(c, NPV_VU_CMD_REGION_WRITE_MULTI, NULL, 0, NULL, 0, &m, &carried);
         if (ret == 0) {
             struct npv_vu_write_multi rep;
             if (m.nr_fds != 0 || m.body_len != sizeof(rep))
                 ret = -NPV_EPEERPROTO;
             else
                 memcpy(&rep, m.body, sizeof(rep));
-            if (ret == 0 && rep.wr_cnt != 0)
+            /* A success reply says every write it carried was done. */
+            if (ret == 0 && rep.wr_cnt != carried)
                 ret = -NPV_EPEERPROTO;
             npv_vu_msg_release(&m);
         } else {
@@ -728,6 +883,20 @@ static int vu_flush(struct npv_dev *dev, bool take_error)
     if (ret == 0 && take_error)
         ret = take_posted_err(c);
     return ret;
+}
+
+/* Send the batch held back without waiting: the caller is about to wait for the device. */
+static void vu_kick(struct npv_dev *dev)
+{
+    struct vu_client *c = client_of(dev);
+    pthread_mutex_lock(&c->send_lock);
+    int ret = send_batch_locked(c);
+    pthread_mutex_unlock(&c->send_lock);
+    if (ret < 0) {
+        /* The connection is gone: the next call reports it. */
+        npv_debug(dev->ctx, "%s: send posted writes: %s", dev->name, npv_strerror(ret));
+        npv_vu_client_kill(c, ret == -ETIMEDOUT ? -EIO : -ENOTCONN);
+    }
 }
 
 static int vu_region_read(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf, size_t len)
@@ -808,6 +977,13 @@ static int vu_attach(struct npv_dev *dev, struct npv_domain *dom)
 
 static void client_free(struct vu_client *c)
 {
+    if (c->flusher_running) {
+        pthread_mutex_lock(&c->send_lock);
+        c->flusher_stop = true;
+        pthread_cond_broadcast(&c->batch_cond);
+        pthread_mutex_unlock(&c->send_lock);
+        pthread_join(c->flusher, NULL);
+    }
     if (c->rx_running || c->dma_running)
         npv_vu_client_kill(c, -ENOTCONN);
     if (c->rx_running)
@@ -834,6 +1010,7 @@ static void client_free(struct vu_client *c)
     if (c->twin_sock >= 0)
         close(c->twin_sock);
     npv_vu_client_maps_free(c);
+    pthread_cond_destroy(&c->batch_cond);
     pthread_cond_destroy(&c->dma_cond);
     pthread_mutex_destroy(&c->twin_send_lock);
     pthread_cond_destroy(&c->cond);
@@ -849,6 +1026,9 @@ static void vu_close(struct npv_dev *dev)
     pthread_mutex_lock(&c->lock);
     bool alive = c->dead == 0;
     pthread_mutex_unlock(&c->lock);
+    /* Writes made before the close reach the device, as posted writes on PCIe do. */
+    if (alive)
+        vu_kick(dev);
     if (dev->domain != NULL)
         npv_domain_remove_sink(dev->domain, &c->sink, alive);
     client_free(c);
@@ -863,6 +1043,7 @@ static const struct npv_dev_ops vu_ops = {
     .region_write = vu_region_write,
     .region_write_posted = vu_region_write_posted,
     .flush = vu_flush,
+    .kick = vu_kick,
     .irq_info = vu_irq_info,
     .set_irqs = vu_set_irqs,
     .reset = vu_reset,
@@ -888,6 +1069,11 @@ static int client_new(struct npv_ctx *ctx, struct vu_client **out)
         goto err_free;
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     ret = pthread_cond_init(&c->cond, &ca);
+    if (ret == 0) {
+        ret = pthread_cond_init(&c->batch_cond, &ca);
+        if (ret != 0)
+            pthread_cond_destroy(&c->cond);
+    }
     pthread_condattr_destroy(&ca);
     if (ret != 0)
         goto err_free;
@@ -914,6 +1100,7 @@ err_send_lock:
 err_lock:
     pthread_mutex_destroy(&c->lock);
 err_cond:
+    pthread_cond_destroy(&c->batch_cond);
     pthread_cond_destroy(&c->cond);
 err_free:
     free(c);
@@ -1037,6 +1224,20 @@ static int negotiate(struct vu_client *c, uint64_t deadline)
          * synchronously, as before.
          */
         c->posted = c->server_caps.write_multiple;
+        /*
+         * Model choice: consecutive posted writes are batched (at most
+         * NPV_VU_CLIENT_MAX_BATCH, and what fits the server's transfer
+         * limit); NPUVFIO_VU_BATCH=0 sends each on its own, for comparison.
+         */
+        const char *env = getenv("NPUVFIO_VU_BATCH");
+        c->batch_max = 0;
+        uint64_t xfer = c->server_caps.max_data_xfer_size;
+        if (c->posted && (env == NULL || strcmp(env, "0") != 0) &&
+            xfer >= sizeof(struct npv_vu_write_multi) + sizeof(struct npv_vu_write_one)) {
+            uint64_t fit =
+                (xfer - sizeof(struct npv_vu_write_multi)) / sizeof(struct npv_vu_write_one);
+            c->batch_max = fit < NPV_VU_CLIENT_MAX_BATCH ? (unsigned)fit : NPV_VU_CLIENT_MAX_BATCH;
+        }
         if (ret == -EPROTONOSUPPORT) {
             struct npv_vu_version got;
             memcpy(&got, m.body, sizeof(got));
@@ -1100,6 +1301,14 @@ int npv_vfio_user_open(struct npv_ctx *ctx, const char *socket_path,
         goto err;
     }
     c->rx_running = true;
+    if (c->batch_max > 0) {
+        ret = pthread_create(&c->flusher, NULL, flusher_main, c);
+        if (ret != 0) {
+            ret = -ret;
+            goto err;
+        }
+        c->flusher_running = true;
+    }
     /* Region and IRQ indexes are checked against what the device said it has. */
     c->num_regions = NPV_VU_CLIENT_MAX_REGIONS;
     c->num_irqs = NPV_VU_CLIENT_MAX_IRQ_INDEXES;

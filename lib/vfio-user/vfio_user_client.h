@@ -34,6 +34,15 @@
 #define NPV_VU_CLIENT_MAX_VECTORS 2048u
 /* What we accept in one message from the server (DMA_WRITE data, REGION_READ replies). */
 #define NPV_VU_CLIENT_MAX_XFER (1u << 20)
+/*
+ * Writes gathered into one REGION_WRITE_MULTI at most: QEMU's vfio-user
+ * client sends at most VFIO_USER_MULTI_MAX (200) per message
+ * (hw/vfio-user/protocol.h); our server takes NPV_VU_MAX_WRITE_MULTI (256).
+ */
+#define NPV_VU_CLIENT_MAX_BATCH 200u
+/* How long a batch waits for the next synchronous message before it leaves on its own (model
+ * choice). */
+#define NPV_VU_CLIENT_BATCH_HOLD_NS 50000u
 /* Region info replies with their capability chain stay far below this. */
 #define NPV_VU_CLIENT_MAX_REGION_INFO 4096u
 
@@ -93,10 +102,31 @@ struct vu_client {
      * such a command arrived (the server works in order, so by then it has
      * carried out every earlier write). posted_err (under lock) is the first
      * failure a fence reported, for the next synchronous call.
+     *
+     * Batching (under send_lock): consecutive posted writes are gathered in
+     * batch[] and leave as one REGION_WRITE_MULTI: as the fence (with a
+     * reply) in front of the next command, read or flush; without a reply
+     * when the batch is full or the caller is about to wait for the device
+     * (vu_kick: an IRQ wait, a ring doorbell). dev->batch_pending says a
+     * batch is held. batch_max 0: every posted write leaves on its own
+     * (NPUVFIO_VU_BATCH=0, or a server without write_multiple).
      */
     bool posted;
     uint64_t posted_sent, posted_fenced, posted_done;
     int posted_err;
+    unsigned batch_n, batch_max;
+    uint64_t batch_gen; /* batches sent so far (under send_lock) */
+    /*
+     * The flusher: a thread that sends a batch still held NPV_VU_CLIENT_BATCH_HOLD_NS
+     * after its first write, for a caller that polls host memory after
+     * writing registers (nothing of ours sees it wait). batch_cond (with
+     * send_lock) wakes it when a batch starts or the client closes.
+     */
+    pthread_cond_t batch_cond;
+    pthread_t flusher;
+    bool flusher_running, flusher_stop;
+    uint16_t noreply_id; /* ids of messages sent with NO_REPLY (under send_lock) */
+    struct npv_vu_write_one batch[NPV_VU_CLIENT_MAX_BATCH];
 
     struct vu_region regions[NPV_VU_CLIENT_MAX_REGIONS];
     uint32_t num_regions;

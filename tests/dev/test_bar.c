@@ -354,6 +354,9 @@ START_TEST(bar_wrap_presents_caller_memory_and_leaves_it_alone)
     ck_assert_ptr_null(bar->dev);
     ck_assert_uint_eq(bar->size, 8192);
     ck_assert_int_eq(npv_bar_is_direct(bar, 0, 8192), 1);
+    /* Memory a thread serves: stores are fenced so a later load cannot pass them. */
+    ck_assert_uint_eq(bar->direct[0], NPV_BAR_DIRECT_SHARED);
+    ck_assert_uint_eq(bar->direct[1], NPV_BAR_DIRECT_SHARED);
     /* Both pages are plain memory: the accessors' stores land there, loads read it. */
     npv_bar_write32_release(bar, 0x40, 0x12345678u);
     npv_bar_write64(bar, 0x1008, 0x1122334455667788ull);

@@ -11,13 +11,17 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <npuvfio/ctx.h>
+#include <npuvfio/irq.h>
 
 #include "dev_internal.h"
 #include "harness.h"
@@ -31,9 +35,25 @@
 struct fake_counts {
     uint32_t posted;   /* REGION_WRITE with NO_REPLY */
     uint32_t replied;  /* REGION_WRITE waiting for its reply */
-    uint32_t fences;   /* REGION_WRITE_MULTI */
+    uint32_t fences;   /* REGION_WRITE_MULTI waiting for its reply */
     uint32_t order_ok; /* 1 while every write arrived in the order of its value */
+    uint32_t batched;  /* writes that came inside a REGION_WRITE_MULTI */
+    uint32_t batches;  /* REGION_WRITE_MULTI with writes in it, reply or not */
+    uint32_t bad;      /* a REGION_WRITE_MULTI that broke the spec's layout */
+    uint32_t pad;
 };
+
+/* One write as the fake carries it out: 4-byte registers, values checked for order. */
+static void fake_write(uint32_t *regs, struct fake_counts *n, uint32_t *last, uint64_t off,
+                       uint32_t v)
+{
+    if (off / 4 < FAKE_REGS)
+        regs[off / 4] = v;
+    /* The tests write increasing values: one out of order is a reordered write. */
+    if (v < *last)
+        n->order_ok = 0;
+    *last = v;
+}
 
 static void script_count(int sock, unsigned nth, const struct vu_fake *f)
 {
@@ -48,12 +68,7 @@ static void script_count(int sock, unsigned nth, const struct vu_fake *f)
             memcpy(&a, m.body, sizeof(a));
             uint32_t v;
             memcpy(&v, m.body + sizeof(a), 4);
-            if (a.offset / 4 < FAKE_REGS)
-                regs[a.offset / 4] = v;
-            /* The test writes increasing values: one out of order is a reordered write. */
-            if (v < last)
-                n.order_ok = 0;
-            last = v;
+            fake_write(regs, &n, &last, a.offset, v);
             if (m.hdr.flags & NPV_VU_F_NO_REPLY) {
                 n.posted++;
             } else {
@@ -61,13 +76,32 @@ static void script_count(int sock, unsigned nth, const struct vu_fake *f)
                 fake_reply(sock, &m, &a, sizeof(a));
             }
         } else if (m.hdr.cmd == NPV_VU_CMD_REGION_WRITE_MULTI) {
-            n.fences++;
             struct npv_vu_write_multi rep = {.wr_cnt = 0};
-            if (!(m.hdr.flags & NPV_VU_F_NO_REPLY))
+            memcpy(&rep, m.body, m.body_len >= 8 ? 8 : 0);
+            /* The spec's layout: wr_cnt, then wr_cnt 24-byte writes of 1 to 8 bytes. */
+            if (m.body_len != 8 + rep.wr_cnt * sizeof(struct npv_vu_write_one) ||
+                rep.wr_cnt > NPV_VU_MAX_WRITE_MULTI)
+                n.bad++;
+            for (uint64_t i = 0; n.bad == 0 && i < rep.wr_cnt; i++) {
+                struct npv_vu_write_one w;
+                memcpy(&w, m.body + 8 + i * sizeof(w), sizeof(w));
+                uint32_t v;
+                memcpy(&v, w.data, 4);
+                if (w.count != 4 || w.region != 0)
+                    n.bad++;
+                fake_write(regs, &n, &last, w.offset, v);
+                n.batched++;
+            }
+            if (rep.wr_cnt > 0)
+                n.batches++;
+            if (!(m.hdr.flags & NPV_VU_F_NO_REPLY)) {
+                n.fences++;
                 fake_reply(sock, &m, &rep, sizeof(rep));
+            }
         } else if (m.hdr.cmd == NPV_VU_CMD_REGION_READ && m.body_len == sizeof(a)) {
             memcpy(&a, m.body, sizeof(a));
             uint8_t buf[sizeof(a) + 64] = {0};
+            _Static_assert(sizeof(n) <= 64, "counts fit a read");
             memcpy(buf, &a, sizeof(a));
             if (a.offset == FAKE_COUNTS && a.count == sizeof(n))
                 memcpy(buf + sizeof(a), &n, sizeof(n));
@@ -127,12 +161,25 @@ START_TEST(writes_are_posted_to_a_server_offering_write_multiple)
 {
     struct vu_fake f = {.script = script_count, .write_multiple = true};
     struct npv_dev *dev = open_fake(&f);
+    struct npv_dev_stats st0, st1;
+    ck_assert_int_eq(npv_dev_stats(dev, &st0), 0);
     struct fake_counts n = ten_writes_then_counts(dev);
-    /* Ten messages without a reply, one fence before the read, nothing waited for per write. */
-    ck_assert_uint_eq(n.posted, 10);
+    /*
+     * The ten writes left batched (as the fence in front of the read, or,
+     * when this thread was descheduled for longer than the flusher's hold,
+     * partly on their own): nothing waited for per write.
+     */
+    ck_assert_uint_eq(n.posted, 0);
     ck_assert_uint_eq(n.replied, 0);
+    ck_assert_uint_eq(n.batched, 10);
+    ck_assert_uint_ge(n.batches, 1);
     ck_assert_uint_eq(n.fences, 1);
+    ck_assert_uint_eq(n.bad, 0);
     ck_assert_uint_eq(n.order_ok, 1);
+    /* Messages: the batch as the fence, the first read, the ten reads of ten_writes_then_counts. */
+    ck_assert_int_eq(npv_dev_stats(dev, &st1), 0);
+    ck_assert_uint_ge(st1.messages - st0.messages, 12);
+    ck_assert_uint_le(st1.messages - st0.messages, 12 + n.batches);
     /* Reads with nothing posted since need no fence. */
     ck_assert_int_eq(npv_dev_region_read(dev, 0, FAKE_COUNTS, &n, sizeof(n)), 0);
     ck_assert_uint_eq(n.fences, 1);
@@ -147,7 +194,75 @@ START_TEST(writes_are_posted_to_a_server_offering_write_multiple)
     uint16_t cmd = 0;
     ck_assert_int_eq(npv_dev_region_write_posted(dev, NPV_PCI_CONFIG_REGION, 4, &cmd, 2), -ENOSYS);
     ck_assert_int_eq(npv_dev_region_read(dev, 0, FAKE_COUNTS, &n, sizeof(n)), 0);
+    ck_assert_uint_eq(n.batched, 10);
+    close_fake(dev);
+}
+END_TEST
+
+START_TEST(without_batching_each_posted_write_is_a_message)
+{
+    /* NPUVFIO_VU_BATCH=0: the way before batching, for comparison (bench --no-batch). */
+    setenv("NPUVFIO_VU_BATCH", "0", 1);
+    struct vu_fake f = {.script = script_count, .write_multiple = true};
+    struct npv_dev *dev = open_fake(&f);
+    unsetenv("NPUVFIO_VU_BATCH");
+    struct npv_dev_stats st0, st1;
+    ck_assert_int_eq(npv_dev_stats(dev, &st0), 0);
+    struct fake_counts n = ten_writes_then_counts(dev);
     ck_assert_uint_eq(n.posted, 10);
+    ck_assert_uint_eq(n.batched, 0);
+    ck_assert_uint_eq(n.fences, 1);
+    ck_assert_uint_eq(n.order_ok, 1);
+    ck_assert_int_eq(npv_dev_stats(dev, &st1), 0);
+    ck_assert_uint_eq(st1.messages - st0.messages, 10 + 1 + 1 + 10);
+    close_fake(dev);
+}
+END_TEST
+
+START_TEST(order_is_kept_across_batches_and_reads)
+{
+    struct vu_fake f = {.script = script_count, .write_multiple = true};
+    struct npv_dev *dev = open_fake(&f);
+    /*
+     * 1000 writes of increasing values to rotating registers, a read of the
+     * last one written every 97 writes: more than a batch holds, so batches
+     * leave full, others in front of the reads. The fake checks the order
+     * of all; each read sees its write.
+     */
+    uint32_t reads = 0;
+    for (uint32_t i = 1; i <= 1000; i++) {
+        uint32_t reg = i % FAKE_REGS;
+        ck_assert_int_eq(npv_dev_region_write_posted(dev, 0, 4 * reg, &i, 4), 0);
+        if (i % 97 == 0) {
+            uint32_t v = 0;
+            ck_assert_int_eq(npv_dev_region_read(dev, 0, 4 * reg, &v, 4), 0);
+            ck_assert_uint_eq(v, i);
+            reads++;
+        }
+    }
+    struct fake_counts n;
+    ck_assert_int_eq(npv_dev_region_read(dev, 0, FAKE_COUNTS, &n, sizeof(n)), 0);
+    ck_assert_uint_eq(n.order_ok, 1);
+    ck_assert_uint_eq(n.bad, 0);
+    ck_assert_uint_eq(n.batched, 1000);
+    ck_assert_uint_eq(n.posted, 0);
+    ck_assert_uint_eq(n.fences, reads + 1);
+    /* 97 writes between reads fit a batch: at least one message per read. */
+    ck_assert_uint_ge(n.batches, reads);
+    for (uint32_t r = 0; r < FAKE_REGS; r++) {
+        uint32_t v = 0;
+        ck_assert_int_eq(npv_dev_region_read(dev, 0, 4 * r, &v, 4), 0);
+        ck_assert_uint_eq(v, 1000 - ((1000 - r) % FAKE_REGS)); /* the last i with i % 64 == r */
+    }
+    /* A run longer than a batch: full batches leave without a reply, in order. */
+    for (uint32_t i = 1001; i <= 1500; i++)
+        ck_assert_int_eq(npv_dev_region_write_posted(dev, 0, 0, &i, 4), 0);
+    ck_assert_int_eq(npv_dev_flush(dev), 0);
+    ck_assert_int_eq(npv_dev_region_read(dev, 0, FAKE_COUNTS, &n, sizeof(n)), 0);
+    ck_assert_uint_eq(n.order_ok, 1);
+    ck_assert_uint_eq(n.batched, 1500);
+    ck_assert_uint_ge(n.batches, reads + 1 + 3); /* 500 writes: at least three messages */
+    ck_assert_uint_eq(n.bad, 0);
     close_fake(dev);
 }
 END_TEST
@@ -162,6 +277,106 @@ START_TEST(a_server_without_write_multiple_gets_every_write_synchronously)
     ck_assert_uint_eq(n.fences, 0); /* never sent what the server did not offer */
     ck_assert_uint_eq(n.order_ok, 1);
     ck_assert_int_eq(npv_dev_flush(dev), 0);
+    close_fake(dev);
+}
+END_TEST
+
+/*
+ * A device whose register 0x100 is a doorbell: a write to it, alone or in a
+ * REGION_WRITE_MULTI, raises IRQ index 0 vector 0 at once.
+ */
+#define FAKE_DOORBELL 0x100u
+
+static void script_doorbell(int sock, unsigned nth, const struct vu_fake *f)
+{
+    (void)nth;
+    int irq_fd = -1;
+    struct npv_vu_msg m;
+    while (fake_next(sock, f, &m) == 0) {
+        bool ring = false;
+        if (m.hdr.cmd == NPV_VU_CMD_DEVICE_GET_IRQ_INFO && m.body_len >= 16) {
+            struct npv_vu_irq_info ii;
+            memcpy(&ii, m.body, sizeof(ii));
+            ii.flags = NPV_VU_IRQ_INFO_EVENTFD;
+            ii.count = 1;
+            fake_reply(sock, &m, &ii, sizeof(ii));
+        } else if (m.hdr.cmd == NPV_VU_CMD_DEVICE_SET_IRQS) {
+            if (m.nr_fds == 1) {
+                irq_fd = m.fds[0];
+                m.nr_fds = 0; /* kept */
+            }
+            fake_reply(sock, &m, NULL, 0);
+        } else if (m.hdr.cmd == NPV_VU_CMD_REGION_WRITE) {
+            struct npv_vu_region_access a;
+            memcpy(&a, m.body, sizeof(a));
+            ring = a.offset == FAKE_DOORBELL;
+            if (!(m.hdr.flags & NPV_VU_F_NO_REPLY))
+                fake_reply(sock, &m, &a, sizeof(a));
+        } else if (m.hdr.cmd == NPV_VU_CMD_REGION_WRITE_MULTI) {
+            struct npv_vu_write_multi wm;
+            memcpy(&wm, m.body, sizeof(wm));
+            for (uint64_t i = 0; i < wm.wr_cnt && 8 + (i + 1) * 24 <= m.body_len; i++) {
+                struct npv_vu_write_one w;
+                memcpy(&w, m.body + 8 + i * sizeof(w), sizeof(w));
+                ring |= w.offset == FAKE_DOORBELL;
+            }
+            if (!(m.hdr.flags & NPV_VU_F_NO_REPLY))
+                fake_reply(sock, &m, &wm, sizeof(wm));
+        } else if (!(m.hdr.flags & NPV_VU_F_NO_REPLY)) {
+            struct npv_vu_hdr h = {.msg_id = m.hdr.msg_id,
+                                   .cmd = m.hdr.cmd,
+                                   .flags = NPV_VU_F_TYPE_REPLY | NPV_VU_F_ERROR,
+                                   .error = ENOSYS};
+            fake_send(sock, &h, NULL, 0);
+        }
+        if (ring && irq_fd >= 0) {
+            uint64_t one = 1;
+            if (write(irq_fd, &one, sizeof(one)) != sizeof(one))
+                _exit(3);
+        }
+        npv_vu_msg_release(&m);
+    }
+}
+
+START_TEST(a_doorbell_in_a_batch_reaches_the_device_before_an_irq_wait)
+{
+    struct vu_fake f = {.script = script_doorbell, .write_multiple = true};
+    struct npv_dev *dev = open_fake(&f);
+    struct npv_irq *irq = NULL;
+    ck_assert_int_eq(npv_irq_enable(dev, (enum npv_irq_type)0, 1, &irq), 0);
+    /*
+     * Setup writes and the doorbell are posted and held in a batch; the
+     * wait must send them, or the device never rings and the wait times out.
+     */
+    for (uint32_t round = 0; round < 3; round++) {
+        uint32_t v = round;
+        ck_assert_int_eq(npv_dev_region_write_posted(dev, 0, 0x10, &v, 4), 0);
+        ck_assert_int_eq(npv_dev_region_write_posted(dev, 0, FAKE_DOORBELL, &v, 4), 0);
+        ck_assert_int_eq(npv_irq_wait(irq, 0, 5000 * MS), 1);
+    }
+    /* The same through a wait set (the RKNPU driver's way). */
+    struct npv_irq_waitset *ws = NULL;
+    ck_assert_int_eq(npv_irq_waitset_new(ctx, 2, &ws), 0);
+    ck_assert_int_eq(npv_irq_waitset_add(ws, irq, 0, 42), 0);
+    uint32_t v = 7;
+    ck_assert_int_eq(npv_dev_region_write_posted(dev, 0, FAKE_DOORBELL, &v, 4), 0);
+    uint64_t cookie = 0;
+    ck_assert_int_eq(npv_irq_waitset_wait(ws, 5000 * MS, &cookie, 1), 1);
+    ck_assert_uint_eq(cookie, 42);
+    npv_irq_waitset_free(ws);
+    /*
+     * A caller that sleeps on the eventfd by itself (its own poll): the
+     * flusher sends the batch after its hold, so the interrupt still comes.
+     */
+    ck_assert_int_eq(npv_dev_region_write_posted(dev, 0, FAKE_DOORBELL, &v, 4), 0);
+    struct pollfd pfd = {.fd = npv_irq_fd(irq, 0), .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, 5000), 1);
+    uint64_t cnt = 0;
+    ck_assert_int_eq(read(pfd.fd, &cnt, sizeof(cnt)), (int)sizeof(cnt));
+    ck_assert_uint_eq(cnt, 1);
+    /* Nothing held back after the waits: the flush has no writes to carry. */
+    ck_assert_int_eq(npv_dev_flush(dev), 0);
+    npv_irq_disable(irq);
     close_fake(dev);
 }
 END_TEST
@@ -255,7 +470,7 @@ static struct npv_vu_write_one wr(uint64_t off, uint32_t count, uint64_t v)
     return w;
 }
 
-START_TEST(the_server_does_write_multi_in_order_and_stops_at_the_first_refused)
+START_TEST(the_server_does_write_multi_in_order_and_a_refused_write_stops_none)
 {
     vu_server_start(&srv, vu_serve_testdev, NULL);
     raw_connect("{\"capabilities\":{\"write_multiple\":true}}");
@@ -267,17 +482,20 @@ START_TEST(the_server_does_write_multi_in_order_and_stops_at_the_first_refused)
     ck_assert_uint_eq(done, 3);
     ck_assert_uint_eq(raw_read64(TESTDEV_REG_SCRATCH64), 0x55);
 
-    /* CTRL takes 32-bit accesses only: refused, and the write after it is not done. */
+    /*
+     * CTRL takes 32-bit accesses only: refused, and the write after it is
+     * still done (each is a posted write of its own, as on PCIe).
+     */
     struct npv_vu_write_one bad[2] = {wr(TESTDEV_REG_CTRL, 2, 1), wr(TESTDEV_REG_SCRATCH64, 8, 9)};
     ck_assert_uint_eq(raw_write_multi(bad, 2, 0, &done), EINVAL);
-    ck_assert_uint_eq(raw_read64(TESTDEV_REG_SCRATCH64), 0x55);
+    ck_assert_uint_eq(raw_read64(TESTDEV_REG_SCRATCH64), 9);
 
     /* A refused no-reply write is reported by the next WRITE_MULTI that has a reply, once. */
     struct npv_vu_region_access a = {.offset = TESTDEV_REG_CTRL, .region = 0, .count = 2};
     uint8_t req[sizeof(a) + 2] = {0};
     memcpy(req, &a, sizeof(a));
     raw_send(NPV_VU_CMD_REGION_WRITE, NPV_VU_F_NO_REPLY, req, sizeof(req));
-    ck_assert_uint_eq(raw_read64(TESTDEV_REG_SCRATCH64), 0x55); /* a read does not report it */
+    ck_assert_uint_eq(raw_read64(TESTDEV_REG_SCRATCH64), 9); /* a read does not report it */
     ck_assert_uint_eq(raw_write_multi(NULL, 0, 0, &done), EINVAL);
     ck_assert_uint_eq(raw_write_multi(NULL, 0, 0, &done), 0);
     ck_assert_uint_eq(done, 0);
@@ -372,6 +590,44 @@ START_TEST(the_driver_runs_jobs_with_posted_writes)
 }
 END_TEST
 
+START_TEST(a_refused_write_in_a_batch_sent_without_a_reply_surfaces_on_the_next_call)
+{
+    /*
+     * More writes than a batch holds: the first batch, with a refused write
+     * early in it, leaves full and without a reply; the next read reports
+     * the refusal, and every good write (before and after it) was done.
+     */
+    for (uint32_t i = 0; i < 5; i++)
+        npv_bar_write32(t.bar, TESTDEV_REG_RING_ENTRIES, 2u << i);
+    ck_assert_int_eq(npv_bar_write(t.bar, TESTDEV_REG_CTRL, 2, 1), 0); /* refused */
+    for (uint64_t i = 1; i <= 450; i++)
+        npv_bar_write64(t.bar, TESTDEV_REG_SCRATCH64, i);
+    uint64_t v = 0;
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_ID, 4, &v), -EINVAL);
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_SCRATCH64, 8, &v), 0);
+    ck_assert_uint_eq(v, 450);
+    ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_RING_ENTRIES, 4, &v), 0);
+    ck_assert_uint_eq(v, 32);
+    struct npv_dev_stats st;
+    ck_assert_int_eq(npv_dev_stats(t.dev, &st), 0);
+    ck_assert_uint_ge(st.writes_posted, 456);
+}
+END_TEST
+
+START_TEST(writes_made_before_a_close_reach_the_device)
+{
+    /* Posted writes, then the close at once (within the flusher's hold): they must not be lost. */
+    for (uint64_t round = 1; round <= 20; round++) {
+        npv_bar_write64(t.bar, TESTDEV_REG_SCRATCH64, 0x1000 + round);
+        td_close(&t);
+        td_open(&t, srv.path);
+        uint64_t v = 0;
+        ck_assert_int_eq(npv_bar_read(t.bar, TESTDEV_REG_SCRATCH64, 8, &v), 0);
+        ck_assert_uint_eq(v, 0x1000 + round);
+    }
+}
+END_TEST
+
 START_TEST(register_accesses_are_counted_by_the_way_they_went)
 {
     struct npv_dev_stats a, b;
@@ -403,7 +659,10 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, writes_are_posted_to_a_server_offering_write_multiple);
     tcase_add_test(tc, a_server_without_write_multiple_gets_every_write_synchronously);
-    tcase_add_test(tc, the_server_does_write_multi_in_order_and_stops_at_the_first_refused);
+    tcase_add_test(tc, without_batching_each_posted_write_is_a_message);
+    tcase_add_test(tc, order_is_kept_across_batches_and_reads);
+    tcase_add_test(tc, a_doorbell_in_a_batch_reaches_the_device_before_an_irq_wait);
+    tcase_add_test(tc, the_server_does_write_multi_in_order_and_a_refused_write_stops_none);
     suite_add_tcase(s, tc);
     tc = tcase_create("testdev");
     tcase_set_timeout(tc, 120);
@@ -412,6 +671,8 @@ static Suite *suite(void)
     tcase_add_test(tc, a_read_after_posted_writes_sees_them_all_in_order);
     tcase_add_test(tc, the_driver_runs_jobs_with_posted_writes);
     tcase_add_test(tc, register_accesses_are_counted_by_the_way_they_went);
+    tcase_add_test(tc, writes_made_before_a_close_reach_the_device);
+    tcase_add_test(tc, a_refused_write_in_a_batch_sent_without_a_reply_surfaces_on_the_next_call);
     suite_add_tcase(s, tc);
     return s;
 }
