@@ -27,6 +27,8 @@
 #include <check.h>
 
 #include "fake_sysfs.h"
+#include "json_check.h"
+#include "run_cli.h"
 
 static struct fake_sysfs fs;
 static char work[PATH_MAX]; /* the fake build tree and the runner's output, outside the tree */
@@ -396,6 +398,104 @@ START_TEST(a_device_already_on_vfio_is_run_and_left_on_vfio)
 }
 END_TEST
 
+/* ---- npuvfio cdi ---- */
+
+static struct cli_result cr;
+
+static void cdi(const char *const *args)
+{
+    const char *argv[16] = {"--sysfs-root", fs.root, "cdi"};
+    size_t n = 3;
+    for (size_t i = 0; args[i] != NULL && n < 15; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    run_cli(&cr, NULL, argv);
+}
+
+/* Two functions on vfio-pci in groups 5 and 6, each with a VFIO cdev (vfio3, vfio4). */
+static void cdi_setup(void)
+{
+    char p[PATH_MAX + 64];
+    fake_add_func(&fs, "0000:08:00.0", 0x1ac1, 0x089a, 0x088000, "vfio-pci", 8, 0);
+    fake_add_func(&fs, "0000:09:00.0", 0x1ac1, 0x089a, 0x088000, "vfio-pci", 9, 0);
+    snprintf(p, sizeof(p), "%s/bus/pci/devices/0000:08:00.0/vfio-dev/vfio3", fs.root);
+    char cmd[PATH_MAX + 128];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", p);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s/bus/pci/devices/0000:09:00.0/vfio-dev/vfio4'",
+             fs.root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* The CDI schema's required fields and the spec's kind, in the output. */
+static void check_spec_common(const char *out)
+{
+    ck_assert_msg(json_valid_document(out), "not JSON: %s", out);
+    ck_assert_msg(strstr(out, "\"cdiVersion\":\"0.6.0\""), "%s", out);
+    ck_assert_msg(strstr(out, "\"kind\":\"npuvfio.dev/npu\""), "%s", out);
+    ck_assert_msg(strstr(out, "\"devices\":["), "%s", out);
+    ck_assert_msg(
+        strstr(out, "{\"name\":\"0000-08-00.0\",\"containerEdits\":{\"deviceNodes\":[{\"path\":"),
+        "%s", out);
+    ck_assert_msg(
+        strstr(out, "{\"name\":\"0000-09-00.0\",\"containerEdits\":{\"deviceNodes\":[{\"path\":"),
+        "%s", out);
+}
+
+START_TEST(cdi_legacy_exposes_the_group_nodes_and_the_container)
+{
+    cdi_setup();
+    cdi(ARGS("--backend", "legacy", "0000:08:00.0", "09:00.0"));
+    ck_assert_msg(cr.status == 0, "%d %s", cr.status, cr.err);
+    check_spec_common(cr.out);
+    ck_assert_msg(strstr(cr.out, "\"containerEdits\":{\"env\":[\"NPUVFIO_IOMMU=legacy\"],"
+                                 "\"deviceNodes\":[{\"path\":\"/dev/vfio/vfio\""),
+                  "%s", cr.out);
+    ck_assert_msg(strstr(cr.out, "\"path\":\"/dev/vfio/8\",\"permissions\":\"rw\"") &&
+                      strstr(cr.out, "\"path\":\"/dev/vfio/9\""),
+                  "%s", cr.out);
+    ck_assert_msg(!strstr(cr.out, "/dev/iommu") && !strstr(cr.out, "/dev/vfio/devices"), "%s",
+                  cr.out);
+}
+END_TEST
+
+START_TEST(cdi_iommufd_exposes_the_cdevs_and_dev_iommu)
+{
+    cdi_setup();
+    cdi(ARGS("--backend", "iommufd", "0000:08:00.0", "0000:09:00.0"));
+    ck_assert_msg(cr.status == 0, "%d %s", cr.status, cr.err);
+    check_spec_common(cr.out);
+    ck_assert_msg(strstr(cr.out, "\"env\":[\"NPUVFIO_IOMMU=iommufd\"],\"deviceNodes\":[{\"path\":"
+                                 "\"/dev/iommu\""),
+                  "%s", cr.out);
+    ck_assert_msg(strstr(cr.out, "\"path\":\"/dev/vfio/devices/vfio3\"") &&
+                      strstr(cr.out, "\"path\":\"/dev/vfio/devices/vfio4\""),
+                  "%s", cr.out);
+    ck_assert_msg(!strstr(cr.out, "/dev/vfio/vfio") && !strstr(cr.out, "/dev/vfio/8"), "%s",
+                  cr.out);
+}
+END_TEST
+
+START_TEST(cdi_refuses_a_device_not_on_vfio_and_a_malformed_address)
+{
+    cdi_setup();
+    cdi(ARGS("--backend", "legacy", "0000:08:00.0", "0000:05:00.0"));
+    ck_assert_int_eq(cr.status, 1);
+    ck_assert_msg(strstr(cr.err, "0000:05:00.0 is on apex, not vfio-pci: bind it first"), "%s",
+                  cr.err);
+    ck_assert_str_eq(cr.out, "");
+    cdi(ARGS("0000:08:00"));
+    ck_assert_int_eq(cr.status, 2);
+    cdi(ARGS("--backend", "vfio", "0000:08:00.0"));
+    ck_assert_int_eq(cr.status, 2);
+    /* iommufd asked for a device without a cdev. */
+    fake_add_func(&fs, "0000:0b:00.0", 0x1ac1, 0x089a, 0x088000, "vfio-pci", 11, 0);
+    cdi(ARGS("--backend", "iommufd", "0000:0b:00.0"));
+    ck_assert_int_eq(cr.status, 1);
+    ck_assert_msg(strstr(cr.err, "no VFIO device cdev"), "%s", cr.err);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("hw_runner");
@@ -413,6 +513,12 @@ static Suite *suite(void)
     tcase_add_test(tc, sigint_mid_test_restores_binding_and_hugepages);
     tcase_add_test(tc, a_device_already_on_vfio_is_run_and_left_on_vfio);
     suite_add_tcase(s, tc);
+    TCase *cdi_tc = tcase_create("cdi");
+    tcase_add_checked_fixture(cdi_tc, setup, teardown);
+    tcase_add_test(cdi_tc, cdi_legacy_exposes_the_group_nodes_and_the_container);
+    tcase_add_test(cdi_tc, cdi_iommufd_exposes_the_cdevs_and_dev_iommu);
+    tcase_add_test(cdi_tc, cdi_refuses_a_device_not_on_vfio_and_a_malformed_address);
+    suite_add_tcase(s, cdi_tc);
     return s;
 }
 
