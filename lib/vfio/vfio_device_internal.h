@@ -149,6 +149,14 @@ int npv_vfio_cdev_name_on(struct npv_ctx *ctx, const char *bus, const char *name
 int npv_vfio_cdev_name(struct npv_ctx *ctx, const char *bdf, char *buf, size_t len);
 
 /*
+ * Log why a VFIO or iommufd node (path) could not be opened for who (NULL:
+ * none), err a negative errno. EACCES and EPERM name the missing permission
+ * and its fix (the udev rule giving the node's group access, or root), so a
+ * non-root CI runner reads what to change; other errors are logged as they are.
+ */
+void npv_vfio_node_open_error(struct npv_ctx *ctx, const char *who, const char *path, int err);
+
+/*
  * Open the target through the context's backend choice (auto: iommufd when
  * the build, /dev/iommu and the device's cdev allow it, else legacy) and
  * attach it to dom. The caller checked the device is on its VFIO driver.

@@ -131,7 +131,7 @@ static int iommufd_get(struct npv_ctx *ctx, int *fd)
     }
     pthread_mutex_unlock(&ctx->iommufd_lock);
     if (ret < 0)
-        npv_err(ctx, "/dev/iommu: %s", npv_strerror(ret));
+        npv_vfio_node_open_error(ctx, NULL, "/dev/iommu", ret);
     return ret;
 }
 
@@ -680,7 +680,7 @@ static int open_cdev(struct iommufd_dev *fd_dev)
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
         ret = -errno;
-        npv_err(ctx, "%s: %s: %s", fd_dev->name, path, npv_strerror(ret));
+        npv_vfio_node_open_error(ctx, fd_dev->name, path, ret);
         return ret == -ENOENT ? -ENODEV : ret;
     }
     int iommufd = -1;

@@ -206,7 +206,7 @@ static int open_container(struct legacy *lg)
                     lg->name);
             return -NPV_ENOBACKEND;
         }
-        npv_err(ctx, "/dev/vfio/vfio: %s", npv_strerror(err));
+        npv_vfio_node_open_error(ctx, lg->name, "/dev/vfio/vfio", err);
         return err;
     }
     int v = npv_fp_ioctl(lg->ctx, lg->container, VFIO_GET_API_VERSION);
@@ -240,7 +240,7 @@ static int open_group(struct legacy *lg)
             npv_err(ctx, "%s: %s does not exist: is the device bound to %s?", lg->name, path,
                     lg->vfio_driver);
         else
-            npv_err(ctx, "%s: %s: %s", lg->name, path, npv_strerror(err));
+            npv_vfio_node_open_error(ctx, lg->name, path, err);
         return err == -ENOENT ? -ENODEV : err;
     }
     struct vfio_group_status status = {.argsz = sizeof(status)};

@@ -19,6 +19,27 @@
 
 #define NPV_MAX_BLOCKERS 8
 
+void npv_vfio_node_open_error(struct npv_ctx *ctx, const char *who, const char *path, int err)
+{
+    const char *sep = who != NULL ? ": " : "";
+    who = who != NULL ? who : "";
+    if (err != -EACCES && err != -EPERM) {
+        npv_err(ctx, "%s%s%s: %s", who, sep, path, npv_strerror(err));
+        return;
+    }
+    /*
+     * The kernel makes /dev/vfio/N, /dev/vfio/devices/vfioN and /dev/iommu
+     * root's, mode 0600; a non-root user needs the node's group (model
+     * choice: the rule we ship, packaging/udev/70-npuvfio.rules, gives them
+     * to group npuvfio, mode 0660; /dev/vfio/vfio is 0666 already).
+     */
+    npv_err(ctx,
+            "%s%s%s: %s: uid %u may not open it; give this user the node's group (udev rule "
+            "packaging/udev/70-npuvfio.rules: GROUP=\"npuvfio\", MODE=\"0660\"; then "
+            "usermod -aG npuvfio USER) or run as root",
+            who, sep, path, npv_strerror(err), (unsigned)geteuid());
+}
+
 int npv_vfio_check_viable_target(struct npv_ctx *ctx, const struct npv_vfio_target *t)
 {
     struct npv_group_blocker blockers[NPV_MAX_BLOCKERS];
