@@ -35,6 +35,7 @@ struct bench_opts {
     unsigned desc_size;        /* the same-work peer's request size (--desc-size) */
     int cpu_sub, cpu_dev;      /* --cpus; -1: the first two PUs hwloc lists */
     bool devices;              /* device rows (--no-devices turns them off) */
+    unsigned threads;          /* --threads N: the thread rows only; 0: not asked */
     unsigned points;           /* measured points in the whole run; progress only when nonzero */
     /*
      * --rate: open-loop points instead of the closed-loop run. Each entry is
@@ -261,6 +262,12 @@ struct dev_results {
 void devices_init(struct dev_results *r);
 /* One repetition: each runnable device's model started, its sample run, the model stopped. */
 int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct dev_results *r);
+
+/*
+ * The thread rows (--threads N, bench/threads.c): each device's sample
+ * through an npv_share by 1 and by nthreads threads. 0, or the last error.
+ */
+int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsigned nthreads);
 
 /*
  * Run fn(arg) on a new thread whose system calls are each counted (and then

@@ -76,7 +76,7 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: npuvfio-bench [--quick] [--mode LIST] [--qd LIST] [--desc-size N]\n"
             "                     [--duration MS] [--reps N] [--cpus SUB,DEV] [--no-devices]\n"
-            "                     [--json FILE] [--compare FILE]\n"
+            "                     [--json FILE] [--compare FILE] [--threads N]\n"
             "       npuvfio-bench --rate LIST [--count N] [--duration MS] [--cpus SUB,DEV]\n"
             "                     [--json FILE]\n"
             "\n"
@@ -104,6 +104,9 @@ static void usage(FILE *f)
             "  --json FILE      also write every repetition, the medians and the targets\n"
             "  --compare FILE   print today's target ratios against an earlier --json FILE,\n"
             "                   warning loudly when one got worse by more than a third\n"
+            "  --threads N      only the thread rows: each device's sample through an\n"
+            "                   npv_share by 1 thread and by N threads (2..16) sharing one\n"
+            "                   driver, all on the submitter CPU, requests per second\n"
             "  --rate LIST      open loop instead: requests arrive on a fixed schedule at each\n"
             "                   rate (per second, k and M suffixes; N%% of the measured\n"
             "                   maximum; 'max' is 25%%,50%%,75%%,90%%), latency from each\n"
@@ -190,13 +193,21 @@ static int parse_rates(struct bench_opts *o, const char *arg)
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
     static const struct option lopts[] = {
-        {"quick", no_argument, NULL, 'q'},          {"mode", required_argument, NULL, 'm'},
-        {"qd", required_argument, NULL, 'Q'},       {"desc-size", required_argument, NULL, 's'},
-        {"duration", required_argument, NULL, 'p'}, {"reps", required_argument, NULL, 'r'},
-        {"cpus", required_argument, NULL, 'c'},     {"no-devices", no_argument, NULL, 'D'},
-        {"json", required_argument, NULL, 'j'},     {"compare", required_argument, NULL, 'C'},
-        {"rate", required_argument, NULL, 'R'},     {"count", required_argument, NULL, 'n'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+        {"quick", no_argument, NULL, 'q'},
+        {"mode", required_argument, NULL, 'm'},
+        {"qd", required_argument, NULL, 'Q'},
+        {"desc-size", required_argument, NULL, 's'},
+        {"duration", required_argument, NULL, 'p'},
+        {"reps", required_argument, NULL, 'r'},
+        {"cpus", required_argument, NULL, 'c'},
+        {"no-devices", no_argument, NULL, 'D'},
+        {"json", required_argument, NULL, 'j'},
+        {"compare", required_argument, NULL, 'C'},
+        {"rate", required_argument, NULL, 'R'},
+        {"count", required_argument, NULL, 'n'},
+        {"threads", required_argument, NULL, 'T'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     long point_ms = -1;
     int ch;
@@ -261,6 +272,16 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'D':
             o->devices = false;
             break;
+        case 'T': {
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end != '\0' || v < 2 || v > 16) {
+                fprintf(stderr,
+                        "npuvfio-bench: --threads wants 2..16 (try 'npuvfio-bench --help')\n");
+                return 2;
+            }
+            o->threads = (unsigned)v;
+            break;
+        }
         case 'j':
             o->json_path = optarg;
             break;
@@ -870,6 +891,11 @@ int main(int argc, char **argv)
                 c.sub);
         bench_cpus_fini();
         return 1;
+    }
+    if (o.threads != 0) {
+        rc = bench_threads(&o, &c, o.threads);
+        bench_cpus_fini();
+        return rc < 0 ? 1 : 0;
     }
     if (o.nrates > 0) {
         printf("npuvfio-bench %s: open loop on the testdev model over vfio-user\n", npv_version());

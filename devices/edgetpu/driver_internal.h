@@ -49,8 +49,9 @@ struct npv_edgetpu {
     /* Requests not collected yet, FIFO: [req_head, +req_n), the first held_n consumed. */
     struct edgetpu_req *reqs;
     uint32_t req_head, req_n, held_n;
-    int held_fail;     /* what a reset does to consumed, unfinished requests (set before it) */
-    uint32_t eio_left; /* requests on the ring a fatal error's reset fails with -EIO */
+    int held_fail;         /* what a reset does to consumed, unfinished requests (set before it) */
+    uint32_t held_fail_at; /* which of them (from req_head) held_fail names: the expired one */
+    uint32_t eio_left;     /* requests on the ring a fatal error's reset fails with -EIO */
 
     /* Extended space: level-1 tables per level-0 slot, a page bitmap, next-fit hint. */
     struct edgetpu_l1 *l1; /* [8192 - simple_entries] */

@@ -210,8 +210,15 @@ static int desc_after_doorbell(struct npv_edgetpu *tpu, void *slot_mem,
     return 0;
 }
 
-/* A ring slot and a request entry for one chunk. *slot: the slot's index. */
-static int claim(struct npv_edgetpu *tpu, uint64_t cookie, void **slot_mem, uint32_t *slot)
+/*
+ * A ring slot and a request entry for one chunk. *slot: the slot's index.
+ * The request's deadline is budget_ns from now (cfg->request_timeout_ns but
+ * for npv_edgetpu_submit_within); the same budget goes to the ring (a chunk
+ * the chip never consumes) and to the request (a consumed chunk SC_HOST_0
+ * never counts): expire() and the ring's deadline.
+ */
+static int claim(struct npv_edgetpu *tpu, uint64_t cookie, uint64_t budget_ns, void **slot_mem,
+                 uint32_t *slot)
 {
     /*
      * A request holds its slot's scratch until SC_HOST_0 counted it, after
@@ -219,11 +226,12 @@ static int claim(struct npv_edgetpu *tpu, uint64_t cookie, void **slot_mem, uint
      */
     if (tpu->req_n >= npv_ring_capacity(tpu->ring))
         return -EAGAIN;
-    int r = npv_ring_next(tpu->ring, cookie, slot_mem);
+    int r = npv_ring_next_timed(tpu->ring, cookie, budget_ns, slot_mem);
     if (r < 0)
         return r;
+    uint64_t now = edgetpu_mono_ns();
     tpu->reqs[(tpu->req_head + tpu->req_n) % tpu->cfg.queue_entries] = (struct edgetpu_req){
-        .deadline_ns = edgetpu_mono_ns() + tpu->cfg.request_timeout_ns,
+        .deadline_ns = budget_ns > UINT64_MAX - now ? UINT64_MAX : now + budget_ns,
     };
     tpu->req_n++;
     *slot = (uint32_t)(((uint8_t *)*slot_mem - (uint8_t *)npv_dma_vaddr(tpu->queue_dma)) /
@@ -231,8 +239,9 @@ static int claim(struct npv_edgetpu *tpu, uint64_t cookie, void **slot_mem, uint
     return 0;
 }
 
-int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
-                       const uint64_t *input_va, const uint64_t *output_va, uint64_t cookie)
+static int submit_within(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
+                         const uint64_t *input_va, const uint64_t *output_va, uint64_t cookie,
+                         uint64_t budget_ns)
 {
     if (tpu->gone)
         return -ENODEV;
@@ -241,7 +250,7 @@ int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executa
         return -EINVAL;
     void *slot_mem;
     uint32_t slot;
-    int r = claim(tpu, cookie, &slot_mem, &slot);
+    int r = claim(tpu, cookie, budget_ns, &slot_mem, &slot);
     if (r < 0)
         return r;
     size_t off = (size_t)slot * tpu->cfg.max_instr_bytes;
@@ -260,13 +269,49 @@ int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executa
     return 0;
 }
 
+int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
+                       const uint64_t *input_va, const uint64_t *output_va, uint64_t cookie)
+{
+    return submit_within(tpu, x, input_va, output_va, cookie, tpu->cfg.request_timeout_ns);
+}
+
+int npv_edgetpu_submit_within(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *x,
+                              const uint64_t *input_va, const uint64_t *output_va, uint64_t cookie,
+                              uint64_t budget_ns)
+{
+    if (budget_ns == 0)
+        return -EINVAL;
+    return submit_within(tpu, x, input_va, output_va, cookie, budget_ns);
+}
+
+/* ---- many threads: the calls an npv_share makes (npuvfio/share.h) ---- */
+
+static int share_submit(void *drv, const void *req, uint64_t cookie)
+{
+    const struct npv_edgetpu_request *q = req;
+    struct npv_edgetpu *tpu = drv;
+    return submit_within(tpu, q->exe, q->input_va, q->output_va, cookie,
+                         q->budget_ns != 0 ? q->budget_ns : tpu->cfg.request_timeout_ns);
+}
+
+static int share_poll(void *drv, struct npv_cpl *cpl, unsigned max)
+{
+    return npv_edgetpu_wait(drv, 1, 0, cpl, max);
+}
+
+const struct npv_share_ops *npv_edgetpu_share_ops(void)
+{
+    static const struct npv_share_ops ops = {.submit = share_submit, .poll = share_poll};
+    return &ops;
+}
+
 int edgetpu_submit_chunk(struct npv_edgetpu *tpu, uint64_t va, uint32_t size, uint64_t cookie)
 {
     if (tpu->gone)
         return -ENODEV;
     void *slot_mem;
     uint32_t slot;
-    int r = claim(tpu, cookie, &slot_mem, &slot);
+    int r = claim(tpu, cookie, tpu->cfg.request_timeout_ns, &slot_mem, &slot);
     if (r < 0)
         return r;
     /* The chunk is in memory (cleaned by the caller) before the descriptor and its doorbell. */
@@ -367,7 +412,8 @@ void edgetpu_reqs_at_reset(struct npv_edgetpu *tpu, bool chip_error)
     uint32_t credit = 0;
     if (!tpu->gone && sc_host_credit(tpu, &credit) < 0)
         credit = 0;
-    int fail = tpu->held_fail != 0 ? tpu->held_fail : chip_error ? -EIO : -ECANCELED;
+    /* A deadline names only the request it expired (held_fail_at); a chip error all of them. */
+    int other = chip_error ? -EIO : -ECANCELED;
     for (uint32_t i = 0; i < tpu->held_n; i++) {
         struct edgetpu_req *q = req_at(tpu, i);
         if (q->c.status != 0 || q->done)
@@ -377,22 +423,29 @@ void edgetpu_reqs_at_reset(struct npv_edgetpu *tpu, bool chip_error)
             q->done = true;
             continue;
         }
-        q->c.status = fail;
-        fail = chip_error ? -EIO : -ECANCELED; /* a deadline names only the oldest */
+        q->c.status = tpu->held_fail != 0 && i == tpu->held_fail_at ? tpu->held_fail : other;
     }
     tpu->held_fail = 0;
     /* chip_init reads the counter's new baseline */
 }
 
-/* A consumed request SC_HOST_0 never counted by its deadline: fail it, reset the chip. */
+/*
+ * A consumed request SC_HOST_0 never counted by its deadline: fail it, reset
+ * the chip. Deadlines are per request (npv_edgetpu_submit_within), so any
+ * consumed request may be the one past its own, not only the oldest.
+ */
 static int expire(struct npv_edgetpu *tpu, uint64_t now)
 {
-    if (tpu->held_n == 0)
-        return 0;
-    struct edgetpu_req *q = req_at(tpu, 0);
-    if (q->c.status != 0 || q->done || now < q->deadline_ns)
+    uint32_t i = 0;
+    for (; i < tpu->held_n; i++) {
+        const struct edgetpu_req *q = req_at(tpu, i);
+        if (q->c.status == 0 && !q->done && now >= q->deadline_ns)
+            break;
+    }
+    if (i == tpu->held_n)
         return 0;
     tpu->held_fail = -ETIMEDOUT;
+    tpu->held_fail_at = i;
     (void)npv_ring_reset(tpu->ring); /* a failed reset leaves the ring dead: its jobs come back */
     tpu->held_fail = 0;
     return 1;
@@ -455,10 +508,17 @@ static int fatal_check(struct npv_edgetpu *tpu, bool from_irq)
     return 1;
 }
 
-/* The soonest deadline of a request not handed back, or MAX_REQ_DEADLINE. */
+/*
+ * The soonest deadline of a request not handed back, or MAX_REQ_DEADLINE:
+ * budgets are per request, so a later request may be due first.
+ */
 static uint64_t next_deadline(struct npv_edgetpu *tpu)
 {
-    return tpu->req_n > 0 ? req_at(tpu, 0)->deadline_ns : MAX_REQ_DEADLINE;
+    uint64_t soonest = MAX_REQ_DEADLINE;
+    for (uint32_t i = 0; i < tpu->req_n; i++)
+        if (req_at(tpu, i)->deadline_ns < soonest)
+            soonest = req_at(tpu, i)->deadline_ns;
+    return soonest;
 }
 
 #define FATAL_POLL_EVERY 32u

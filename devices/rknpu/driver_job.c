@@ -652,3 +652,25 @@ void npv_rknpu_counters(const struct npv_rknpu *npu, struct npv_rknpu_counters *
 {
     *out = npu->counters;
 }
+
+/* ---- many threads: the calls an npv_share makes (npuvfio/share.h) ---- */
+
+static int share_submit(void *drv, const void *req, uint64_t cookie)
+{
+    const struct npv_rknpu_request *q = req;
+    struct npv_rknpu_job job = *q->job;
+    job.cookie = cookie;
+    return q->budget_ns != 0 ? npv_rknpu_submit_within(drv, &job, q->budget_ns)
+                             : npv_rknpu_submit(drv, &job);
+}
+
+static int share_poll(void *drv, struct npv_cpl *cpl, unsigned max)
+{
+    return npv_rknpu_poll(drv, cpl, max);
+}
+
+const struct npv_share_ops *npv_rknpu_share_ops(void)
+{
+    static const struct npv_share_ops ops = {.submit = share_submit, .poll = share_poll};
+    return &ops;
+}

@@ -377,3 +377,26 @@ int npv_testdev_wait(struct npv_testdev *td, enum npv_ring_wait_mode mode, unsig
     }
     return (int)got;
 }
+
+/* ---- many threads: the calls an npv_share makes (npuvfio/share.h) ---- */
+
+static int share_submit(void *drv, const void *req, uint64_t cookie)
+{
+    struct npv_ring *ring = npv_testdev_ring(drv);
+    int r = npv_ring_push(ring, req, cookie);
+    if (r < 0)
+        return r;
+    npv_ring_submit(ring);
+    return 0;
+}
+
+static int share_poll(void *drv, struct npv_cpl *cpl, unsigned max)
+{
+    return npv_ring_poll(npv_testdev_ring(drv), cpl, max);
+}
+
+const struct npv_share_ops *npv_testdev_share_ops(void)
+{
+    static const struct npv_share_ops ops = {.submit = share_submit, .poll = share_poll};
+    return &ops;
+}

@@ -26,7 +26,11 @@
  *
  * Thread-safety: an npv_aicore and every run of it are used by one thread at
  * a time (the caller serialises all calls on one context, npv_aicore_mem_map
- * and _unmap included). Different contexts are independent.
+ * and _unmap included). Different contexts are independent. Many threads
+ * share one device through an npv_share (npuvfio/share.h, docs/threads.md)
+ * over a queue of the two slots (prepare into a free slot, launch when idle;
+ * poll the active run, release it, launch the next), the share's lock held
+ * only across those non-blocking calls.
  *
  * Serving: operands may live in caller memory (npv_aicore_mem_map), and a
  * run may carry a budget from its preparation (npv_aicore_prepare_within)
@@ -41,6 +45,7 @@
 #include <npuvfio/common.h>
 #include <npuvfio/dev.h>
 #include <npuvfio/dma.h>
+#include <npuvfio/share.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -259,6 +264,27 @@ NPV_API int npv_aicore_pmu(const struct npv_aicore_run *run, struct npv_aicore_c
                            size_t max);
 /* Free the slot: a prepared or finished run. -EBUSY for an active run. */
 NPV_API int npv_aicore_release(struct npv_aicore_run *run);
+
+/*
+ * Many threads on one device (npuvfio/share.h, docs/threads.md): the two
+ * slots as one queue, for npv_share_new(npv_aicore_share_ops(), queue, ..).
+ * A request is a struct npv_aicore_request: prepared (npv_aicore_prepare, or
+ * _within with a budget) in a free slot and launched when nothing runs; a
+ * look drives the active run, hands back every finished one (its status:
+ * npv_aicore_poll's, or the launch's error) and releases its slot, so the
+ * result record and PMU counters are not kept: check outputs in memory.
+ * Full (-EAGAIN) while both slots are taken. The queue holds no lock: only
+ * the share calls it. npv_aicore_queue_free releases what is left (resetting
+ * the device when a run is still active). -EINVAL, -ENOMEM.
+ */
+struct npv_aicore_request {
+    const struct npv_aicore_run_desc *desc; /* read during the submit only */
+    uint64_t budget_ns;                     /* 0: none beyond the tasks' deadlines */
+};
+struct npv_aicore_queue;
+NPV_API int npv_aicore_queue_new(struct npv_aicore *ac, struct npv_aicore_queue **out);
+NPV_API void npv_aicore_queue_free(struct npv_aicore_queue *q);
+NPV_API const struct npv_share_ops *npv_aicore_share_ops(void);
 
 /*
  * Caller memory for task operands: map dma (npv_dma_wrap of a server's own

@@ -15,7 +15,12 @@
  * device in a domain whose aperture ends below 4 GiB, or open fails with
  * -ERANGE.
  *
- * Thread-safety: one npv_edgetpu is used by one thread at a time.
+ * Thread-safety: one npv_edgetpu is used by one thread at a time (no lock
+ * on its paths). Many threads share one chip through an npv_share
+ * (npuvfio/share.h): a multi-producer claim of the one queue, submits
+ * serialised by a lock held only across npv_edgetpu_submit[_within] and
+ * npv_edgetpu_wait(min 1, timeout 0), completions routed to each submitting
+ * thread's ticket (docs/threads.md: cost and rules).
  */
 #ifndef NPUVFIO_EDGETPU_H
 #define NPUVFIO_EDGETPU_H
@@ -25,6 +30,7 @@
 #include <npuvfio/dev.h>
 #include <npuvfio/dma.h>
 #include <npuvfio/ring.h>
+#include <npuvfio/share.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -202,6 +208,37 @@ NPV_API void npv_edgetpu_unload(struct npv_edgetpu_executable *exe);
 NPV_API int npv_edgetpu_submit(struct npv_edgetpu *tpu, const struct npv_edgetpu_executable *exe,
                                const uint64_t *input_va, const uint64_t *output_va,
                                uint64_t cookie);
+/*
+ * npv_edgetpu_submit with this request's own deadline: budget_ns (> 0, else
+ * -EINVAL; UINT64_MAX = none) from this call, queueing included, instead of
+ * cfg->request_timeout_ns. Past it the request fails with -ETIMEDOUT.
+ * Requests that finished before it complete as usual. The chip has one
+ * in-order queue and no way to drop or stop one request in it, so a request
+ * past its budget that the chip has not finished costs a chip reset, which
+ * fails every other request the chip had not finished (queued behind it, or
+ * running before it) with -ECANCELED (resubmit them). A
+ * request's budget is served at the first npv_edgetpu_wait look after it
+ * passed (the ring reads the clock every few polled looks; an interrupt
+ * wait sleeps no later than the oldest request's deadline).
+ */
+NPV_API int npv_edgetpu_submit_within(struct npv_edgetpu *tpu,
+                                      const struct npv_edgetpu_executable *exe,
+                                      const uint64_t *input_va, const uint64_t *output_va,
+                                      uint64_t cookie, uint64_t budget_ns);
+/*
+ * The driver as an npv_share serves it to many threads (npuvfio/share.h,
+ * docs/threads.md): npv_share_new(npv_edgetpu_share_ops(), tpu, &share); a
+ * request is a struct npv_edgetpu_request, queued with npv_edgetpu_submit
+ * (budget_ns 0) or npv_edgetpu_submit_within; completions from
+ * npv_edgetpu_wait(min 1, timeout 0), one look that never sleeps.
+ */
+struct npv_edgetpu_request {
+    const struct npv_edgetpu_executable *exe;
+    const uint64_t *input_va, *output_va; /* as npv_edgetpu_submit's */
+    uint64_t budget_ns;                   /* 0: cfg->request_timeout_ns */
+};
+NPV_API const struct npv_share_ops *npv_edgetpu_share_ops(void);
+
 /*
  * Non-coherent hosts (arm64 boards whose PCIe does not snoop, e.g. the
  * Raspberry Pi CM4): the driver cleans the instruction chunk, the parameters

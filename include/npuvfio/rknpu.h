@@ -48,7 +48,11 @@
  * thread at a time, npv_rknpu_mem_wrap / _unwrap and npv_rknpu_submit_within
  * included; different npv_rknpu are independent. The accessors of a
  * buffer (npv_rknpu_mem_vaddr, _iova, _size) are lock-free and may be called
- * from any thread while the buffer lives.
+ * from any thread while the buffer lives. Many threads share one NPU
+ * through an npv_share (npuvfio/share.h, docs/threads.md): a lock held only
+ * across npv_rknpu_submit[_within] and npv_rknpu_poll, completions routed to
+ * each submitting thread; one lock for the three cores (a queue per core
+ * without a lock is not done yet).
  */
 #ifndef NPUVFIO_RKNPU_H
 #define NPUVFIO_RKNPU_H
@@ -58,6 +62,7 @@
 #include <npuvfio/dev.h>
 #include <npuvfio/dma.h>
 #include <npuvfio/ring.h>
+#include <npuvfio/share.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -251,6 +256,19 @@ NPV_API int npv_rknpu_submit_within(struct npv_rknpu *npu, const struct npv_rknp
  * or by a reset), -NPV_EDEVFAULT (an impossible status value). Never blocks.
  */
 NPV_API int npv_rknpu_poll(struct npv_rknpu *npu, struct npv_cpl *cpl, unsigned max);
+/*
+ * The driver as an npv_share serves it to many threads (npuvfio/share.h,
+ * docs/threads.md): npv_share_new(npv_rknpu_share_ops(), npu, &share); a
+ * request is a struct npv_rknpu_request, queued with npv_rknpu_submit
+ * (budget_ns 0) or npv_rknpu_submit_within (job->cookie is replaced by the
+ * share's; the caller's comes back in the ticket); completions from
+ * npv_rknpu_poll.
+ */
+struct npv_rknpu_request {
+    const struct npv_rknpu_job *job;
+    uint64_t budget_ns; /* 0: none beyond the job's start-relative timeout */
+};
+NPV_API const struct npv_share_ops *npv_rknpu_share_ops(void);
 /*
  * Poll until at least min (1..max) completions are collected or timeout_ns
  * passes (then fewer, possibly 0, and nothing is failed: wait again). Jobs'

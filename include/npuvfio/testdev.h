@@ -26,7 +26,10 @@
  * it (the ring's reset brings it back: npv_testdev_reset).
  *
  * Thread-safety: one npv_testdev (and its ring) is used by one thread at a
- * time; different devices are independent.
+ * time; different devices are independent. Many threads share one device
+ * through an npv_share over its ring (npuvfio/share.h, docs/threads.md): a
+ * lock held only across npv_ring_push + npv_ring_submit and npv_ring_poll,
+ * completions routed to each submitting thread.
  */
 #ifndef NPUVFIO_TESTDEV_H
 #define NPUVFIO_TESTDEV_H
@@ -41,6 +44,7 @@
 #include <npuvfio/dma.h>
 #include <npuvfio/irq.h>
 #include <npuvfio/ring.h>
+#include <npuvfio/share.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -170,6 +174,14 @@ NPV_API int npv_testdev_irq_on_sleep_only(struct npv_testdev *td, bool on);
 /* Arm a fault for the next descriptor (FAIL_RESET: for the next reset). -EINVAL, transport errno.
  */
 NPV_API int npv_testdev_inject_fault(struct npv_testdev *td, enum npv_testdev_fault fault);
+
+/*
+ * The driver as an npv_share serves it to many threads (npuvfio/share.h,
+ * docs/threads.md): npv_share_new(npv_testdev_share_ops(), td, &share); a
+ * request is a struct npv_testdev_desc, queued with npv_ring_push and
+ * announced at once (npv_ring_submit), completions from npv_ring_poll.
+ */
+NPV_API const struct npv_share_ops *npv_testdev_share_ops(void);
 
 /* What the device reports about its engine. */
 struct npv_testdev_state {

@@ -17,7 +17,9 @@
  * the round trips, writes the count to the pipe and leaves with
  * syscall(SYS_exit_group, 42) (no atexit handlers, which would make system
  * calls). The parent passes the test only when the child exited with 42 and
- * reported N; a system call shows up as death by SIGSYS.
+ * reported N; a system call shows up as death by SIGSYS. The same round
+ * trips through an npv_share by its one thread (npuvfio/share.h) make none
+ * either: its uncontended lock and its polled wait stay in user space.
  */
 #include <check.h>
 #include <errno.h>
@@ -37,6 +39,7 @@
 #include <unistd.h>
 
 #include <npuvfio/ring.h>
+#include <npuvfio/share.h>
 
 #include "fake_dev.h"
 
@@ -81,8 +84,26 @@ static void quiet_log(void *user, enum npv_log_level level, const char *msg)
     (void)msg;
 }
 
-/* The child: returns only on set-up failure. */
-static void child_run(int pipe_fd)
+/* One thread's requests through an npv_share over the ring (npuvfio/share.h). */
+static int share_submit(void *drv, const void *req, uint64_t cookie)
+{
+    void *slot;
+    int rc = npv_ring_next(drv, cookie, &slot);
+    if (rc < 0)
+        return rc;
+    memcpy(slot, req, sizeof(struct fake_desc));
+    return npv_ring_submit(drv) == 1 ? 0 : -EIO;
+}
+
+static int share_poll(void *drv, struct npv_cpl *cpl, unsigned max)
+{
+    return npv_ring_poll(drv, cpl, max);
+}
+
+static const struct npv_share_ops share_ops = {.submit = share_submit, .poll = share_poll};
+
+/* The child: returns only on set-up failure. through_share: every round trip via an npv_share. */
+static void child_run(int pipe_fd, bool through_share)
 {
     struct npv_ctx *ctx;
     struct fake_dev dev;
@@ -94,6 +115,9 @@ static void child_run(int pipe_fd)
     fake_dev_init(&dev, 64, &cfg);
     if (npv_ring_new(ctx, &cfg, &ring) < 0 || fake_dev_start(&dev) < 0)
         return;
+    struct npv_share *share;
+    if (npv_share_new(&share_ops, ring, &share) < 0)
+        return;
     /* Touch the clock once so the vDSO page is faulted in before the filter. */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -102,7 +126,17 @@ static void child_run(int pipe_fd)
 
     uint64_t done = 0;
     struct npv_cpl cpl[1];
-    for (uint32_t i = 0; i < ROUND_TRIPS; i++) {
+    for (uint32_t i = 0; through_share && i < ROUND_TRIPS; i++) {
+        struct fake_desc d = {.seq = i, .fail = 0, .payload = i};
+        struct npv_share_ticket t;
+        if (npv_share_submit(share, &d, i, &t) != 0 ||
+            npv_share_wait(share, &t, 10ull * 1000000000ull) != 1)
+            break;
+        if (t.cpl.cookie != i || t.cpl.status != 0)
+            break;
+        done++;
+    }
+    for (uint32_t i = 0; !through_share && i < ROUND_TRIPS; i++) {
         void *slot;
         /* Every job has a deadline (the ring default, or its own): claiming reads the clock. */
         int rc = i % 2 ? npv_ring_next_timed(ring, i, 10ull * 1000000000ull, &slot)
@@ -133,7 +167,7 @@ static void child_run(int pipe_fd)
     syscall(SYS_exit_group, CHILD_OK);
 }
 
-START_TEST(ring_poll_round_trips_make_no_system_calls)
+static void run_filtered(bool through_share)
 {
     int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
@@ -141,7 +175,7 @@ START_TEST(ring_poll_round_trips_make_no_system_calls)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         close(p[0]);
-        child_run(p[1]);
+        child_run(p[1], through_share);
         _exit(1);
     }
     close(p[1]);
@@ -158,6 +192,18 @@ START_TEST(ring_poll_round_trips_make_no_system_calls)
     ck_assert_int_eq(n, (ssize_t)sizeof(done));
     ck_assert_uint_eq(done, ROUND_TRIPS);
 }
+
+START_TEST(ring_poll_round_trips_make_no_system_calls)
+{
+    run_filtered(false);
+}
+END_TEST
+
+/* One thread through an npv_share: its lock, uncontended, and its polled wait make none either. */
+START_TEST(share_round_trips_of_one_thread_make_no_system_calls)
+{
+    run_filtered(true);
+}
 END_TEST
 #endif
 
@@ -170,6 +216,7 @@ int main(void)
     Suite *s = suite_create("ring_seccomp");
     TCase *tc = tcase_create("poll");
     tcase_add_test(tc, ring_poll_round_trips_make_no_system_calls);
+    tcase_add_test(tc, share_round_trips_of_one_thread_make_no_system_calls);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Thread rows (--threads N): each device's sample requests through an
+ * npv_share (npuvfio/share.h, devices/threaded.c) by one thread and by N
+ * threads sharing one driver, each thread with its own requests in flight,
+ * against the device's model on the device core. The submitting threads
+ * all run on the submitter CPU, so N threads get the CPU time one thread
+ * gets: the rows show what sharing costs, not extra cores. Repetitions
+ * alternate 1 and N threads; medians and spreads as elsewhere.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/domain.h>
+
+#include "bench.h"
+#include "registry.h"
+#include "threaded.h"
+
+/* Requests each thread keeps in flight: the AICore has two slots in all. */
+static unsigned depth_of(const char *name)
+{
+    return strcmp(name, "aicore") == 0 ? 2u : 8u;
+}
+
+struct open_dev {
+    struct npv_ctx *ctx;
+    struct npv_domain *dom;
+    struct npv_dev *dev;
+    void *drv;
+    const struct npv_device_entry *e;
+};
+
+static int open_dev(const struct npv_device_entry *e, const char *path, struct open_dev *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->e = e;
+    int rc = bench_ctx_new(&d->ctx);
+    if (rc == 0)
+        rc = npv_domain_new(d->ctx, NULL, &d->dom);
+    if (rc == 0)
+        rc = npv_dev_open_vfio_user(d->ctx, path, d->dom, NULL, &d->dev);
+    if (rc == 0)
+        rc = e->driver_open(d->dev, &d->drv);
+    return rc;
+}
+
+static void close_dev(struct open_dev *d)
+{
+    if (d->drv != NULL)
+        d->e->driver_close(d->drv);
+    npv_dev_close(d->dev);
+    npv_domain_put(d->dom);
+    npv_ctx_free(d->ctx);
+}
+
+int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsigned nthreads)
+{
+    static const char *const names[] = {"testdev", "edgetpu", "rknpu", "aicore"};
+    printf("thread rows: each device's sample through an npv_share, 1 thread vs %u threads on "
+           "the submitter CPU %d, the model on CPU %d; %u reps x %llu ms\n",
+           nthreads, c->sub, c->dev, o->reps, (unsigned long long)(o->point_ns / 1000000u));
+    printf("  %-8s %5s %14s %14s %7s  %s\n", "device", "qd/th", "1 thread /s", "N threads /s",
+           "N / 1", "wrong");
+    int worst = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const struct npv_device_entry *e = npv_device_find(names[i]);
+        if (e == NULL || e->model_create == NULL || e->driver_open == NULL) {
+            printf("  %-8s skipped: no model or driver\n", names[i]);
+            continue;
+        }
+        unsigned depth = depth_of(names[i]);
+        struct bench_model model;
+        int rc = bench_model_start(e, c, &model);
+        struct open_dev d = {0};
+        struct threaded_sample *ts = NULL;
+        if (rc == 0) {
+            bench_pin(c->sub, false);
+            rc = open_dev(e, model.path, &d);
+        }
+        if (rc == 0)
+            rc = threaded_sample_open(names[i], d.drv, nthreads * depth, &ts);
+        struct series one = {0}, many = {0};
+        uint64_t wrong = 0;
+        for (unsigned r = 0; rc == 0 && r < o->reps; r++) {
+            double v;
+            uint64_t bad;
+            rc = threaded_sample_measure(ts, 1, depth, o->point_ns, &v, &bad);
+            if (rc < 0)
+                break;
+            series_add(&one, v);
+            wrong += bad;
+            rc = threaded_sample_measure(ts, nthreads, depth, o->point_ns, &v, &bad);
+            if (rc < 0)
+                break;
+            series_add(&many, v);
+            wrong += bad;
+            bench_progress(o, "threads %s rep %u", names[i], r + 1);
+        }
+        threaded_sample_close(ts);
+        close_dev(&d);
+        bench_model_stop(&model);
+        if (rc < 0) {
+            printf("  %-8s failed: %s\n", names[i], npv_strerror(rc));
+            worst = rc;
+            continue;
+        }
+        double m1 = series_median(&one), mn = series_median(&many);
+        printf("  %-8s %5u %14.0f %14.0f %7.2f  %llu   (spread 1: %.0f..%.0f, N: %.0f..%.0f)\n",
+               names[i], depth, m1, mn, mn / m1, (unsigned long long)wrong, series_min(&one),
+               series_max(&one), series_min(&many), series_max(&many));
+        if (wrong != 0)
+            worst = -EIO;
+    }
+    return worst;
+}
