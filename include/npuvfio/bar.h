@@ -193,6 +193,8 @@ static inline void npv_bar_write32_release(const struct npv_bar *bar, uint64_t o
 {
 #ifdef NPV_BAR__TSAN
     if (npv_bar__direct(bar, off, 4)) {
+        npv_bar__ordered(bar);
+        npv_bar__count(bar, 1);
         __atomic_store_n((volatile uint32_t *)(bar->base + off), val, __ATOMIC_RELEASE);
         npv_bar__after_store(bar, off);
         return;
@@ -206,6 +208,8 @@ static inline void npv_bar_write64_release(const struct npv_bar *bar, uint64_t o
 {
 #ifdef NPV_BAR__TSAN
     if (npv_bar__direct(bar, off, 8)) {
+        npv_bar__ordered(bar);
+        npv_bar__count(bar, 1);
         __atomic_store_n((volatile uint64_t *)(bar->base + off), val, __ATOMIC_RELEASE);
         npv_bar__after_store(bar, off);
         return;
