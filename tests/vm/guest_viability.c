@@ -46,6 +46,15 @@ static void check_refused(struct tap *t, struct npv_ctx *ctx, struct log_capture
 {
     struct npv_domain *dom = NULL;
     struct npv_dev *dev = NULL;
+    /* A first refusal may grow the allocator's own arenas (ASan maps a region per size class on
+     * first use), which is not a leak; the second, identical one is the one measured. */
+    if (npv_domain_new(ctx, NULL, &dom) == 0) {
+        npv_dev_open_pci(ctx, addr, dom, NULL, &dev);
+        npv_dev_close(dev);
+        npv_domain_put(dom);
+        dom = NULL;
+        dev = NULL;
+    }
     int fds0 = count_fds(), maps0 = count_maps();
     int rc = npv_domain_new(ctx, NULL, &dom);
     if (!tap_check(t, rc == 0, "npv_domain_new (%s)", npv_strerror(rc)))
