@@ -42,7 +42,9 @@ int threaded_sample_measure(struct threaded_sample *ts, unsigned nthreads, unsig
  * driver's own ring, thread t on queue t (npv_testdev_queue_open), each
  * with depth COPY jobs of its own slots in flight, pushed, submitted and
  * polled on its own ring, for duration_ns, then drained. As
- * threaded_sample_measure; -ENOTSUP for another device than "testdev",
+ * threaded_sample_measure, except that *per_s counts only the completions
+ * reaped within duration_ns (steady state: no drain, no wait for the last
+ * thread to notice the end); -ENOTSUP for another device than "testdev",
  * -ERANGE when nthreads exceeds the device's queues.
  */
 int threaded_sample_measure_queues(struct threaded_sample *ts, unsigned nthreads, unsigned depth,
