@@ -3,9 +3,9 @@
  * The generic test device, as a vfio-user server: control registers trapped
  * in BAR0 page 0, a doorbell page shared with the client and polled by a
  * thread, descriptors and data read from the client's DMA memory, a status
- * block written back with completed_head stored last (release), MSI-X vector 0
- * raised as each descriptor with NPV_TESTDEV_DESC_IRQ completes (the status
- * block written first, so it covers that descriptor).
+ * block written back with completed_head stored last (release), the queue's
+ * MSI-X vector (q for queue q) raised as each descriptor with NPV_TESTDEV_DESC_IRQ completes (the
+ * status block written first, so it covers that descriptor).
  *
  * The client's ring contents and register values are untrusted: every IOVA
  * goes through the server's mapping table (an unmapped one is a device fault,

@@ -12,7 +12,7 @@
  * vfio-user socket.
  *
  * What it takes at open, and gives back at close (in reverse order): BAR0,
- * MSI-X vector 0 when cfg->irq is set, one DMA buffer holding the ring and
+ * MSI-X vectors (one per queue) when cfg->irq is set, one DMA buffer holding the ring and
  * the status block, mapped into the domain the device is attached to at open
  * (switching the device to another domain while the driver is open leaves
  * the ring unmapped there: close first). It takes no reference on dev: close
@@ -157,7 +157,7 @@ NPV_API struct npv_ring *npv_testdev_ring(struct npv_testdev *td);
 NPV_API struct npv_dma *npv_testdev_ring_memory(struct npv_testdev *td);
 /* The device td drives. */
 NPV_API struct npv_dev *npv_testdev_dev(struct npv_testdev *td);
-/* The interrupt of vector 0 (owned by td), NULL without cfg->irq. */
+/* The interrupt: vector q is queue q's (owned by td), NULL without cfg->irq. */
 NPV_API struct npv_irq *npv_testdev_irq(struct npv_testdev *td);
 
 /*
