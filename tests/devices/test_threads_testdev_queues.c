@@ -12,7 +12,9 @@
  * deadline) leaves the other queues' jobs alone; a reset of the whole device
  * fails every queue's jobs in flight, each on its own ring, and every queue
  * works after it; a queue's interrupt is its own vector; bad indexes and
- * double opens are refused. The model runs in a child process.
+ * double opens are refused; a queue open failed at each allocation, mapping
+ * or memfd in turn gives back what it took. The model runs in a child
+ * process.
  */
 #include <check.h>
 #include <errno.h>
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <npuvfio/failpoint.h>
 #include <npuvfio/testdev.h>
 
 #include "harness.h"
@@ -335,6 +338,60 @@ START_TEST(queue_indexes_are_checked_and_a_queue_opens_once)
 }
 END_TEST
 
+/* A queue open that fails at any allocation, mapping or memfd gives back all it took. */
+START_TEST(a_failed_queue_open_releases_what_it_took)
+{
+    struct vu_server srv;
+    struct td t;
+    vu_server_start(&srv, vu_serve_testdev, NULL);
+    td_open(&t, srv.path);
+    ck_assert_int_eq(npv_testdev_open(t.dev, NULL, &t.drv), 0);
+    if (npv_failpoint_arm(t.ctx, NPV_FAIL_ALLOC, 1) == -ENOTSUP) {
+        td_close(&t);
+        vu_server_kill(&srv);
+        return; /* built without failpoints: the walk has nothing to arm */
+    }
+    npv_failpoint_disarm(t.ctx);
+    static const enum npv_fail_class classes[] = {NPV_FAIL_ALLOC, NPV_FAIL_MMAP, NPV_FAIL_MEMFD};
+    unsigned failed = 0;
+    for (size_t c = 0; c < sizeof(classes) / sizeof(classes[0]); c++) {
+        for (uint64_t nth = 1;; nth++) {
+            struct npv_ctx_resources before, after;
+            npv_ctx_resources(t.ctx, &before);
+            struct npv_testdev_queue *q = NULL;
+            ck_assert_int_eq(npv_failpoint_arm(t.ctx, classes[c], nth), 0);
+            int r = npv_testdev_queue_open(t.drv, 2, NULL, &q);
+            npv_failpoint_disarm(t.ctx);
+            if (r == 0) {
+                npv_testdev_queue_close(q);
+                break;
+            }
+            failed++;
+            npv_ctx_resources(t.ctx, &after);
+            ck_assert_uint_eq(after.dma_buffers, before.dma_buffers);
+            ck_assert_uint_eq(after.dma_bytes, before.dma_bytes);
+            ck_assert_uint_eq(after.iova_allocations, before.iova_allocations);
+            ck_assert_uint_lt(nth, 100);
+        }
+    }
+    ck_assert_uint_gt(failed, 0); /* the walk reached at least one failure */
+    /* The queue is free again and works. */
+    struct npv_testdev_queue *q = NULL;
+    ck_assert_int_eq(npv_testdev_queue_open(t.drv, 2, NULL, &q), 0);
+    struct npv_testdev_desc nop = npv_testdev_nop(0);
+    ck_assert_int_eq(npv_ring_push(npv_testdev_queue_ring(q), &nop, 7), 0);
+    npv_ring_submit(npv_testdev_queue_ring(q));
+    struct npv_cpl c;
+    ck_assert_int_eq(
+        npv_ring_wait(npv_testdev_queue_ring(q), NPV_RING_WAIT_POLL, 1, GENEROUS_NS, &c, 1), 1);
+    ck_assert_uint_eq(c.cookie, 7);
+    ck_assert_int_eq(c.status, 0);
+    npv_testdev_queue_close(q);
+    td_close(&t);
+    vu_server_kill(&srv);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("threads_testdev_queues");
@@ -344,6 +401,7 @@ int main(void)
     tcase_add_test(tc, a_hung_queue_recovers_alone_and_a_device_reset_fails_every_queue);
     tcase_add_test(tc, a_queue_interrupts_on_its_own_vector);
     tcase_add_test(tc, queue_indexes_are_checked_and_a_queue_opens_once);
+    tcase_add_test(tc, a_failed_queue_open_releases_what_it_took);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
