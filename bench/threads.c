@@ -7,6 +7,10 @@
  * all run on the submitter CPU, so N threads get the CPU time one thread
  * gets: the rows show what sharing costs, not extra cores. Repetitions
  * alternate 1 and N threads; medians and spreads as elsewhere.
+ *
+ * The testdev has a second row, "testdev rings": its lock-free path, a ring
+ * per thread (npv_testdev_queue_open, docs/threads.md), no share: 1 thread
+ * on the driver's ring against N threads each on a queue of its own.
  */
 #include <errno.h>
 #include <math.h>
@@ -64,6 +68,7 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
     printf("thread rows: each device's sample through an npv_share, 1 thread vs %u threads on "
            "the submitter CPU %d, the model on CPU %d; %u reps x %llu ms\n",
            nthreads, c->sub, c->dev, o->reps, (unsigned long long)(o->point_ns / 1000000u));
+    printf("  (rings: the testdev with a ring per thread, no share and no lock)\n");
     printf("  %-8s %5s %14s %14s %7s  %s\n", "device", "qd/th", "1 thread /s", "N threads /s",
            "N / 1", "wrong");
     int worst = 0;
@@ -84,8 +89,10 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
         }
         if (rc == 0)
             rc = threaded_sample_open(names[i], d.drv, nthreads * depth, &ts);
-        struct series one = {0}, many = {0};
-        uint64_t wrong = 0;
+        struct series one = {0}, many = {0}, rone = {0}, rmany = {0};
+        uint64_t wrong = 0, rwrong = 0;
+        bool rings = strcmp(names[i], "testdev") == 0;
+        int rrc = 0;
         for (unsigned r = 0; rc == 0 && r < o->reps; r++) {
             double v;
             uint64_t bad;
@@ -99,6 +106,18 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
                 break;
             series_add(&many, v);
             wrong += bad;
+            /* The ring-per-thread path, in the same repetition. */
+            if (rings && rrc == 0)
+                rrc = threaded_sample_measure_queues(ts, 1, depth, o->point_ns, &v, &bad);
+            if (rings && rrc == 0) {
+                series_add(&rone, v);
+                rwrong += bad;
+                rrc = threaded_sample_measure_queues(ts, nthreads, depth, o->point_ns, &v, &bad);
+            }
+            if (rings && rrc == 0) {
+                series_add(&rmany, v);
+                rwrong += bad;
+            }
             bench_progress(o, "threads %s rep %u", names[i], r + 1);
         }
         threaded_sample_close(ts);
@@ -114,6 +133,25 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
                names[i], depth, m1, mn, mn / m1, (unsigned long long)wrong, series_min(&one),
                series_max(&one), series_min(&many), series_max(&many));
         if (wrong != 0)
+            worst = -EIO;
+        if (!rings)
+            continue;
+        if (rrc == -ERANGE) {
+            printf("  %-8s skipped: the device has fewer queues than %u threads\n", "rings",
+                   nthreads);
+            continue;
+        }
+        if (rrc < 0) {
+            printf("  %-8s failed: %s\n", "rings", npv_strerror(rrc));
+            worst = rrc;
+            continue;
+        }
+        m1 = series_median(&rone);
+        mn = series_median(&rmany);
+        printf("  %-8s %5u %14.0f %14.0f %7.2f  %llu   (spread 1: %.0f..%.0f, N: %.0f..%.0f)\n",
+               "rings", depth, m1, mn, mn / m1, (unsigned long long)rwrong, series_min(&rone),
+               series_max(&rone), series_min(&rmany), series_max(&rmany));
+        if (rwrong != 0)
             worst = -EIO;
     }
     return worst;

@@ -37,4 +37,17 @@ void threaded_sample_close(struct threaded_sample *ts);
 int threaded_sample_measure(struct threaded_sample *ts, unsigned nthreads, unsigned depth,
                             uint64_t duration_ns, double *per_s, uint64_t *wrong);
 
+/*
+ * The testdev's ring-per-thread path (no share, no lock): thread 0 on the
+ * driver's own ring, thread t on queue t (npv_testdev_queue_open), each
+ * with depth COPY jobs of its own slots in flight, pushed, submitted and
+ * polled on its own ring, for duration_ns, then drained. As
+ * threaded_sample_measure, except that *per_s counts only the completions
+ * reaped within duration_ns (steady state: no drain, no wait for the last
+ * thread to notice the end); -ENOTSUP for another device than "testdev",
+ * -ERANGE when nthreads exceeds the device's queues.
+ */
+int threaded_sample_measure_queues(struct threaded_sample *ts, unsigned nthreads, unsigned depth,
+                                   uint64_t duration_ns, double *per_s, uint64_t *wrong);
+
 #endif

@@ -7,6 +7,11 @@
  *
  * The driver reaches the device only through npv_dev, npv_bar, npv_irq,
  * npv_dma and npv_ring: it runs unchanged over kernel VFIO and vfio-user.
+ *
+ * Queues (regs.h): td's own ring is queue 0; npv_testdev_queue_open gives
+ * queue 1.. a ring of its own, programmed through that queue's register
+ * window and rung through its own doorbell, so a thread per queue shares
+ * nothing with the others on its fast path (no lock, no common cache line).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,19 +29,34 @@
 #define TESTDEV_DEFAULT_ENTRIES 256u
 #define TESTDEV_MAX_ENTRIES     65536u
 
-struct npv_testdev {
-    struct npv_dev *dev;
-    struct npv_ctx *ctx;
-    struct npv_bar *bar;
-    struct npv_irq *irq;
+/* One queue pair: td's own (queue 0) or one of npv_testdev_queue_open. */
+struct npv_testdev_queue {
+    struct npv_testdev *td;
+    unsigned index;      /* its register window, doorbell and MSI-X vector */
+    struct npv_irq *irq; /* td's, when this queue's vector is routed; else NULL */
     struct npv_dma *mem; /* ring, then the status block on its own cache line */
-    struct npv_domain *dom;
     npv_iova_t ring_iova, status_iova, irq_wanted_iova;
     uint32_t entries;
     struct npv_ring *ring;
     uint32_t *irq_wanted;   /* in mem, a cache granule of its own after the status block */
     bool irq_on_sleep_only; /* the device is told where irq_wanted is */
 };
+
+struct npv_testdev {
+    struct npv_dev *dev;
+    struct npv_ctx *ctx;
+    struct npv_bar *bar;
+    struct npv_irq *irq;
+    struct npv_domain *dom;
+    unsigned nqueues;     /* TESTDEV_REG_QUEUES, 1 on a single-ring device */
+    uint32_t open_queues; /* bit q: queue q (q >= 1) is open */
+    struct npv_testdev_queue q0;
+};
+
+static uint64_t qreg(const struct npv_testdev_queue *q, uint64_t reg)
+{
+    return TESTDEV_QREG(q->index, reg);
+}
 
 static int bad_config(struct npv_ctx *ctx, const char *why)
 {
@@ -81,37 +101,40 @@ static int check_identity(struct npv_testdev *td)
  */
 static int program(void *arg)
 {
-    struct npv_testdev *td = arg;
-    uint32_t ctrl = TESTDEV_CTRL_ENABLE | (td->irq != NULL ? TESTDEV_CTRL_IRQ_ENABLE : 0);
+    struct npv_testdev_queue *q = arg;
+    struct npv_testdev *td = q->td;
+    uint32_t ctrl = TESTDEV_CTRL_ENABLE | (q->irq != NULL ? TESTDEV_CTRL_IRQ_ENABLE : 0);
     uint64_t status = 0;
-    int r = npv_bar_write(td->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
+    /* The queue's own window (regs.h): its CTRL.RESET resets this queue alone. */
+    int r = npv_bar_write(td->bar, qreg(q, TESTDEV_REG_CTRL), 4, TESTDEV_CTRL_RESET);
     if (r == 0)
-        r = npv_bar_read(td->bar, TESTDEV_REG_STATUS, 4, &status);
+        r = npv_bar_read(td->bar, qreg(q, TESTDEV_REG_STATUS), 4, &status);
     if (r == 0 && (status & TESTDEV_STATUS_FAULT)) {
-        npv_ctx_log(td->ctx, NPV_LOG_ERROR, "testdev %s: the device failed its reset",
-                    npv_dev_name(td->dev));
+        npv_ctx_log(td->ctx, NPV_LOG_ERROR, "testdev %s: queue %u failed its reset",
+                    npv_dev_name(td->dev), q->index);
         return -EIO;
     }
     if (r == 0)
-        r = npv_bar_write(td->bar, TESTDEV_REG_RING_BASE, 8, td->ring_iova);
+        r = npv_bar_write(td->bar, qreg(q, TESTDEV_REG_RING_BASE), 8, q->ring_iova);
     if (r == 0)
-        r = npv_bar_write(td->bar, TESTDEV_REG_RING_ENTRIES, 4, td->entries);
+        r = npv_bar_write(td->bar, qreg(q, TESTDEV_REG_RING_ENTRIES), 4, q->entries);
     if (r == 0)
-        r = npv_bar_write(td->bar, TESTDEV_REG_STATUS_BASE, 8, td->status_iova);
-    if (r == 0 && td->irq_on_sleep_only)
-        r = npv_bar_write(td->bar, TESTDEV_REG_IRQ_WANTED, 8, td->irq_wanted_iova);
+        r = npv_bar_write(td->bar, qreg(q, TESTDEV_REG_STATUS_BASE), 8, q->status_iova);
+    if (r == 0 && q->irq_on_sleep_only)
+        r = npv_bar_write(td->bar, qreg(q, TESTDEV_REG_IRQ_WANTED), 8, q->irq_wanted_iova);
     if (r == 0)
-        r = npv_bar_write(td->bar, TESTDEV_REG_CTRL, 4, ctrl);
+        r = npv_bar_write(td->bar, qreg(q, TESTDEV_REG_CTRL), 4, ctrl);
     if (r == 0)
-        r = npv_bar_read(td->bar, TESTDEV_REG_STATUS, 4, &status);
+        r = npv_bar_read(td->bar, qreg(q, TESTDEV_REG_STATUS), 4, &status);
     if (r < 0) {
-        npv_ctx_log(td->ctx, NPV_LOG_ERROR, "testdev %s: programming the ring: %s",
-                    npv_dev_name(td->dev), npv_strerror(r));
+        npv_ctx_log(td->ctx, NPV_LOG_ERROR, "testdev %s: programming ring %u: %s",
+                    npv_dev_name(td->dev), q->index, npv_strerror(r));
         return r;
     }
     if ((status & (TESTDEV_STATUS_RUNNING | TESTDEV_STATUS_FAULT)) != TESTDEV_STATUS_RUNNING) {
-        npv_ctx_log(td->ctx, NPV_LOG_ERROR, "testdev %s: the engine did not start (STATUS 0x%llx)",
-                    npv_dev_name(td->dev), (unsigned long long)status);
+        npv_ctx_log(td->ctx, NPV_LOG_ERROR,
+                    "testdev %s: the engine of ring %u did not start (STATUS 0x%llx)",
+                    npv_dev_name(td->dev), q->index, (unsigned long long)status);
         return -EIO;
     }
     return 0;
@@ -129,70 +152,123 @@ static int program(void *arg)
 #define TESTDEV_IRQ_WANTED_AFTER_STATUS NPV_RING_CACHE_GRANULE
 #define TESTDEV_MEM_AFTER_RING          (2 * NPV_RING_CACHE_GRANULE)
 
-static int alloc_ring(struct npv_testdev *td, const struct npv_dma_opts *mem)
+static int alloc_ring(struct npv_testdev_queue *q, const struct npv_dma_opts *mem)
 {
-    size_t ring_bytes = (size_t)td->entries * sizeof(struct npv_testdev_desc);
+    struct npv_testdev *td = q->td;
+    size_t ring_bytes = (size_t)q->entries * sizeof(struct npv_testdev_desc);
     size_t total = ring_bytes + TESTDEV_MEM_AFTER_RING;
-    int r = npv_dma_alloc(td->ctx, total, mem, &td->mem);
+    int r = npv_dma_alloc(td->ctx, total, mem, &q->mem);
     if (r < 0)
         return r;
-    memset(npv_dma_vaddr(td->mem), 0, total);
+    memset(npv_dma_vaddr(q->mem), 0, total);
     /* Zeroes reach memory before the device is enabled and writes the status block. */
-    npv_dma_sync_for_device(td->mem, 0, total);
-    r = npv_dma_map(td->mem, td->dom, NPV_DMA_RW, &td->ring_iova);
+    npv_dma_sync_for_device(q->mem, 0, total);
+    r = npv_dma_map(q->mem, td->dom, NPV_DMA_RW, &q->ring_iova);
     if (r < 0) {
-        npv_dma_free(td->mem);
-        td->mem = NULL;
+        npv_dma_free(q->mem);
+        q->mem = NULL;
         return r;
     }
-    td->status_iova = td->ring_iova + ring_bytes;
-    td->irq_wanted_iova = td->status_iova + TESTDEV_IRQ_WANTED_AFTER_STATUS;
-    td->irq_wanted = (uint32_t *)((uint8_t *)npv_dma_vaddr(td->mem) + ring_bytes +
-                                  TESTDEV_IRQ_WANTED_AFTER_STATUS);
+    q->status_iova = q->ring_iova + ring_bytes;
+    q->irq_wanted_iova = q->status_iova + TESTDEV_IRQ_WANTED_AFTER_STATUS;
+    q->irq_wanted = (uint32_t *)((uint8_t *)npv_dma_vaddr(q->mem) + ring_bytes +
+                                 TESTDEV_IRQ_WANTED_AFTER_STATUS);
     return 0;
 }
 
-static int make_ring(struct npv_testdev *td, const struct npv_testdev_config *cfg)
+static int make_ring(struct npv_testdev_queue *q, const struct npv_testdev_config *cfg)
 {
-    uint8_t *base = npv_dma_vaddr(td->mem);
-    size_t ring_bytes = (size_t)td->entries * sizeof(struct npv_testdev_desc);
+    struct npv_testdev *td = q->td;
+    uint8_t *base = npv_dma_vaddr(q->mem);
+    size_t ring_bytes = (size_t)q->entries * sizeof(struct npv_testdev_desc);
     /*
      * The device writes a free-running completed head and an error word with
      * the failed descriptor's index: the ring's default conventions (head
      * format COUNT, error format PER_JOB), so those fields stay zero.
      */
     struct npv_ring_config rc = {
-        .entries = td->entries,
+        .entries = q->entries,
         .desc_size = sizeof(struct npv_testdev_desc),
         .desc_vaddr = base,
-        .desc_iova = td->ring_iova,
+        .desc_iova = q->ring_iova,
         .status_vaddr = base + ring_bytes,
-        .status_iova = td->status_iova,
+        .status_iova = q->status_iova,
         .status_size = sizeof(struct testdev_status),
         .fields = {.head = offsetof(struct testdev_status, completed_head),
                    .error = offsetof(struct testdev_status, error),
                    .error_index = offsetof(struct testdev_status, error_index)},
-        .desc_dma = td->mem,
-        .status_dma = td->mem,
+        .desc_dma = q->mem,
+        .status_dma = q->mem,
         .db_bar = td->bar,
-        .db_off = TESTDEV_REG_DOORBELL,
+        .db_off = TESTDEV_DOORBELL(q->index),
         .db_width = 4,
         .db_format = NPV_RING_DB_INDEX,
-        .irq = td->irq,
-        .irq_vec = 0,
+        .irq = q->irq,
+        .irq_vec = q->index,
         .spin_ns = cfg->spin_ns,
         .job_timeout_ns = cfg->job_timeout_ns,
         .reset = program,
-        .reset_arg = td,
+        .reset_arg = q,
     };
-    int r = npv_ring_new(td->ctx, &rc, &td->ring);
+    int r = npv_ring_new(td->ctx, &rc, &q->ring);
     if (r < 0)
         return r;
-    /* Its counters in lib/stats (stats.h): device "testdev:<device name>", queue "ring0". */
-    char name[64];
+    /* Its counters in lib/stats (stats.h): device "testdev:<device name>", queue "ring<q>". */
+    char name[64], qname[16];
     snprintf(name, sizeof(name), "testdev:%s", npv_dev_name(td->dev));
-    npv_ring_set_name(td->ring, name, "ring0");
+    snprintf(qname, sizeof(qname), "ring%u", q->index);
+    npv_ring_set_name(q->ring, name, qname);
     return 0;
+}
+
+/*
+ * Allocate, map and program one queue's ring (q->td, index, irq and entries
+ * set). Undoes what it did on failure.
+ */
+static int queue_start(struct npv_testdev_queue *q, const struct npv_testdev_config *cfg)
+{
+    int r = alloc_ring(q, cfg->mem);
+    if (r < 0)
+        return r;
+    /* The ring zeroes and cleans the status block, so the device is enabled after it. */
+    r = make_ring(q, cfg);
+    if (r == 0) {
+        r = program(q);
+        if (r == 0)
+            return 0;
+        npv_ring_free(q->ring);
+        q->ring = NULL;
+        npv_bar_write(q->td->bar, qreg(q, TESTDEV_REG_CTRL), 4, TESTDEV_CTRL_RESET);
+    }
+    npv_dma_free(q->mem);
+    q->mem = NULL;
+    return r;
+}
+
+/* The engine must stop reading the ring before its memory goes back (see npv_testdev_close). */
+static void queue_stop(struct npv_testdev_queue *q)
+{
+    npv_ring_free(q->ring);
+    npv_bar_write(q->td->bar, qreg(q, TESTDEV_REG_CTRL), 4, TESTDEV_CTRL_RESET);
+    npv_dma_free(q->mem);
+}
+
+/* How many queues the device has (0 in TESTDEV_REG_QUEUES: a single-ring device). */
+static unsigned read_queues(struct npv_testdev *td)
+{
+    uint64_t n = 0;
+    if (npv_bar_read(td->bar, TESTDEV_REG_QUEUES, 4, &n) < 0 || n == 0)
+        return 1;
+    return n > 32 ? 32u : (unsigned)n;
+}
+
+/* Vectors to route: one per queue, as many as the device has. */
+static uint32_t irq_vectors(struct npv_testdev *td)
+{
+    struct npv_irq_info ii;
+    if (npv_dev_irq_info(td->dev, NPV_IRQ_MSIX, &ii) < 0 || ii.count == 0)
+        return 1;
+    return ii.count < td->nqueues ? ii.count : td->nqueues;
 }
 
 int npv_testdev_open(struct npv_dev *dev, const struct npv_testdev_config *cfg,
@@ -213,7 +289,9 @@ int npv_testdev_open(struct npv_dev *dev, const struct npv_testdev_config *cfg,
     td->dev = dev;
     td->ctx = ctx;
     td->dom = npv_dev_domain(dev);
-    td->entries = cfg->entries != 0 ? cfg->entries : TESTDEV_DEFAULT_ENTRIES;
+    td->q0.td = td;
+    td->q0.index = 0;
+    td->q0.entries = cfg->entries != 0 ? cfg->entries : TESTDEV_DEFAULT_ENTRIES;
 
     r = npv_bar_map(dev, 0, &td->bar);
     if (r < 0) {
@@ -224,32 +302,23 @@ int npv_testdev_open(struct npv_dev *dev, const struct npv_testdev_config *cfg,
     r = check_identity(td);
     if (r < 0)
         goto err_bar;
+    td->nqueues = read_queues(td);
     if (cfg->irq) {
-        r = npv_irq_enable(dev, NPV_IRQ_MSIX, 1, &td->irq);
+        /* A vector per queue where the device has them: queue q waits on vector q. */
+        r = npv_irq_enable(dev, NPV_IRQ_MSIX, irq_vectors(td), &td->irq);
         if (r < 0) {
-            npv_ctx_log(ctx, NPV_LOG_ERROR, "testdev %s: routing MSI-X vector 0: %s",
+            npv_ctx_log(ctx, NPV_LOG_ERROR, "testdev %s: routing MSI-X vectors: %s",
                         npv_dev_name(dev), npv_strerror(r));
             goto err_bar;
         }
+        td->q0.irq = td->irq;
     }
-    r = alloc_ring(td, cfg->mem);
+    r = queue_start(&td->q0, cfg);
     if (r < 0)
         goto err_irq;
-    /* The ring zeroes and cleans the status block, so the device is enabled after it. */
-    r = make_ring(td, cfg);
-    if (r < 0)
-        goto err_mem;
-    r = program(td);
-    if (r < 0)
-        goto err_ring;
     *out = td;
     return 0;
 
-err_ring:
-    npv_ring_free(td->ring);
-    npv_bar_write(td->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
-err_mem:
-    npv_dma_free(td->mem);
 err_irq:
     npv_irq_disable(td->irq);
 err_bar:
@@ -263,14 +332,17 @@ void npv_testdev_close(struct npv_testdev *td)
 {
     if (td == NULL)
         return;
-    npv_ring_free(td->ring);
+    uint32_t open = __atomic_load_n(&td->open_queues, __ATOMIC_ACQUIRE);
+    if (open != 0)
+        npv_ctx_log(td->ctx, NPV_LOG_ERROR,
+                    "testdev %s: closed with queues still open (mask 0x%x): close them first",
+                    npv_dev_name(td->dev), open);
     /*
      * The engine must stop reading the ring before its memory goes back. A
      * device that no longer answers cannot be stopped, and its memory is
      * unmapped from it by npv_dma_free just after.
      */
-    npv_bar_write(td->bar, TESTDEV_REG_CTRL, 4, TESTDEV_CTRL_RESET);
-    npv_dma_free(td->mem);
+    queue_stop(&td->q0);
     npv_irq_disable(td->irq);
     npv_bar_unmap(td->bar);
     free(td);
@@ -278,12 +350,12 @@ void npv_testdev_close(struct npv_testdev *td)
 
 struct npv_ring *npv_testdev_ring(struct npv_testdev *td)
 {
-    return td->ring;
+    return td->q0.ring;
 }
 
 struct npv_dma *npv_testdev_ring_memory(struct npv_testdev *td)
 {
-    return td->mem;
+    return td->q0.mem;
 }
 
 struct npv_dev *npv_testdev_dev(struct npv_testdev *td)
@@ -298,14 +370,15 @@ struct npv_irq *npv_testdev_irq(struct npv_testdev *td)
 
 int npv_testdev_reset(struct npv_testdev *td)
 {
-    return npv_ring_reset(td->ring);
+    return npv_ring_reset(td->q0.ring);
 }
 
-int npv_testdev_irq_on_sleep_only(struct npv_testdev *td, bool on)
+static int queue_irq_on_sleep_only(struct npv_testdev_queue *q, bool on)
 {
-    if (td->irq == NULL)
+    struct npv_testdev *td = q->td;
+    if (q->irq == NULL)
         return -EINVAL;
-    if (on == td->irq_on_sleep_only)
+    if (on == q->irq_on_sleep_only)
         return 0;
     /*
      * On: the engine's word first (kept 0 while nobody sleeps), then the
@@ -313,23 +386,118 @@ int npv_testdev_irq_on_sleep_only(struct npv_testdev *td, bool on)
      */
     int r = 0;
     if (on)
-        r = npv_ring_set_irq_wanted(td->ring, td->irq_wanted, td->mem);
+        r = npv_ring_set_irq_wanted(q->ring, q->irq_wanted, q->mem);
     if (r == 0)
-        r = npv_bar_write(td->bar, TESTDEV_REG_IRQ_WANTED, 8, on ? td->irq_wanted_iova : 0);
+        r = npv_bar_write(td->bar, qreg(q, TESTDEV_REG_IRQ_WANTED), 8, on ? q->irq_wanted_iova : 0);
     if (r == 0 && !on)
-        r = npv_ring_set_irq_wanted(td->ring, NULL, NULL);
+        r = npv_ring_set_irq_wanted(q->ring, NULL, NULL);
     if (r == 0)
-        td->irq_on_sleep_only = on;
+        q->irq_on_sleep_only = on;
     else if (on)
-        npv_ring_set_irq_wanted(td->ring, NULL, NULL);
+        npv_ring_set_irq_wanted(q->ring, NULL, NULL);
     return r;
+}
+
+int npv_testdev_irq_on_sleep_only(struct npv_testdev *td, bool on)
+{
+    return queue_irq_on_sleep_only(&td->q0, on);
+}
+
+static int queue_inject_fault(struct npv_testdev_queue *q, enum npv_testdev_fault fault)
+{
+    if ((unsigned)fault > NPV_TESTDEV_FAULT_FAIL_RESET)
+        return -EINVAL;
+    return npv_bar_write(q->td->bar, qreg(q, TESTDEV_REG_FAULT_INJECT), 4, (uint64_t)fault);
 }
 
 int npv_testdev_inject_fault(struct npv_testdev *td, enum npv_testdev_fault fault)
 {
-    if ((unsigned)fault > NPV_TESTDEV_FAULT_FAIL_RESET)
+    return queue_inject_fault(&td->q0, fault);
+}
+
+/* ---- queues: a ring per thread (regs.h, docs/threads.md) ---- */
+
+unsigned npv_testdev_queues(struct npv_testdev *td)
+{
+    return td->nqueues;
+}
+
+int npv_testdev_queue_open(struct npv_testdev *td, unsigned index,
+                           const struct npv_testdev_config *cfg, struct npv_testdev_queue **out)
+{
+    static const struct npv_testdev_config defaults = {0};
+    if (td == NULL || out == NULL)
         return -EINVAL;
-    return npv_bar_write(td->bar, TESTDEV_REG_FAULT_INJECT, 4, (uint64_t)fault);
+    if (cfg == NULL)
+        cfg = &defaults;
+    if (index == 0 || index >= td->nqueues) {
+        npv_ctx_log(td->ctx, NPV_LOG_ERROR,
+                    "testdev %s: no queue %u to open (queue 0 is the device's own ring; "
+                    "the device has %u)",
+                    npv_dev_name(td->dev), index, td->nqueues);
+        return -EINVAL;
+    }
+    int r = check_config(td->ctx, cfg);
+    if (r < 0)
+        return r;
+    if (cfg->irq && (td->irq == NULL || index >= npv_irq_count(td->irq)))
+        return bad_config(td->ctx, "irq on a queue needs the device opened with irq and a "
+                                   "vector for the queue");
+    /* Claimed atomically: threads may open and close their own queues at once. */
+    uint32_t bit = 1u << index;
+    if (__atomic_fetch_or(&td->open_queues, bit, __ATOMIC_ACQ_REL) & bit)
+        return -EBUSY;
+    struct npv_testdev_queue *q = calloc(1, sizeof(*q));
+    if (q == NULL) {
+        __atomic_fetch_and(&td->open_queues, ~bit, __ATOMIC_RELEASE);
+        return -ENOMEM;
+    }
+    q->td = td;
+    q->index = index;
+    q->irq = cfg->irq ? td->irq : NULL;
+    q->entries = cfg->entries != 0 ? cfg->entries : TESTDEV_DEFAULT_ENTRIES;
+    r = queue_start(q, cfg);
+    if (r < 0) {
+        free(q);
+        __atomic_fetch_and(&td->open_queues, ~bit, __ATOMIC_RELEASE);
+        return r;
+    }
+    *out = q;
+    return 0;
+}
+
+void npv_testdev_queue_close(struct npv_testdev_queue *q)
+{
+    if (q == NULL)
+        return;
+    queue_stop(q);
+    __atomic_fetch_and(&q->td->open_queues, ~(1u << q->index), __ATOMIC_RELEASE);
+    free(q);
+}
+
+struct npv_ring *npv_testdev_queue_ring(struct npv_testdev_queue *q)
+{
+    return q->ring;
+}
+
+unsigned npv_testdev_queue_index(const struct npv_testdev_queue *q)
+{
+    return q->index;
+}
+
+int npv_testdev_queue_reset(struct npv_testdev_queue *q)
+{
+    return npv_ring_reset(q->ring);
+}
+
+int npv_testdev_queue_inject_fault(struct npv_testdev_queue *q, enum npv_testdev_fault fault)
+{
+    return queue_inject_fault(q, fault);
+}
+
+int npv_testdev_queue_irq_on_sleep_only(struct npv_testdev_queue *q, bool on)
+{
+    return queue_irq_on_sleep_only(q, on);
 }
 
 int npv_testdev_state(struct npv_testdev *td, struct npv_testdev_state *st)
@@ -370,7 +538,7 @@ int npv_testdev_wait(struct npv_testdev *td, enum npv_ring_wait_mode mode, unsig
         uint64_t spent = mono_ns() - start;
         if (spent >= timeout_ns)
             break;
-        int r = npv_ring_wait(td->ring, mode, n - got, timeout_ns - spent, cpl + got, n - got);
+        int r = npv_ring_wait(td->q0.ring, mode, n - got, timeout_ns - spent, cpl + got, n - got);
         if (r < 0)
             return got > 0 ? (int)got : r; /* the collected ones are news; the error comes again */
         got += (unsigned)r;

@@ -3,9 +3,9 @@
  * The generic test device, as a vfio-user server: control registers trapped
  * in BAR0 page 0, a doorbell page shared with the client and polled by a
  * thread, descriptors and data read from the client's DMA memory, a status
- * block written back with completed_head stored last (release), MSI-X vector 0
- * raised as each descriptor with NPV_TESTDEV_DESC_IRQ completes (the status
- * block written first, so it covers that descriptor).
+ * block written back with completed_head stored last (release), the queue's
+ * MSI-X vector (q for queue q) raised as each descriptor with NPV_TESTDEV_DESC_IRQ completes (the
+ * status block written first, so it covers that descriptor).
  *
  * The client's ring contents and register values are untrusted: every IOVA
  * goes through the server's mapping table (an unmapped one is a device fault,
@@ -19,6 +19,12 @@
  * The event loop changes the engine only with the poller parked between two
  * descriptors (park()), so a register write's reply means the engine has
  * taken it.
+ *
+ * Queues (regs.h): the one poller serves TESTDEV_QUEUES rings, each with its
+ * own registers, doorbell, status block, fault state and MSI-X vector; every
+ * pass gives each enabled queue one turn (the descriptors its doorbell
+ * announced at that moment), round robin, so a busy queue cannot starve the
+ * others by more than one doorbell's batch.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -75,17 +81,10 @@ struct engine {
     const uint32_t *irq_wanted;
 };
 
-struct npv_testdev_model {
-    struct npv_vus *srv;
+/* One queue pair: its registers (under the model's lock), doorbell and engine. */
+struct queue {
+    unsigned index; /* its MSI-X vector too */
     volatile uint32_t *doorbell;
-
-    /*
-     * Registers, and the park handshake. The event loop holds lock for every
-     * register access; the poller takes it only to park and to publish a
-     * fault in STATUS / FAULT_IOVA, never per doorbell.
-     */
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
     uint32_t ctrl;
     uint32_t status;
     uint64_t ring_base;
@@ -94,13 +93,26 @@ struct npv_testdev_model {
     uint64_t irq_wanted_base;
     bool fail_reset;
     uint64_t fault_iova;
+    struct engine eng;
+};
+
+struct npv_testdev_model {
+    struct npv_vus *srv;
+
+    /*
+     * Registers, and the park handshake. The event loop holds lock for every
+     * register access; the poller takes it only to park and to publish a
+     * fault in STATUS / FAULT_IOVA, never per doorbell.
+     */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
     uint64_t scratch;
     uint32_t last_width;
     bool parked;        /* the poller waits in poller_park() */
     bool poller_exited; /* nobody to park */
     atomic_bool park_req;
 
-    struct engine eng;
+    struct queue q[TESTDEV_QUEUES];
 
     pthread_t poller;
     bool poller_started;
@@ -157,18 +169,21 @@ static void poller_park(struct npv_testdev_model *td)
     pthread_mutex_unlock(&td->lock);
 }
 
-/* Stop fetching and forget the ring state (CTRL.RESET, DEVICE_RESET). Under lock, parked. */
-static void engine_reset(struct npv_testdev_model *td)
+/*
+ * Stop fetching and forget a queue's ring state (its CTRL.RESET; every
+ * queue's at DEVICE_RESET). Under lock, parked.
+ */
+static void engine_reset(struct queue *q)
 {
-    td->ctrl = 0;
-    td->status = 0;
-    td->ring_base = 0;
-    td->ring_entries = 0;
-    td->status_base = 0;
-    td->irq_wanted_base = 0;
-    td->fault_iova = 0;
-    memset(&td->eng, 0, sizeof(td->eng));
-    __atomic_store_n(td->doorbell, 0, __ATOMIC_RELEASE);
+    q->ctrl = 0;
+    q->status = 0;
+    q->ring_base = 0;
+    q->ring_entries = 0;
+    q->status_base = 0;
+    q->irq_wanted_base = 0;
+    q->fault_iova = 0;
+    memset(&q->eng, 0, sizeof(q->eng));
+    __atomic_store_n(q->doorbell, 0, __ATOMIC_RELEASE);
 }
 
 static bool ring_valid(uint32_t entries)
@@ -177,37 +192,37 @@ static bool ring_valid(uint32_t entries)
 }
 
 /* Under lock, parked. */
-static void engine_enable(struct npv_testdev_model *td)
+static void engine_enable(struct queue *q)
 {
-    struct engine *e = &td->eng;
-    if (!ring_valid(td->ring_entries)) {
-        td->status |= TESTDEV_STATUS_FAULT;
+    struct engine *e = &q->eng;
+    if (!ring_valid(q->ring_entries)) {
+        q->status |= TESTDEV_STATUS_FAULT;
         e->err = NPV_TESTDEV_ERR_BAD_DESC;
         return;
     }
-    e->ring_base = td->ring_base;
-    e->entries = td->ring_entries;
-    e->status_base = td->status_base;
-    e->irq_wanted_base = td->irq_wanted_base;
+    e->ring_base = q->ring_base;
+    e->entries = q->ring_entries;
+    e->status_base = q->status_base;
+    e->irq_wanted_base = q->irq_wanted_base;
     e->head = e->completed = 0;
     e->err = e->err_index = 0;
     e->err_iova = 0;
     e->hung = false;
     e->xlat_ok = false;
     e->running = true;
-    td->status = TESTDEV_STATUS_RUNNING;
-    __atomic_store_n(td->doorbell, 0, __ATOMIC_RELEASE);
+    q->status = TESTDEV_STATUS_RUNNING;
+    __atomic_store_n(q->doorbell, 0, __ATOMIC_RELEASE);
 }
 
-/* Poller: the engine stops on a fault; STATUS and FAULT_IOVA say so. */
-static void engine_fault(struct npv_testdev_model *td, bool dma, uint64_t iova)
+/* Poller: the queue's engine stops on a fault; its STATUS and FAULT_IOVA say so. */
+static void engine_fault(struct npv_testdev_model *td, struct queue *q, bool dma, uint64_t iova)
 {
-    td->eng.running = false;
+    q->eng.running = false;
     pthread_mutex_lock(&td->lock);
-    td->status |= TESTDEV_STATUS_FAULT;
-    td->status &= ~TESTDEV_STATUS_RUNNING;
+    q->status |= TESTDEV_STATUS_FAULT;
+    q->status &= ~TESTDEV_STATUS_RUNNING;
     if (dma)
-        td->fault_iova = iova;
+        q->fault_iova = iova;
     pthread_mutex_unlock(&td->lock);
 }
 
@@ -216,9 +231,8 @@ static void engine_fault(struct npv_testdev_model *td, bool dma, uint64_t iova)
  * (a client DMA_UNMAP waits for section_leave). The cached ring and status
  * pointers are taken again whenever the table changed since they were.
  */
-static void section_enter(struct npv_testdev_model *td)
+static void section_enter(struct npv_testdev_model *td, struct engine *e)
 {
-    struct engine *e = &td->eng;
     npv_vus_dma_begin(td->srv);
     uint64_t gen = npv_vus_dma_generation(td->srv);
     if (e->xlat_ok && e->xlat_gen == gen)
@@ -251,9 +265,8 @@ static void section_leave(struct npv_testdev_model *td)
  * Write the status block: fields first, completed_head last with release
  * order. Inside a section. Returns 0 or a negative errno.
  */
-static int write_status(struct npv_testdev_model *td, uint32_t head)
+static int write_status(struct npv_testdev_model *td, struct engine *e, uint32_t head)
 {
-    struct engine *e = &td->eng;
     struct testdev_status *st = e->st;
     if (st != NULL) {
         __atomic_store_n(&st->error, e->err, __ATOMIC_RELAXED);
@@ -269,7 +282,7 @@ static int write_status(struct npv_testdev_model *td, uint32_t head)
     int r = npv_vus_dma_write(td->srv, e->status_base + 4, &s.error, 20);
     if (r == 0)
         r = npv_vus_dma_write(td->srv, e->status_base, &head, sizeof(head));
-    section_enter(td);
+    section_enter(td, e);
     return r;
 }
 
@@ -280,9 +293,9 @@ static int write_status(struct npv_testdev_model *td, uint32_t head)
  * before it against the word read after it (the driver does the mirror image:
  * word, barrier, head), so a driver going to sleep is never missed.
  */
-static void interrupt(struct npv_testdev_model *td)
+static void interrupt(struct npv_testdev_model *td, struct queue *q)
 {
-    struct engine *e = &td->eng;
+    struct engine *e = &q->eng;
     if (!e->irq_enable)
         return;
     if (e->irq_wanted_base != 0) {
@@ -294,19 +307,20 @@ static void interrupt(struct npv_testdev_model *td)
             section_leave(td);
             if (npv_vus_dma_read(td->srv, e->irq_wanted_base, &wanted, sizeof(wanted)) < 0)
                 wanted = 1;
-            section_enter(td);
+            section_enter(td, e);
         }
         if (wanted == 0)
             return;
     }
     section_leave(td);
-    npv_vus_irq_raise(td->srv, 2 /* MSI-X */, 0);
-    section_enter(td);
+    npv_vus_irq_raise(td->srv, 2 /* MSI-X */, q->index);
+    section_enter(td, e);
 }
 
 /* Message DMA (client memory without fd): bounce through a buffer, outside the section. */
-static uint32_t execute_by_message(struct npv_testdev_model *td, const struct npv_testdev_desc *d,
-                                   uint64_t src, uint64_t dst, uint64_t *bad_iova)
+static uint32_t execute_by_message(struct npv_testdev_model *td, struct engine *e,
+                                   const struct npv_testdev_desc *d, uint64_t src, uint64_t dst,
+                                   uint64_t *bad_iova)
 {
     struct npv_vus *srv = td->srv;
     int r = 0;
@@ -326,7 +340,7 @@ static uint32_t execute_by_message(struct npv_testdev_model *td, const struct np
         if (r < 0)
             *bad_iova = dst;
     }
-    section_enter(td);
+    section_enter(td, e);
     free(buf);
     return r == 0 ? NPV_TESTDEV_ERR_NONE : NPV_TESTDEV_ERR_DMA;
 }
@@ -336,8 +350,8 @@ static uint32_t execute_by_message(struct npv_testdev_model *td, const struct np
  * the client cannot change it between the checks and the use. Returns
  * NPV_TESTDEV_ERR_*; *bad_iova names a refused address.
  */
-static uint32_t execute(struct npv_testdev_model *td, const struct npv_testdev_desc *d,
-                        uint64_t *bad_iova)
+static uint32_t execute(struct npv_testdev_model *td, struct engine *e,
+                        const struct npv_testdev_desc *d, uint64_t *bad_iova)
 {
     struct npv_vus *srv = td->srv;
     uint64_t src = d->src, dst = d->dst;
@@ -348,8 +362,8 @@ static uint32_t execute(struct npv_testdev_model *td, const struct npv_testdev_d
     if ((d->opcode != NPV_TESTDEV_OP_COPY && d->opcode != NPV_TESTDEV_OP_FILL) || d->len == 0 ||
         d->len > NPV_TESTDEV_MAX_LEN)
         return NPV_TESTDEV_ERR_BAD_DESC;
-    if (td->eng.fault_armed == NPV_TESTDEV_FAULT_DMA_UNMAPPED) {
-        td->eng.fault_armed = NPV_TESTDEV_FAULT_NONE;
+    if (e->fault_armed == NPV_TESTDEV_FAULT_DMA_UNMAPPED) {
+        e->fault_armed = NPV_TESTDEV_FAULT_NONE;
         dst = TESTDEV_WILD_IOVA;
     }
     void *s = NULL, *t = NULL;
@@ -370,13 +384,13 @@ static uint32_t execute(struct npv_testdev_model *td, const struct npv_testdev_d
     }
     if (r != -ENOTSUP)
         return NPV_TESTDEV_ERR_DMA;
-    return execute_by_message(td, d, src, dst, bad_iova);
+    return execute_by_message(td, e, d, src, dst, bad_iova);
 }
 
 /* Fetch descriptor head into d, inside a section. 0, or -EFAULT with *bad_iova set. */
-static int fetch(struct npv_testdev_model *td, struct npv_testdev_desc *d, uint64_t *bad_iova)
+static int fetch(struct npv_testdev_model *td, struct engine *e, struct npv_testdev_desc *d,
+                 uint64_t *bad_iova)
 {
-    struct engine *e = &td->eng;
     uint32_t slot = e->head & (e->entries - 1);
     if (e->ring != NULL) {
         memcpy(d, e->ring + (size_t)slot * sizeof(*d), sizeof(*d));
@@ -385,7 +399,7 @@ static int fetch(struct npv_testdev_model *td, struct npv_testdev_desc *d, uint6
     uint64_t iova = e->ring_base + (uint64_t)slot * sizeof(*d);
     section_leave(td);
     int r = npv_vus_dma_read(td->srv, iova, d, sizeof(*d));
-    section_enter(td);
+    section_enter(td, e);
     if (r < 0) {
         *bad_iova = iova;
         memset(d, 0, sizeof(*d));
@@ -399,20 +413,20 @@ static int fetch(struct npv_testdev_model *td, struct npv_testdev_desc *d, uint6
  * the status block once for the batch. Stops early at a fault or when the
  * event loop asks to park.
  */
-static void process(struct npv_testdev_model *td, uint32_t tail)
+static void process(struct npv_testdev_model *td, struct queue *q, uint32_t tail)
 {
-    struct engine *e = &td->eng;
+    struct engine *e = &q->eng;
     uint32_t avail = tail - e->head;
     uint32_t in_section = 0;
     bool irq = false;
 
-    section_enter(td);
+    section_enter(td, e);
     /* A producer index more than a ring ahead names descriptors that do not exist. */
     if (avail > e->entries) {
         e->err = NPV_TESTDEV_ERR_BAD_DESC;
         e->err_index = e->head;
-        engine_fault(td, false, 0);
-        write_status(td, e->completed);
+        engine_fault(td, q, false, 0);
+        write_status(td, e, e->completed);
         section_leave(td);
         return;
     }
@@ -441,7 +455,7 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
                                              sizeof(struct npv_testdev_desc));
         struct npv_testdev_desc d;
         uint64_t bad = 0;
-        uint32_t err = fetch(td, &d, &bad) < 0 ? NPV_TESTDEV_ERR_DMA : execute(td, &d, &bad);
+        uint32_t err = fetch(td, e, &d, &bad) < 0 ? NPV_TESTDEV_ERR_DMA : execute(td, e, &d, &bad);
         e->head++;
         e->completed++;
         if (d.flags & NPV_TESTDEV_DESC_IRQ)
@@ -450,7 +464,7 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
             e->err = err;
             e->err_index = e->head - 1;
             e->err_iova = bad;
-            engine_fault(td, err == NPV_TESTDEV_ERR_DMA, bad);
+            engine_fault(td, q, err == NPV_TESTDEV_ERR_DMA, bad);
             break; /* the engine stops at the first failed descriptor */
         }
         /*
@@ -461,11 +475,11 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
          * one, so the wake-up overlaps the work instead of stalling it.
          */
         if (irq && tail != e->head && e->irq_enable) {
-            if (write_status(td, e->completed) < 0) {
-                engine_fault(td, true, e->status_base);
+            if (write_status(td, e, e->completed) < 0) {
+                engine_fault(td, q, true, e->status_base);
                 break;
             }
-            interrupt(td);
+            interrupt(td, q);
             irq = false;
             in_section = 0;
         }
@@ -476,7 +490,7 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
          */
         if (d.opcode != NPV_TESTDEV_OP_NOP || ++in_section == TESTDEV_SECTION_MAX) {
             section_leave(td);
-            section_enter(td);
+            section_enter(td, e);
             in_section = 0;
         }
     }
@@ -485,10 +499,10 @@ static void process(struct npv_testdev_model *td, uint32_t tail)
         e->fault_armed = NPV_TESTDEV_FAULT_NONE;
         head = tail + e->entries + 7; /* beyond anything the driver submitted */
     }
-    if (write_status(td, head) < 0)
-        engine_fault(td, true, e->status_base);
+    if (write_status(td, e, head) < 0)
+        engine_fault(td, q, true, e->status_base);
     if (irq)
-        interrupt(td);
+        interrupt(td, q);
     section_leave(td);
 }
 
@@ -515,10 +529,33 @@ static void poller_idle(struct npv_testdev_model *td)
  * only every TESTDEV_CLOCK_EVERY idle passes, to nap after TESTDEV_SPIN_NS of
  * idleness so an idle model leaves the CPU.
  */
+/*
+ * One pass: every enabled queue's turn, in index order (each gets at most
+ * what its doorbell announced when its turn came, so the order is fair
+ * round robin). Returns whether any queue was enabled; *worked, whether any
+ * had descriptors.
+ */
+static bool serve_queues(struct npv_testdev_model *td, bool *worked)
+{
+    bool active = false;
+    for (unsigned i = 0; i < TESTDEV_QUEUES; i++) {
+        struct queue *q = &td->q[i];
+        struct engine *e = &q->eng;
+        if (!e->running || e->hung)
+            continue;
+        active = true;
+        uint32_t tail = __atomic_load_n(q->doorbell, __ATOMIC_ACQUIRE);
+        if (tail != e->head) {
+            process(td, q, tail);
+            *worked = true;
+        }
+    }
+    return active;
+}
+
 static void *poller_main(void *arg)
 {
     struct npv_testdev_model *td = arg;
-    struct engine *e = &td->eng;
     int64_t idle_since = 0;
     uint32_t spins = 0;
     bool napping = false;
@@ -530,13 +567,12 @@ static void *poller_main(void *arg)
             napping = false;
             continue;
         }
-        if (!e->running || e->hung) {
+        bool worked = false;
+        if (!serve_queues(td, &worked)) {
             poller_idle(td);
             continue;
         }
-        uint32_t tail = __atomic_load_n(td->doorbell, __ATOMIC_ACQUIRE);
-        if (tail != e->head) {
-            process(td, tail);
+        if (worked) {
             spins = 0;
             napping = false;
             continue;
@@ -589,35 +625,166 @@ static int reg_access64(uint64_t *reg, uint64_t off, uint64_t base, void *buf, s
     return -EINVAL;
 }
 
-/* Under lock, parked. */
-static int ctrl_write(struct npv_testdev_model *td, uint32_t v)
+/* A queue's CTRL. Under lock, parked. */
+static int ctrl_write(struct queue *q, uint32_t v)
 {
     if (v & TESTDEV_CTRL_RESET) {
-        if (td->fail_reset) {
-            td->fail_reset = false;
-            td->status |= TESTDEV_STATUS_FAULT;
-            return 0; /* the reset did not happen: the driver sees the device still as it was */
+        if (q->fail_reset) {
+            q->fail_reset = false;
+            q->status |= TESTDEV_STATUS_FAULT;
+            return 0; /* the reset did not happen: the driver sees the queue still as it was */
         }
-        engine_reset(td);
+        engine_reset(q);
         return 0;
     }
-    uint32_t old = td->ctrl;
-    td->ctrl = v & (TESTDEV_CTRL_ENABLE | TESTDEV_CTRL_IRQ_ENABLE);
-    if ((td->ctrl & TESTDEV_CTRL_ENABLE) && !(old & TESTDEV_CTRL_ENABLE))
-        engine_enable(td);
-    else if (!(td->ctrl & TESTDEV_CTRL_ENABLE) && (old & TESTDEV_CTRL_ENABLE)) {
-        td->eng.running = false;
-        td->status &= ~TESTDEV_STATUS_RUNNING;
+    uint32_t old = q->ctrl;
+    q->ctrl = v & (TESTDEV_CTRL_ENABLE | TESTDEV_CTRL_IRQ_ENABLE);
+    if ((q->ctrl & TESTDEV_CTRL_ENABLE) && !(old & TESTDEV_CTRL_ENABLE))
+        engine_enable(q);
+    else if (!(q->ctrl & TESTDEV_CTRL_ENABLE) && (old & TESTDEV_CTRL_ENABLE)) {
+        q->eng.running = false;
+        q->status &= ~TESTDEV_STATUS_RUNNING;
     }
-    td->eng.irq_enable = (td->ctrl & TESTDEV_CTRL_IRQ_ENABLE) != 0;
+    q->eng.irq_enable = (q->ctrl & TESTDEV_CTRL_IRQ_ENABLE) != 0;
     return 0;
 }
 
+/* A device-wide register: only in queue 0's window. Under lock. */
+static int device_reg_access(struct npv_testdev_model *td, uint64_t off, void *buf, size_t len,
+                             bool is_write)
+{
+    uint32_t v32 = 0;
+    switch (off & ~7ull) {
+    case TESTDEV_REG_SCRATCH64: {
+        int r = reg_access64(&td->scratch, off, TESTDEV_REG_SCRATCH64, buf, len, is_write);
+        if (r == 0)
+            td->last_width = (uint32_t)len;
+        return r;
+    }
+    default:
+        break;
+    }
+    if (len != 4 || (off & 3))
+        return -EINVAL; /* 32-bit registers take 32-bit accesses */
+    if (is_write)
+        return 0; /* read-only or unassigned: dropped */
+    switch (off) {
+    case TESTDEV_REG_ID:
+        v32 = TESTDEV_ID_VALUE;
+        break;
+    case TESTDEV_REG_DESC_SIZE:
+        v32 = sizeof(struct npv_testdev_desc);
+        break;
+    case TESTDEV_REG_LAST_WIDTH:
+        v32 = td->last_width;
+        break;
+    case TESTDEV_REG_QUEUES:
+        v32 = TESTDEV_QUEUES;
+        break;
+    default:
+        v32 = 0;
+        break;
+    }
+    memcpy(buf, &v32, 4);
+    return 0;
+}
+
+/* A register of queue q's window (off relative to the window). Under lock. */
+static int queue_reg_access(struct npv_testdev_model *td, struct queue *q, uint64_t off, void *buf,
+                            size_t len, bool is_write)
+{
+    uint32_t v32 = 0;
+    int r = 0;
+    switch (off & ~7ull) {
+    case TESTDEV_REG_RING_BASE:
+        return reg_access64(&q->ring_base, off, TESTDEV_REG_RING_BASE, buf, len, is_write);
+    case TESTDEV_REG_STATUS_BASE:
+        return reg_access64(&q->status_base, off, TESTDEV_REG_STATUS_BASE, buf, len, is_write);
+    case TESTDEV_REG_IRQ_WANTED:
+        r = reg_access64(&q->irq_wanted_base, off, TESTDEV_REG_IRQ_WANTED, buf, len, is_write);
+        if (r == 0 && is_write) {
+            /* Takes effect at once: the engine's copy changes between two descriptors. */
+            park(td);
+            q->eng.irq_wanted_base = q->irq_wanted_base;
+            q->eng.xlat_ok = false;
+            unpark(td);
+        }
+        return r;
+    case TESTDEV_REG_FAULT_IOVA:
+        if (is_write)
+            return 0; /* read-only */
+        return reg_access64(&q->fault_iova, off, TESTDEV_REG_FAULT_IOVA, buf, len, false);
+    default:
+        break;
+    }
+    if (len != 4 || (off & 3))
+        return -EINVAL; /* 32-bit registers take 32-bit accesses */
+    if (is_write) {
+        memcpy(&v32, buf, 4);
+        switch (off) {
+        case TESTDEV_REG_CTRL:
+            park(td);
+            r = ctrl_write(q, v32);
+            unpark(td);
+            break;
+        case TESTDEV_REG_RING_ENTRIES:
+            q->ring_entries = v32;
+            break;
+        case TESTDEV_REG_FAULT_INJECT:
+            if (v32 == NPV_TESTDEV_FAULT_FAIL_RESET)
+                q->fail_reset = true;
+            else if (v32 <= NPV_TESTDEV_FAULT_DISCONNECT) {
+                park(td);
+                q->eng.fault_armed = v32;
+                unpark(td);
+            }
+            break;
+        default:
+            break; /* read-only, unassigned, or device-wide: handled by the caller */
+        }
+        return r;
+    }
+    switch (off) {
+    case TESTDEV_REG_CTRL:
+        v32 = q->ctrl;
+        break;
+    case TESTDEV_REG_STATUS:
+        v32 = q->status;
+        break;
+    case TESTDEV_REG_RING_ENTRIES:
+        v32 = q->ring_entries;
+        break;
+    default:
+        v32 = 0; /* write-only */
+        break;
+    }
+    memcpy(buf, &v32, 4);
+    return 0;
+}
+
+static bool is_queue_reg(uint64_t off)
+{
+    switch (off & ~7ull) {
+    case TESTDEV_REG_RING_BASE:
+    case TESTDEV_REG_STATUS_BASE:
+    case TESTDEV_REG_IRQ_WANTED:
+    case TESTDEV_REG_FAULT_IOVA:
+        return true;
+    default:
+        break;
+    }
+    return off == TESTDEV_REG_CTRL || off == TESTDEV_REG_STATUS ||
+           off == TESTDEV_REG_RING_ENTRIES || off == TESTDEV_REG_FAULT_INJECT;
+}
+
+/*
+ * Page 0: queue q's window at TESTDEV_QUEUE_WINDOW * q; in window 0 the
+ * device-wide registers too. Windows past the last queue read 0.
+ */
 static int regs_access(void *arg, uint32_t index, uint64_t off, void *buf, size_t len,
                        bool is_write)
 {
     struct npv_testdev_model *td = arg;
-    uint32_t v32 = 0;
     int r = 0;
 
     if (index != 0)
@@ -627,91 +794,16 @@ static int regs_access(void *arg, uint32_t index, uint64_t off, void *buf, size_
             memset(buf, 0, len);
         return 0;
     }
+    uint64_t qi = off / TESTDEV_QUEUE_WINDOW, reg = off % TESTDEV_QUEUE_WINDOW;
     pthread_mutex_lock(&td->lock);
-    switch (off & ~7ull) {
-    case TESTDEV_REG_RING_BASE:
-        r = reg_access64(&td->ring_base, off, TESTDEV_REG_RING_BASE, buf, len, is_write);
-        goto out;
-    case TESTDEV_REG_STATUS_BASE:
-        r = reg_access64(&td->status_base, off, TESTDEV_REG_STATUS_BASE, buf, len, is_write);
-        goto out;
-    case TESTDEV_REG_IRQ_WANTED:
-        r = reg_access64(&td->irq_wanted_base, off, TESTDEV_REG_IRQ_WANTED, buf, len, is_write);
-        if (r == 0 && is_write) {
-            /* Takes effect at once: the engine's copy changes between two descriptors. */
-            park(td);
-            td->eng.irq_wanted_base = td->irq_wanted_base;
-            td->eng.xlat_ok = false;
-            unpark(td);
-        }
-        goto out;
-    case TESTDEV_REG_SCRATCH64:
-        r = reg_access64(&td->scratch, off, TESTDEV_REG_SCRATCH64, buf, len, is_write);
-        if (r == 0)
-            td->last_width = (uint32_t)len;
-        goto out;
-    case TESTDEV_REG_FAULT_IOVA:
-        if (is_write)
-            goto out; /* read-only */
-        r = reg_access64(&td->fault_iova, off, TESTDEV_REG_FAULT_IOVA, buf, len, false);
-        goto out;
-    default:
-        break;
-    }
-    if (len != 4 || (off & 3)) {
-        r = -EINVAL; /* 32-bit registers take 32-bit accesses */
-        goto out;
-    }
-    if (is_write) {
-        memcpy(&v32, buf, 4);
-        switch (off) {
-        case TESTDEV_REG_CTRL:
-            park(td);
-            r = ctrl_write(td, v32);
-            unpark(td);
-            break;
-        case TESTDEV_REG_RING_ENTRIES:
-            td->ring_entries = v32;
-            break;
-        case TESTDEV_REG_FAULT_INJECT:
-            if (v32 == NPV_TESTDEV_FAULT_FAIL_RESET)
-                td->fail_reset = true;
-            else if (v32 <= NPV_TESTDEV_FAULT_DISCONNECT) {
-                park(td);
-                td->eng.fault_armed = v32;
-                unpark(td);
-            }
-            break;
-        default:
-            break; /* read-only or unassigned: dropped */
-        }
-        goto out;
-    }
-    switch (off) {
-    case TESTDEV_REG_ID:
-        v32 = TESTDEV_ID_VALUE;
-        break;
-    case TESTDEV_REG_CTRL:
-        v32 = td->ctrl;
-        break;
-    case TESTDEV_REG_STATUS:
-        v32 = td->status;
-        break;
-    case TESTDEV_REG_DESC_SIZE:
-        v32 = sizeof(struct npv_testdev_desc);
-        break;
-    case TESTDEV_REG_RING_ENTRIES:
-        v32 = td->ring_entries;
-        break;
-    case TESTDEV_REG_LAST_WIDTH:
-        v32 = td->last_width;
-        break;
-    default:
-        v32 = 0;
-        break;
-    }
-    memcpy(buf, &v32, 4);
-out:
+    if (qi < TESTDEV_QUEUES && is_queue_reg(reg))
+        r = queue_reg_access(td, &td->q[qi], reg, buf, len, is_write);
+    else if (qi == 0)
+        r = device_reg_access(td, reg, buf, len, is_write);
+    else if (len != 4 && len != 8)
+        r = -EINVAL;
+    else if (!is_write)
+        memset(buf, 0, len);
     pthread_mutex_unlock(&td->lock);
     return r;
 }
@@ -721,12 +813,14 @@ static int model_reset(void *arg)
     struct npv_testdev_model *td = arg;
     int r = 0;
     pthread_mutex_lock(&td->lock);
-    if (td->fail_reset) {
-        td->fail_reset = false;
+    /* Queue 0's armed failing reset fails the device's (as it did with one ring). */
+    if (td->q[0].fail_reset) {
+        td->q[0].fail_reset = false;
         r = -EIO;
     } else {
         park(td);
-        engine_reset(td);
+        for (unsigned i = 0; i < TESTDEV_QUEUES; i++)
+            engine_reset(&td->q[i]);
         unpark(td);
     }
     pthread_mutex_unlock(&td->lock);
@@ -739,10 +833,13 @@ static void model_disconnect(void *arg)
     /* The client's memory is gone: stop fetching, keep the registers. */
     pthread_mutex_lock(&td->lock);
     park(td);
-    td->ctrl &= ~TESTDEV_CTRL_ENABLE;
-    td->status &= ~TESTDEV_STATUS_RUNNING;
-    td->eng.running = false;
-    td->eng.xlat_ok = false;
+    for (unsigned i = 0; i < TESTDEV_QUEUES; i++) {
+        struct queue *q = &td->q[i];
+        q->ctrl &= ~TESTDEV_CTRL_ENABLE;
+        q->status &= ~TESTDEV_STATUS_RUNNING;
+        q->eng.running = false;
+        q->eng.xlat_ok = false;
+    }
     unpark(td);
     pthread_mutex_unlock(&td->lock);
 }
@@ -783,8 +880,11 @@ int npv_testdev_model_new(struct npv_ctx *ctx, struct npv_testdev_model **out)
     r = npv_vus_new(ctx, &cfg, &td->srv);
     if (r < 0)
         goto err_free;
-    td->doorbell =
-        (volatile uint32_t *)((uint8_t *)npv_vus_region_mem(td->srv, 0) + TESTDEV_REG_DOORBELL);
+    for (unsigned i = 0; i < TESTDEV_QUEUES; i++) {
+        td->q[i].index = i;
+        td->q[i].doorbell =
+            (volatile uint32_t *)((uint8_t *)npv_vus_region_mem(td->srv, 0) + TESTDEV_DOORBELL(i));
+    }
     r = pthread_create(&td->poller, NULL, poller_main, td);
     if (r != 0) {
         r = -r;

@@ -12,6 +12,21 @@
  *          driver's doorbell write is a plain store, the model polls it.
  *   page 2 (0x2000) MSI-X table, trapped.
  *   page 3 (0x3000) MSI-X PBA, trapped.
+ *
+ * Queue pairs (model choice, no public source: a test device shaped as
+ * NVMe-style multi-queue engines are): TESTDEV_REG_QUEUES says how many
+ * rings the engine serves (4). Queue q has a register window of its own at
+ * TESTDEV_QUEUE_WINDOW * q in page 0, with the per-queue registers below at
+ * the same offsets as queue 0's, and a doorbell of its own at
+ * TESTDEV_DOORBELL(q), TESTDEV_DOORBELL_STRIDE bytes apart, so no two
+ * queues' doorbells share a cache line (or a register). Queue 0's window is
+ * today's registers, unchanged; the device-wide registers (ID, DESC_SIZE,
+ * SCRATCH64, LAST_WIDTH, QUEUES) exist only there and read 0 in the other
+ * windows. Each queue has its own ring, status block, CTRL (its RESET resets
+ * that queue only), STATUS, fault state, injected faults and MSI-X vector q.
+ * The engine gives every enabled queue one turn per pass (what its doorbell
+ * announced at that moment), round robin. A function-level reset of the
+ * device (VFIO DEVICE_RESET) resets every queue.
  */
 #ifndef NPV_TESTDEV_REGS_H
 #define NPV_TESTDEV_REGS_H
@@ -28,9 +43,12 @@
 #include <npuvfio/testdev.h>
 
 #define TESTDEV_BAR0_SIZE    0x4000u
-#define TESTDEV_MSIX_VECTORS 2u
+#define TESTDEV_QUEUES       4u             /* model choice: queue pairs (TESTDEV_REG_QUEUES) */
+#define TESTDEV_MSIX_VECTORS TESTDEV_QUEUES /* vector q: queue q's completions */
 
-/* Page 0: control registers. */
+/* Page 0: control registers. Per queue (in queue q's window): CTRL, STATUS, RING_BASE,
+ * RING_ENTRIES, STATUS_BASE, FAULT_INJECT, FAULT_IOVA, IRQ_WANTED. Device-wide (window 0):
+ * the others. */
 #define TESTDEV_REG_ID           0x000u /* RO: TESTDEV_ID_VALUE */
 #define TESTDEV_REG_CTRL         0x004u /* RW: TESTDEV_CTRL_* */
 #define TESTDEV_REG_STATUS       0x008u /* RO: TESTDEV_STATUS_* */
@@ -49,21 +67,32 @@
  * device always interrupts. Takes effect at once; cleared by CTRL.RESET.
  */
 #define TESTDEV_REG_IRQ_WANTED 0x050u
+/* RO: how many queue pairs the device has (TESTDEV_QUEUES); 0 on a single-ring device. */
+#define TESTDEV_REG_QUEUES 0x058u
+
+/* Queue q's register window: queue 0's is page 0's start (the registers above). */
+#define TESTDEV_QUEUE_WINDOW 0x100u
+#define TESTDEV_QREG(q, reg) ((uint64_t)(q)*TESTDEV_QUEUE_WINDOW + (reg))
 
 #define TESTDEV_ID_VALUE 0x4e500001u
 
-#define TESTDEV_CTRL_ENABLE     (1u << 0) /* start fetching descriptors */
-#define TESTDEV_CTRL_RESET      (1u << 1) /* self-clearing: stop, forget ring state */
-#define TESTDEV_CTRL_IRQ_ENABLE (1u << 2) /* raise MSI-X vector 0 on descriptors with IRQ */
+#define TESTDEV_CTRL_ENABLE (1u << 0) /* start fetching descriptors */
+#define TESTDEV_CTRL_RESET  (1u << 1) /* self-clearing: stop, forget this queue's ring state */
+#define TESTDEV_CTRL_IRQ_ENABLE                                                                    \
+    (1u << 2) /* raise MSI-X vector q on queue q's descriptors with IRQ */
 
 #define TESTDEV_STATUS_RUNNING (1u << 0)
 #define TESTDEV_STATUS_FAULT                                                                       \
     (1u << 1) /* stopped: a failed descriptor (a refused DMA: see                                  \
                   FAULT_IOVA), a bad ring size, a failed reset */
 
-/* Page 1: the doorbell. The driver writes the free-running producer index. */
-#define TESTDEV_DOORBELL_PAGE 0x1000u
-#define TESTDEV_REG_DOORBELL  0x1000u
+/* Page 1: the doorbells. The driver writes its queue's free-running producer index. */
+#define TESTDEV_DOORBELL_PAGE   0x1000u
+#define TESTDEV_REG_DOORBELL    0x1000u /* queue 0's */
+#define TESTDEV_DOORBELL_STRIDE 0x100u  /* above any cache line or granule */
+#define TESTDEV_DOORBELL(q)     (TESTDEV_REG_DOORBELL + (uint64_t)(q)*TESTDEV_DOORBELL_STRIDE)
+static_assert(TESTDEV_QUEUES * TESTDEV_DOORBELL_STRIDE <= 0x1000u, "doorbells fit their page");
+static_assert(TESTDEV_QUEUES * TESTDEV_QUEUE_WINDOW <= 0x1000u, "windows fit page 0");
 
 #define TESTDEV_MSIX_TABLE_OFFSET 0x2000u
 #define TESTDEV_MSIX_PBA_OFFSET   0x3000u

@@ -30,7 +30,9 @@
  * share one device through an npv_share (npuvfio/share.h, docs/threads.md)
  * over a queue of the two slots (prepare into a free slot, launch when idle;
  * poll the active run, release it, launch the next), the share's lock held
- * only across those non-blocking calls.
+ * only across those non-blocking calls. That lock is inherent, not a
+ * stopgap: the device executes one run at a time on every sub-core, so a
+ * second thread has nothing to run in parallel (docs/threads.md).
  *
  * Serving: operands may live in caller memory (npv_aicore_mem_map), and a
  * run may carry a budget from its preparation (npv_aicore_prepare_within)

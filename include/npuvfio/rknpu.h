@@ -51,8 +51,10 @@
  * from any thread while the buffer lives. Many threads share one NPU
  * through an npv_share (npuvfio/share.h, docs/threads.md): a lock held only
  * across npv_rknpu_submit[_within] and npv_rknpu_poll, completions routed to
- * each submitting thread; one lock for the three cores (a queue per core
- * without a lock is not done yet).
+ * each submitting thread; one lock for the three cores. A queue per core
+ * without a lock is not built: the driver keeps one job table, domain
+ * switch and recovery state for the three cores (docs/threads.md lists what
+ * has to be split first).
  */
 #ifndef NPUVFIO_RKNPU_H
 #define NPUVFIO_RKNPU_H

@@ -12,7 +12,7 @@
  * vfio-user socket.
  *
  * What it takes at open, and gives back at close (in reverse order): BAR0,
- * MSI-X vector 0 when cfg->irq is set, one DMA buffer holding the ring and
+ * MSI-X vectors (one per queue) when cfg->irq is set, one DMA buffer holding the ring and
  * the status block, mapped into the domain the device is attached to at open
  * (switching the device to another domain while the driver is open leaves
  * the ring unmapped there: close first). It takes no reference on dev: close
@@ -25,9 +25,23 @@
  * -EIO and dev_error one of enum npv_testdev_error, and the engine stops at
  * it (the ring's reset brings it back: npv_testdev_reset).
  *
- * Thread-safety: one npv_testdev (and its ring) is used by one thread at a
- * time; different devices are independent. Many threads share one device
- * through an npv_share over its ring (npuvfio/share.h, docs/threads.md): a
+ * Queues: the device has several rings (npv_testdev_queues(): 4 on the
+ * model), each with its own registers, doorbell, status block, fault state
+ * and MSI-X vector. The device's own ring (npv_testdev_ring) is queue 0;
+ * npv_testdev_queue_open gives queue 1.. a ring of its own. A thread per
+ * queue submits and reaps with the ring API on its own ring with no lock
+ * anywhere (its doorbell shares no cache line with another queue's, its
+ * ring and status block are its own memory); the engine serves the queues
+ * round robin.
+ *
+ * Thread-safety: one npv_testdev (and its ring, queue 0) is used by one
+ * thread at a time; so is one npv_testdev_queue (and its ring). Different
+ * queues of one device are independent: each may be used by its own thread
+ * at the same time as td's ring and the other queues, and queues may be
+ * opened and closed from any thread while the others run (a queue's
+ * register accesses take the device's control lock, never its fast path).
+ * npv_testdev_close comes after every queue's close. Many threads share one
+ * ring through an npv_share instead (npuvfio/share.h, docs/threads.md): a
  * lock held only across npv_ring_push + npv_ring_submit and npv_ring_poll,
  * completions routed to each submitting thread.
  */
@@ -62,7 +76,8 @@ enum npv_testdev_opcode {
     NPV_TESTDEV_OP_FILL = 2, /* len bytes of (pattern & 0xff) at dst */
 };
 
-/* Raise MSI-X vector 0 when this descriptor completes (with cfg->irq). */
+/* Raise the queue's MSI-X vector (0 for td's ring) when this descriptor completes (with cfg->irq).
+ */
 #define NPV_TESTDEV_DESC_IRQ (1u << 0)
 /* The longest COPY or FILL the device takes; longer is NPV_TESTDEV_ERR_BAD_DESC. */
 #define NPV_TESTDEV_MAX_LEN (16u << 20)
@@ -103,7 +118,11 @@ struct npv_testdev_config {
     uint32_t entries;
     /* Ring and status memory; NULL = the allocator's default (4 KiB pages, any node). */
     const struct npv_dma_opts *mem;
-    /* Route MSI-X vector 0 to an eventfd so IRQ and HYBRID waits work. */
+    /*
+     * Route MSI-X vectors to eventfds so IRQ and HYBRID waits work: at open,
+     * a vector per queue (as many as the device has; queue q waits on vector
+     * q); on a queue, use its vector (the device opened with irq).
+     */
     bool irq;
     /* Hybrid waits spin this long before sleeping; 0 = the ring's default. */
     uint64_t spin_ns;
@@ -138,14 +157,15 @@ NPV_API struct npv_ring *npv_testdev_ring(struct npv_testdev *td);
 NPV_API struct npv_dma *npv_testdev_ring_memory(struct npv_testdev *td);
 /* The device td drives. */
 NPV_API struct npv_dev *npv_testdev_dev(struct npv_testdev *td);
-/* The interrupt of vector 0 (owned by td), NULL without cfg->irq. */
+/* The interrupt: vector q is queue q's (owned by td), NULL without cfg->irq. */
 NPV_API struct npv_irq *npv_testdev_irq(struct npv_testdev *td);
 
 /*
- * Fail every job in flight with -ECANCELED, reset the device and program its
- * ring again (npv_ring_reset). Brings back an engine stopped at a failed job
- * and a ring left dead by a failed reset. Returns 0, -EIO when the device
- * did not come back, or the transport's errno.
+ * Fail every job in flight on td's ring (queue 0) with -ECANCELED, reset
+ * that queue (its CTRL.RESET: the other queues run on) and program its ring
+ * again (npv_ring_reset). Brings back an engine stopped at a failed job and
+ * a ring left dead by a failed reset. Returns 0, -EIO when the device did
+ * not come back, or the transport's errno.
  */
 NPV_API int npv_testdev_reset(struct npv_testdev *td);
 
@@ -171,9 +191,52 @@ NPV_API int npv_testdev_wait(struct npv_testdev *td, enum npv_ring_wait_mode mod
  */
 NPV_API int npv_testdev_irq_on_sleep_only(struct npv_testdev *td, bool on);
 
-/* Arm a fault for the next descriptor (FAIL_RESET: for the next reset). -EINVAL, transport errno.
+/*
+ * Arm a fault for the next descriptor of td's ring (FAIL_RESET: for queue
+ * 0's next reset, and the device's). -EINVAL, transport errno.
  */
 NPV_API int npv_testdev_inject_fault(struct npv_testdev *td, enum npv_testdev_fault fault);
+
+/* ---- queues: a ring per thread, no lock (docs/threads.md) ---- */
+
+struct npv_testdev_queue;
+
+/* How many queues (rings) the device has, td's own included: 1 on a single-ring device. */
+NPV_API unsigned npv_testdev_queues(struct npv_testdev *td);
+
+/*
+ * Give queue index (1 .. npv_testdev_queues(td) - 1) a ring of its own:
+ * allocate and map its ring and status block in td's domain, program the
+ * queue's register window and start its engine. cfg as for
+ * npv_testdev_open (NULL: defaults); cfg->irq needs td opened with irq and a
+ * vector for this queue. Its counters in lib/stats: queue "ring<index>".
+ * Errors: -EINVAL a bad index or config (logged), -EBUSY the queue is open,
+ * -ENOMEM, the transport's errno, -EIO the queue's engine did not start.
+ *
+ * Resets: npv_testdev_queue_reset (and the ring's own recovery after a
+ * missed deadline or a fault) resets this queue alone: the others keep
+ * their jobs. A reset of the whole device (npv_dev_reset) stops every
+ * queue: each ring finds its jobs in flight failed at their deadlines
+ * (-ETIMEDOUT, the rest -ECANCELED), on its own thread, and its recovery
+ * programs its queue again. What survives a reset, per queue: the ring, its
+ * memory and config, and npv_testdev_queue_irq_on_sleep_only.
+ */
+NPV_API int npv_testdev_queue_open(struct npv_testdev *td, unsigned index,
+                                   const struct npv_testdev_config *cfg,
+                                   struct npv_testdev_queue **out);
+/* Stop the queue's engine, forget its jobs in flight, release its ring. NULL is a no-op. */
+NPV_API void npv_testdev_queue_close(struct npv_testdev_queue *q);
+/* The queue's ring (owned by q): npv_ring_next/push/submit/poll/wait as on npv_testdev_ring. */
+NPV_API struct npv_ring *npv_testdev_queue_ring(struct npv_testdev_queue *q);
+/* The queue's index (its register window, doorbell and vector). */
+NPV_API unsigned npv_testdev_queue_index(const struct npv_testdev_queue *q);
+/* npv_testdev_reset for this queue alone. */
+NPV_API int npv_testdev_queue_reset(struct npv_testdev_queue *q);
+/* npv_testdev_inject_fault for this queue's next descriptor (FAIL_RESET: its next reset). */
+NPV_API int npv_testdev_queue_inject_fault(struct npv_testdev_queue *q,
+                                           enum npv_testdev_fault fault);
+/* npv_testdev_irq_on_sleep_only for this queue (opened with cfg->irq). */
+NPV_API int npv_testdev_queue_irq_on_sleep_only(struct npv_testdev_queue *q, bool on);
 
 /*
  * The driver as an npv_share serves it to many threads (npuvfio/share.h,
