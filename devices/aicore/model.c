@@ -675,6 +675,8 @@ int npv_aicore_model_new(struct npv_ctx *ctx, const struct npv_aicore_model_conf
                          struct npv_aicore_model **out)
 {
     struct npv_aicore_model *m = calloc(1, sizeof(*m));
+    if (m != NULL)
+        atomic_init(&m->compute, NULL);
     int r;
     if (m == NULL)
         return -ENOMEM;
@@ -794,4 +796,9 @@ out_ctx:
 int npv_aicore_serve(const char *socket_path, bool once)
 {
     return npv_aicore_serve_config(socket_path, once, NULL);
+}
+
+void npv_aicore_model_count_compute(struct npv_aicore_model *m, struct npv_model_compute *c)
+{
+    atomic_store_explicit(&m->compute, c, memory_order_relaxed);
 }
