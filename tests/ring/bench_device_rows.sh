@@ -35,7 +35,8 @@ for x in ran:
     # Every model measures its compute; it is part of the round trip, never all of it.
     assert c is not None and c > 0, (n, x["compute_ns"])
     assert o is not None and o > 0, (n, x["overhead_ns"])
-    assert abs(c + o - p50) <= 1e-6 * p50 + 1, (n, c, o, p50)
+    # (the JSON keeps 6 significant digits)
+    assert abs(c + o - p50) <= 1e-5 * p50 + 1, (n, c, o, p50)
     assert x["loop_per_s"]["median"] > 0, (n, x["loop_per_s"])
     t = x["reads_target"]
     if n in goals:
@@ -54,7 +55,7 @@ for x in ran:
 PY
 
 # --rate: the ring's points, then each device at the list's percentages only.
-"$bench" --rate 2k,25%,90% --count 50 --duration 50 --json "$tmp/rate.json" \
+"$bench" --rate 2k,25%,90% --count 50 --duration 200 --json "$tmp/rate.json" \
     >"$tmp/rate.out" 2>&1 ||
     { cat "$tmp/rate.out"; echo "FAIL: the --rate run failed"; exit 1; }
 python3 - "$tmp/rate.json" <<'PY'
