@@ -764,10 +764,10 @@ static void print_devices(const struct dev_results *d)
                "posted write its own\n",
                "", fig(row->steady_messages, 0, 2), fig(row->steady_messages_unbatched, 0, 2));
         print_reads_target(row);
-        printf("  %-12s   p50 %s ns = model compute %s ns + host overhead %s ns (driver and "
-               "transport)\n",
-               "", fig(series_median(&row->p50_ns), 0, 0),
-               fig(series_median(&row->compute_ns), 0, 0),
+        /* Each a median over the repetitions, so the two need not add up to the p50's. */
+        printf("  %-12s   of the p50: model compute %s ns per iteration, host overhead (p50 - "
+               "compute: driver and transport) %s ns\n",
+               "", fig(series_median(&row->compute_ns), 0, 0),
                fig(series_median(&row->overhead_ns), 0, 0));
     }
     print_devices_open(d);
