@@ -114,6 +114,8 @@ int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev);
 void bench_cpus_fini(void);
 /* npv_ctx_new with the library's messages printed as "npuvfio-bench: LEVEL: msg". */
 struct npv_ctx;
+struct npv_domain;
+struct npv_dev;
 int bench_ctx_new(struct npv_ctx **out);
 /* Pin the calling thread (or, with whole_process, the process) to an OS CPU index. */
 int bench_pin(int os_index, bool whole_process);
@@ -136,6 +138,19 @@ int bench_model_start(const struct npv_device_entry *e, const struct bench_cpus 
                       struct bench_model *m);
 /* Harmless when nothing was started. */
 void bench_model_stop(struct bench_model *m);
+
+/* A device opened through its driver on the model serving at a path. */
+struct bench_dev {
+    const struct npv_device_entry *e;
+    struct npv_ctx *ctx;
+    struct npv_domain *dom;
+    struct npv_dev *dev;
+    void *drv;
+};
+/* 0 or a negative errno; bench_dev_close it either way (it takes a half-opened one). */
+int bench_dev_open(const struct npv_device_entry *e, const char *path, struct bench_dev *d);
+/* Harmless on a zeroed one; leaves it zeroed. */
+void bench_dev_close(struct bench_dev *d);
 
 /* ---- peers ---- */
 int peer_cacheline(const struct bench_opts *o, const struct bench_cpus *c, struct lat *out);

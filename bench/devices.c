@@ -73,49 +73,12 @@ static uint64_t compute_read(const struct npv_model_compute *c)
     return c != NULL ? atomic_load_explicit(&c->ns, memory_order_relaxed) : 0;
 }
 
-/* A device opened through its driver on the model serving at a path. */
-struct dev_conn {
-    const struct npv_device_entry *e;
-    struct npv_ctx *ctx;
-    struct npv_domain *dom;
-    struct npv_dev *dev;
-    void *drv;
-};
-
-static void conn_close(struct dev_conn *k)
-{
-    if (k->drv != NULL)
-        k->e->driver_close(k->drv);
-    npv_dev_close(k->dev);
-    npv_domain_put(k->dom);
-    npv_ctx_free(k->ctx);
-    memset(k, 0, sizeof(*k));
-}
-
-static int conn_open(const struct npv_device_entry *e, const char *path, struct dev_conn *k)
-{
-    memset(k, 0, sizeof(*k));
-    k->e = e;
-    int rc = bench_ctx_new(&k->ctx);
-    if (rc == 0)
-        rc = npv_domain_new(k->ctx, NULL, &k->dom);
-    if (rc == 0)
-        rc = npv_dev_open_vfio_user(k->ctx, path, k->dom, NULL, &k->dev);
-    if (rc == 0)
-        rc = e->driver_open(k->dev, &k->drv);
-    if (rc < 0) {
-        k->drv = NULL;
-        conn_close(k);
-    }
-    return rc;
-}
-
 /*
  * One run of the sample on an open device, open loop when interval_ns is
  * set. *compute_ns: what the model's workers computed during the sample
  * alone (the setup before and the teardown after are not in it).
  */
-static int sample_on(const struct dev_conn *k, unsigned iterations, uint64_t interval_ns,
+static int sample_on(const struct bench_dev *k, unsigned iterations, uint64_t interval_ns,
                      const struct npv_model_compute *compute, struct npv_sample_result *res,
                      struct npv_dev_stats *regs, uint64_t *compute_ns)
 {
@@ -141,12 +104,11 @@ static int sample_run(const struct npv_device_entry *e, const char *path, unsign
                       struct npv_sample_result *res, struct npv_dev_stats *regs,
                       uint64_t *compute_ns)
 {
-    struct dev_conn k;
-    int rc = conn_open(e, path, &k);
-    if (rc < 0)
-        return rc;
-    rc = sample_on(&k, iterations, interval_ns, compute, res, regs, compute_ns);
-    conn_close(&k);
+    struct bench_dev k;
+    int rc = bench_dev_open(e, path, &k);
+    if (rc == 0)
+        rc = sample_on(&k, iterations, interval_ns, compute, res, regs, compute_ns);
+    bench_dev_close(&k);
     return rc;
 }
 
@@ -277,7 +239,7 @@ static double measure_max(unsigned i, const char *path)
 }
 
 /* One open-loop point of row i at frac of its maximum, on the open device k. */
-static int open_point(const struct bench_opts *o, const struct dev_conn *k, struct dev_row *row,
+static int open_point(const struct bench_opts *o, const struct bench_dev *k, struct dev_row *row,
                       double frac, unsigned point_ms)
 {
     struct dev_open_point *pt = &row->open[row->nopen];
@@ -312,11 +274,11 @@ static int open_point(const struct bench_opts *o, const struct dev_conn *k, stru
 static int open_points(const struct bench_opts *o, unsigned i, const char *path,
                        struct dev_row *row, const double *fracs, unsigned nfracs, unsigned point_ms)
 {
-    struct dev_conn k;
+    struct bench_dev k;
     struct npv_sample_result res;
     struct npv_dev_stats regs;
     uint64_t unused;
-    int rc = conn_open(entries[i], path, &k);
+    int rc = bench_dev_open(entries[i], path, &k);
     if (rc == 0)
         rc = sample_on(&k, BENCH_STEADY_SHORT, 0, NULL, &res, &regs, &unused);
     for (unsigned f = 0; rc == 0 && f < nfracs && row->nopen < BENCH_DEV_OPEN_POINTS; f++) {
@@ -325,8 +287,7 @@ static int open_points(const struct bench_opts *o, unsigned i, const char *path,
             fprintf(stderr, "npuvfio-bench: %s open loop at %.0f%%: %s\n", row->name,
                     fracs[f] * 100, npv_strerror(rc));
     }
-    if (k.ctx != NULL)
-        conn_close(&k);
+    bench_dev_close(&k);
     return rc;
 }
 

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/domain.h>
 
 #include "registry.h"
 
@@ -295,4 +297,28 @@ int bench_ctx_new(struct npv_ctx **out)
     if (rc == 0)
         npv_ctx_set_log_sink(*out, bench_log_sink, NULL);
     return rc;
+}
+
+int bench_dev_open(const struct npv_device_entry *e, const char *path, struct bench_dev *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->e = e;
+    int rc = bench_ctx_new(&d->ctx);
+    if (rc == 0)
+        rc = npv_domain_new(d->ctx, NULL, &d->dom);
+    if (rc == 0)
+        rc = npv_dev_open_vfio_user(d->ctx, path, d->dom, NULL, &d->dev);
+    if (rc == 0)
+        rc = e->driver_open(d->dev, &d->drv);
+    return rc;
+}
+
+void bench_dev_close(struct bench_dev *d)
+{
+    if (d->drv != NULL)
+        d->e->driver_close(d->drv);
+    npv_dev_close(d->dev);
+    npv_domain_put(d->dom);
+    npv_ctx_free(d->ctx);
+    memset(d, 0, sizeof(*d));
 }
