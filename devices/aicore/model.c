@@ -675,11 +675,10 @@ int npv_aicore_model_new(struct npv_ctx *ctx, const struct npv_aicore_model_conf
                          struct npv_aicore_model **out)
 {
     struct npv_aicore_model *m = calloc(1, sizeof(*m));
-    if (m != NULL)
-        atomic_init(&m->compute, NULL);
     int r;
     if (m == NULL)
         return -ENOMEM;
+    atomic_init(&m->compute, NULL);
     r = apply_config(m, mcfg);
     if (r < 0)
         goto err_free;
