@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define BENCH_MODES     3
 #define BENCH_MEMS      2
@@ -113,21 +114,43 @@ int bench_cpus_init(struct bench_cpus *c, int want_sub, int want_dev);
 void bench_cpus_fini(void);
 /* npv_ctx_new with the library's messages printed as "npuvfio-bench: LEVEL: msg". */
 struct npv_ctx;
+struct npv_domain;
+struct npv_dev;
 int bench_ctx_new(struct npv_ctx **out);
 /* Pin the calling thread (or, with whole_process, the process) to an OS CPU index. */
 int bench_pin(int os_index, bool whole_process);
 
-/* A device model serving on a private socket in a child pinned to the device core. */
+/*
+ * A device model serving on a private socket in a child pinned to the device
+ * core. compute: the model's compute counter (devices/model_compute.h), in
+ * memory shared with the child, which adds to it; NULL when it could not be
+ * shared.
+ */
+struct npv_model_compute;
 struct bench_model {
     int pid;
     char dir[64];
     char path[128];
+    struct npv_model_compute *compute;
 };
 struct npv_device_entry;
 int bench_model_start(const struct npv_device_entry *e, const struct bench_cpus *c,
                       struct bench_model *m);
 /* Harmless when nothing was started. */
 void bench_model_stop(struct bench_model *m);
+
+/* A device opened through its driver on the model serving at a path. */
+struct bench_dev {
+    const struct npv_device_entry *e;
+    struct npv_ctx *ctx;
+    struct npv_domain *dom;
+    struct npv_dev *dev;
+    void *drv;
+};
+/* 0 or a negative errno; bench_dev_close it either way (it takes a half-opened one). */
+int bench_dev_open(const struct npv_device_entry *e, const char *path, struct bench_dev *d);
+/* Harmless on a zeroed one; leaves it zeroed. */
+void bench_dev_close(struct bench_dev *d);
 
 /* ---- peers ---- */
 int peer_cacheline(const struct bench_opts *o, const struct bench_cpus *c, struct lat *out);
@@ -226,6 +249,20 @@ int ours_max_rate(struct ours *t, double *rate);
 int ours_open_loop(struct ours *t, double rate, uint64_t count, struct open_point *out);
 
 /* ---- device rows: each registered device's sample on its model ---- */
+
+/*
+ * One open-loop point of a device row: iterations of its sample due on a
+ * fixed schedule (npv_sample_opts.interval_ns) at frac of the row's maximum,
+ * latency from each one's due time.
+ */
+struct dev_open_point {
+    double frac, rate; /* asked: the fraction of max_rate, and iterations per second */
+    double achieved;   /* iterations per second from the first start to the last end */
+    uint64_t count;
+    double p50_ns, p99_ns, p999_ns;
+};
+#define BENCH_DEV_OPEN_POINTS 4
+
 struct dev_row {
     const char *name;
     const char *skipped; /* why not, when set */
@@ -252,6 +289,31 @@ struct dev_row {
      */
     double steady_messages, steady_messages_unbatched;
     uint64_t mismatches; /* over every repetition */
+    /*
+     * The model's own compute per iteration (its workers' CPU time over the
+     * sample, model_compute.h, divided by the iterations), and what the p50
+     * leaves for the host: the driver and the transport (p50 - compute).
+     * NAN when the model does not measure it.
+     */
+    struct series compute_ns, overhead_ns;
+    /*
+     * Iterations per second of the sample's whole loop (res.span_ns: its CPU
+     * check of each result included, which per_s leaves out): what an open
+     * loop through the same sample can sustain, so the open-loop maximum.
+     */
+    struct series loop_per_s;
+    /*
+     * The hot path's register-read target (issue 25 item 2), on steady_reads:
+     * goal reads per job; NAN: none for this device. why: where the README
+     * explains a shortfall.
+     */
+    double reads_goal;
+    const char *reads_why;
+    /* Open loop (devices_open_loop): the closed-loop maximum the points are fractions of. */
+    double max_rate;
+    const char *open_skipped; /* why no points, when set */
+    unsigned nopen;
+    struct dev_open_point open[BENCH_DEV_OPEN_POINTS];
 };
 struct dev_results {
     unsigned n;
@@ -262,6 +324,22 @@ struct dev_results {
 void devices_init(struct dev_results *r);
 /* One repetition: each runnable device's model started, its sample run, the model stopped. */
 int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct dev_results *r);
+/*
+ * Open-loop points of each runnable device at fracs[] (at most
+ * BENCH_DEV_OPEN_POINTS) of its closed-loop maximum: the median loop_per_s
+ * of the repetitions, or one BENCH_DEV_MAX_ITERATIONS-iteration closed-loop
+ * sample measured here when there were none. A point runs for about
+ * point_ms (the full run: BENCH_DEV_OPEN_MS, --quick BENCH_DEV_OPEN_QUICK_MS)
+ * and at least BENCH_DEV_OPEN_MIN iterations. 0, or a negative errno.
+ */
+#define BENCH_DEV_OPEN_MS        1000u
+#define BENCH_DEV_OPEN_QUICK_MS  100u
+#define BENCH_DEV_OPEN_MIN       5u
+#define BENCH_DEV_MAX_ITERATIONS 20u
+int devices_open_loop(const struct bench_opts *o, const struct bench_cpus *c, struct dev_results *r,
+                      const double *fracs, unsigned nfracs, unsigned point_ms);
+/* The fractions of the full run's open-loop points: 25, 50, 75 and 90 %. */
+extern const double bench_dev_open_fracs[BENCH_DEV_OPEN_POINTS];
 
 /*
  * The thread rows (--threads N, bench/threads.c): each device's sample
@@ -305,6 +383,9 @@ struct bench_run {
     double elapsed_s;
 };
 int bench_write_json(const char *path, const struct bench_run *run);
+/* A device row's read target, and its open-loop points, as JSON values (both JSON outputs). */
+void bench_json_reads_target(FILE *f, const struct dev_row *d);
+void bench_json_dev_open(FILE *f, const struct dev_row *d);
 /*
  * Print today's target ratios against those in an earlier --json FILE; a
  * ratio that got worse by more than a third is reported loudly on stdout and

@@ -102,6 +102,49 @@ static void json_mem(FILE *f, const struct bench_opts *o, const struct ours_mem 
     fprintf(f, "}}");
 }
 
+void bench_json_reads_target(FILE *f, const struct dev_row *d)
+{
+    if (!isfinite(d->reads_goal)) {
+        fprintf(f, "null");
+        return;
+    }
+    bool met = isfinite(d->steady_reads) && d->steady_reads <= d->reads_goal;
+    fprintf(f, "{\"goal\": \"<=%g\", \"value\": ", d->reads_goal);
+    json_num(f, d->steady_reads);
+    fprintf(f, ", \"met\": %s", met ? "true" : "false");
+    if (!met && d->reads_why != NULL) {
+        fprintf(f, ", \"why\": ");
+        json_str(f, d->reads_why);
+    }
+    fprintf(f, "}");
+}
+
+void bench_json_dev_open(FILE *f, const struct dev_row *d)
+{
+    fprintf(f, "{\"max_rate\": ");
+    json_num(f, d->max_rate);
+    if (d->open_skipped != NULL) {
+        fprintf(f, ", \"skipped\": ");
+        json_str(f, d->open_skipped);
+    }
+    fprintf(f, ", \"points\": [");
+    for (unsigned k = 0; k < d->nopen; k++) {
+        const struct dev_open_point *p = &d->open[k];
+        fprintf(f, "%s{\"frac\": %.2f, \"rate\": ", k ? ", " : "", p->frac);
+        json_num(f, p->rate);
+        fprintf(f, ", \"count\": %llu, \"achieved\": ", (unsigned long long)p->count);
+        json_num(f, p->achieved);
+        fprintf(f, ", \"p50_ns\": ");
+        json_num(f, p->p50_ns);
+        fprintf(f, ", \"p99_ns\": ");
+        json_num(f, p->p99_ns);
+        fprintf(f, ", \"p999_ns\": ");
+        json_num(f, p->p999_ns);
+        fprintf(f, "}");
+    }
+    fprintf(f, "]}");
+}
+
 int bench_write_json(const char *path, const struct bench_run *run)
 {
     const struct bench_opts *o = run->o;
@@ -200,6 +243,16 @@ int bench_write_json(const char *path, const struct bench_run *run)
         fprintf(f, ", \"messages_unbatched\": ");
         json_num(f, d->steady_messages_unbatched);
         fprintf(f, "}");
+        fprintf(f, ",\n     \"compute_ns\": ");
+        json_series(f, &d->compute_ns);
+        fprintf(f, ", \"overhead_ns\": ");
+        json_series(f, &d->overhead_ns);
+        fprintf(f, ", \"loop_per_s\": ");
+        json_series(f, &d->loop_per_s);
+        fprintf(f, ",\n     \"reads_target\": ");
+        bench_json_reads_target(f, d);
+        fprintf(f, ",\n     \"open_loop\": ");
+        bench_json_dev_open(f, d);
         fprintf(f, "}");
     }
     fprintf(f, "\n  ],\n  \"targets\": [\n");

@@ -61,12 +61,15 @@ static void print_plan(struct bench_opts *o, const struct dev_results *d)
     unsigned ours = BENCH_MEMS * (1 + modes_on(o) * (1 + o->nqd));
     unsigned peers = 5 + o->nqd;
     unsigned per_rep = ours + peers;
-    unsigned points = o->reps * (per_rep + devs);
+    unsigned points = o->reps * (per_rep + devs) + devs * BENCH_DEV_OPEN_POINTS;
     double secs = (double)(o->reps * per_rep) * (double)(o->point_ns + o->warmup_ns) / 1e9;
+    double open_s = (double)(devs * BENCH_DEV_OPEN_POINTS) *
+                    (o->quick ? BENCH_DEV_OPEN_QUICK_MS : BENCH_DEV_OPEN_MS) / 1e3;
     bool tty = isatty(STDOUT_FILENO);
     printf("plan:    %u repetitions of %u points (ours and the peers alternating) and %u device "
-           "samples, about %.0f s%s\n\n",
-           o->reps, per_rep, devs, secs * 1.15, tty ? "; a line per point follows" : "");
+           "samples, then %u open-loop device points, about %.0f s%s\n\n",
+           o->reps, per_rep, devs, devs * BENCH_DEV_OPEN_POINTS, (secs + open_s) * 1.15,
+           tty ? "; a line per point follows" : "");
     if (tty)
         o->points = points;
 }
@@ -78,16 +81,18 @@ static void usage(FILE *f)
             "                     [--duration MS] [--reps N] [--cpus SUB,DEV] [--no-devices]\n"
             "                     [--json FILE] [--compare FILE] [--threads N]\n"
             "       npuvfio-bench --rate LIST [--count N] [--duration MS] [--cpus SUB,DEV]\n"
-            "                     [--json FILE]\n"
+            "                     [--no-devices] [--json FILE]\n"
             "\n"
             "Measure the ring engine against the testdev model over vfio-user (QD1 round\n"
             "trips and throughput per queue depth, in poll, irq and hybrid modes, with\n"
             "2 MiB hugepage and 4 KiB ring memory), each registered device's sample on its\n"
-            "model, and, in the same run on the same cores: the same work built from two\n"
-            "DPDK rte_rings (requests one way, completions back), the rte_ring bound\n"
-            "(16-byte elements one way), a cache line bounced between the cores, eventfd\n"
-            "ping-pong and io_uring NOPs. Every figure is the median of --reps repetitions\n"
-            "that alternate ours and the peers, shown with its spread; warm-up is excluded.\n"
+            "model (its p50 split into the model's compute and the host's overhead, then\n"
+            "open loop at 25/50/75/90%% of its maximum), and, in the same run on the same\n"
+            "cores: the same work built from two DPDK rte_rings (requests one way,\n"
+            "completions back), the rte_ring bound (16-byte elements one way), a cache\n"
+            "line bounced between the cores, eventfd ping-pong and io_uring NOPs. Every\n"
+            "figure is the median of --reps repetitions that alternate ours and the peers,\n"
+            "shown with its spread; warm-up is excluded.\n"
             "\n"
             "  --quick          short points and small device samples (about 15 s on an idle\n"
             "                   two-CPU machine; the plan line estimates it)\n"
@@ -112,8 +117,10 @@ static void usage(FILE *f)
             "                   rate (per second, k and M suffixes; N%% of the measured\n"
             "                   maximum; 'max' is 25%%,50%%,75%%,90%%), latency from each\n"
             "                   request's scheduled time; p50/p99/p99.9 per rate (testdev\n"
-            "                   ring, poll mode)\n"
-            "  --count N        requests per rate (default rate x --duration, default 1000 ms)\n",
+            "                   ring, poll mode); then each device's sample at the list's\n"
+            "                   percentages of its own maximum, at most 1 s a point\n"
+            "  --count N        requests per ring rate (default rate x --duration, default\n"
+            "                   1000 ms)\n",
             BENCH_MAX_REPS);
 }
 
@@ -686,6 +693,50 @@ static void print_notes(const struct bench_opts *o, const struct peer_results *p
         "    per repetition: the latency between two vCPUs changes when the host moves them.\n");
 }
 
+/* The hot path's reads against issue 25's target, and where the README says why when missed. */
+static void print_reads_target(const struct dev_row *row)
+{
+    if (!isfinite(row->reads_goal))
+        return;
+    bool met = isfinite(row->steady_reads) && row->steady_reads <= row->reads_goal;
+    printf("  %-12s   target: hot path reads per job <= %g: %s\n", "", row->reads_goal,
+           met                            ? "met"
+           : !isfinite(row->steady_reads) ? "not measured"
+                                          : "NOT MET");
+    if (!met && isfinite(row->steady_reads) && row->reads_why != NULL)
+        printf("  %-12s     why: %s\n", "", row->reads_why);
+}
+
+/* Each device's open-loop points, when the run made some. */
+static void print_devices_open(const struct dev_results *d)
+{
+    bool any = false;
+    for (unsigned i = 0; i < d->n; i++)
+        any = any || d->row[i].nopen > 0 || d->row[i].open_skipped != NULL;
+    if (!any)
+        return;
+    printf("\nDevice samples, open loop: iterations due on a fixed schedule at a fraction of "
+           "the\nclosed-loop maximum (the sample's whole loop, its CPU check included), "
+           "latency from\neach one's due time (ns)\n");
+    printf("  %-12s %14s %8s %12s %12s %12s %12s\n", "", "rate/s", "count", "achieved/s", "p50",
+           "p99", "p99.9");
+    for (unsigned i = 0; i < d->n; i++) {
+        const struct dev_row *row = &d->row[i];
+        if (row->skipped != NULL)
+            continue;
+        if (row->open_skipped != NULL)
+            printf("  %-12s SKIPPED (%s)\n", row->name, row->open_skipped);
+        for (unsigned k = 0; k < row->nopen; k++) {
+            const struct dev_open_point *p = &row->open[k];
+            char label[40];
+            snprintf(label, sizeof(label), "%.1f (%.0f%%)", p->rate, p->frac * 100);
+            printf("  %-12s %14s %8llu %s %s %s %s\n", k == 0 ? row->name : "", label,
+                   (unsigned long long)p->count, fig(p->achieved, 12, 1), fig(p->p50_ns, 12, 0),
+                   fig(p->p99_ns, 12, 0), fig(p->p999_ns, 12, 0));
+        }
+    }
+}
+
 static void print_devices(const struct dev_results *d)
 {
     if (d->n == 0)
@@ -713,7 +764,14 @@ static void print_devices(const struct dev_results *d)
         printf("  %-12s   messages to the device per job (steady state): %s, %s with each "
                "posted write its own\n",
                "", fig(row->steady_messages, 0, 2), fig(row->steady_messages_unbatched, 0, 2));
+        print_reads_target(row);
+        /* Each a median over the repetitions, so the two need not add up to the p50's. */
+        printf("  %-12s   of the p50: model compute %s ns per iteration, host overhead (p50 - "
+               "compute: driver and transport) %s ns\n",
+               "", fig(series_median(&row->compute_ns), 0, 0),
+               fig(series_median(&row->overhead_ns), 0, 0));
     }
+    print_devices_open(d);
 }
 
 static void print_targets(const struct target *t, const struct ours_results *r)
@@ -743,7 +801,7 @@ static void print_targets(const struct target *t, const struct ours_results *r)
 
 /* --json for an open-loop run: the points, their percentiles. */
 static int write_open_json(const char *path, const char *cmdline, double max_rate,
-                           const struct open_point *pt, unsigned n)
+                           const struct open_point *pt, unsigned n, const struct dev_results *d)
 {
     FILE *f = fopen(path, "we");
     if (f == NULL)
@@ -765,7 +823,16 @@ static int write_open_json(const char *path, const char *cmdline, double max_rat
                 i ? "," : "", pt[i].rate, (unsigned long long)pt[i].count,
                 isfinite(pt[i].achieved) ? pt[i].achieved : 0, (unsigned long long)pt[i].full,
                 pt[i].lat.p50, pt[i].lat.p99, pt[i].lat.p999, pt[i].lat.max);
-    fprintf(f, "\n  ]}\n}\n");
+    fprintf(f, "\n  ]},\n  \"devices\": [");
+    unsigned k = 0;
+    for (unsigned i = 0; i < d->n; i++) {
+        if (d->row[i].skipped != NULL)
+            continue;
+        fprintf(f, "%s\n    {\"name\": \"%s\", \"open_loop\": ", k++ ? "," : "", d->row[i].name);
+        bench_json_dev_open(f, &d->row[i]);
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n  ]\n}\n");
     int rc = ferror(f) ? -EIO : 0;
     if (fclose(f) != 0 && rc == 0)
         rc = -errno;
@@ -773,9 +840,35 @@ static int write_open_json(const char *path, const char *cmdline, double max_rat
 }
 
 /*
- * --rate: the open-loop points, one after the other on the testdev ring.
- * Percentages take the closed-loop maximum measured first. 0, or 1 when a
- * point failed or none was measured.
+ * --rate's device points: each device at the list's percentages (at most
+ * BENCH_DEV_OPEN_POINTS) of its own closed-loop maximum, each point at most
+ * BENCH_DEV_OPEN_MS. Rates per second are the ring's only: one device's
+ * 2000/s is another's overload.
+ */
+static int run_devices_open(const struct bench_opts *o, const struct bench_cpus *c,
+                            struct dev_results *d)
+{
+    double fracs[BENCH_DEV_OPEN_POINTS];
+    unsigned n = 0;
+    for (unsigned i = 0; i < o->nrates && n < BENCH_DEV_OPEN_POINTS; i++)
+        if (o->rate[i] < 0)
+            fracs[n++] = -o->rate[i];
+    if (n == 0) {
+        printf("\nDevice rows: no percentage in --rate LIST, so no device points (rates per "
+               "second are the ring's)\n");
+        return 0;
+    }
+    uint64_t ms = o->point_ns / 1000000u;
+    int rc = devices_open_loop(o, c, d, fracs, n,
+                               ms < BENCH_DEV_OPEN_MS ? (unsigned)ms : BENCH_DEV_OPEN_MS);
+    print_devices_open(d);
+    return rc;
+}
+
+/*
+ * --rate: the open-loop points, one after the other on the testdev ring,
+ * then each device's (run_devices_open). Percentages take the closed-loop
+ * maximum measured first. 0, or 1 when a point failed or none was measured.
  */
 static int run_open_loop(const struct bench_opts *o, const struct bench_cpus *c,
                          const char *cmdline)
@@ -835,8 +928,14 @@ static int run_open_loop(const struct bench_opts *o, const struct bench_cpus *c,
         fprintf(stderr, "npuvfio-bench: nothing could be measured\n");
         status = 1;
     }
+    static struct dev_results d;
+    devices_init(&d);
+    if (!o->devices)
+        d.n = 0;
+    if (d.n > 0 && run_devices_open(o, c, &d) < 0)
+        status = 1;
     if (o->json_path != NULL && n > 0) {
-        rc = write_open_json(o->json_path, cmdline, max_rate, pt, n);
+        rc = write_open_json(o->json_path, cmdline, max_rate, pt, n, &d);
         if (rc < 0) {
             fprintf(stderr, "npuvfio-bench: writing %s: %s\n", o->json_path, npv_strerror(rc));
             status = 1;
@@ -947,6 +1046,10 @@ int main(int argc, char **argv)
             rc = devices_rep(&o, &c, &d);
     }
     ours_close(ours);
+    /* A point failing leaves its row without points and says why; the run goes on. */
+    if (rc == 0 && d.n > 0)
+        (void)devices_open_loop(&o, &c, &d, bench_dev_open_fracs, BENCH_DEV_OPEN_POINTS,
+                                o.quick ? BENCH_DEV_OPEN_QUICK_MS : BENCH_DEV_OPEN_MS);
     if (rc < 0)
         status = 1;
     double elapsed = (double)(bench_now() - t0) / 1e9;

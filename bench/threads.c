@@ -31,37 +31,6 @@ static unsigned depth_of(const char *name)
     return strcmp(name, "aicore") == 0 ? 2u : 8u;
 }
 
-struct open_dev {
-    struct npv_ctx *ctx;
-    struct npv_domain *dom;
-    struct npv_dev *dev;
-    void *drv;
-    const struct npv_device_entry *e;
-};
-
-static int open_dev(const struct npv_device_entry *e, const char *path, struct open_dev *d)
-{
-    memset(d, 0, sizeof(*d));
-    d->e = e;
-    int rc = bench_ctx_new(&d->ctx);
-    if (rc == 0)
-        rc = npv_domain_new(d->ctx, NULL, &d->dom);
-    if (rc == 0)
-        rc = npv_dev_open_vfio_user(d->ctx, path, d->dom, NULL, &d->dev);
-    if (rc == 0)
-        rc = e->driver_open(d->dev, &d->drv);
-    return rc;
-}
-
-static void close_dev(struct open_dev *d)
-{
-    if (d->drv != NULL)
-        d->e->driver_close(d->drv);
-    npv_dev_close(d->dev);
-    npv_domain_put(d->dom);
-    npv_ctx_free(d->ctx);
-}
-
 int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsigned nthreads)
 {
     static const char *const names[] = {"testdev", "edgetpu", "rknpu", "aicore"};
@@ -81,11 +50,11 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
         unsigned depth = depth_of(names[i]);
         struct bench_model model;
         int rc = bench_model_start(e, c, &model);
-        struct open_dev d = {0};
+        struct bench_dev d = {0};
         struct threaded_sample *ts = NULL;
         if (rc == 0) {
             bench_pin(c->sub, false);
-            rc = open_dev(e, model.path, &d);
+            rc = bench_dev_open(e, model.path, &d);
         }
         if (rc == 0)
             rc = threaded_sample_open(names[i], d.drv, nthreads * depth, &ts);
@@ -121,7 +90,7 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
             bench_progress(o, "threads %s rep %u", names[i], r + 1);
         }
         threaded_sample_close(ts);
-        close_dev(&d);
+        bench_dev_close(&d);
         bench_model_stop(&model);
         if (rc < 0) {
             printf("  %-8s failed: %s\n", names[i], npv_strerror(rc));

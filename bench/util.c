@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,6 +17,8 @@
 #include <unistd.h>
 
 #include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/domain.h>
 
 #include "registry.h"
 
@@ -225,6 +228,11 @@ int bench_model_start(const struct npv_device_entry *e, const struct bench_cpus 
 {
     m->pid = -1;
     m->path[0] = '\0';
+    /* Shared with the child, which adds its compute time to it; the bench reads it between samples.
+     */
+    void *shared =
+        mmap(NULL, sizeof(*m->compute), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    m->compute = shared != MAP_FAILED ? shared : NULL;
     snprintf(m->dir, sizeof(m->dir), "/tmp/npv-bench-XXXXXX");
     if (mkdtemp(m->dir) == NULL) {
         m->dir[0] = '\0';
@@ -239,7 +247,7 @@ int bench_model_start(const struct npv_device_entry *e, const struct bench_cpus 
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         /* Every thread of the model, its poller included, on the device core. */
         bench_pin(c->dev, true);
-        int rc = npv_device_serve(e, m->path, false);
+        int rc = npv_device_serve_counted(e, m->path, false, m->compute);
         _exit(rc < 0 ? 1 : 0);
     }
     m->pid = pid;
@@ -265,6 +273,9 @@ void bench_model_stop(struct bench_model *m)
         waitpid(m->pid, NULL, 0);
     }
     m->pid = -1;
+    if (m->compute != NULL)
+        munmap(m->compute, sizeof(*m->compute));
+    m->compute = NULL;
     if (m->path[0] != '\0')
         unlink(m->path);
     if (m->dir[0] != '\0')
@@ -286,4 +297,28 @@ int bench_ctx_new(struct npv_ctx **out)
     if (rc == 0)
         npv_ctx_set_log_sink(*out, bench_log_sink, NULL);
     return rc;
+}
+
+int bench_dev_open(const struct npv_device_entry *e, const char *path, struct bench_dev *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->e = e;
+    int rc = bench_ctx_new(&d->ctx);
+    if (rc == 0)
+        rc = npv_domain_new(d->ctx, NULL, &d->dom);
+    if (rc == 0)
+        rc = npv_dev_open_vfio_user(d->ctx, path, d->dom, NULL, &d->dev);
+    if (rc == 0)
+        rc = e->driver_open(d->dev, &d->drv);
+    return rc;
+}
+
+void bench_dev_close(struct bench_dev *d)
+{
+    if (d->drv != NULL)
+        d->e->driver_close(d->drv);
+    npv_dev_close(d->dev);
+    npv_domain_put(d->dom);
+    npv_ctx_free(d->ctx);
+    memset(d, 0, sizeof(*d));
 }

@@ -32,6 +32,11 @@ static int testdev_model_create(struct npv_ctx *ctx, void **model, struct npv_vu
     return 0;
 }
 
+static void testdev_model_count_compute(void *model, struct npv_model_compute *c)
+{
+    npv_testdev_model_count_compute(model, c);
+}
+
 static void testdev_model_destroy(void *model)
 {
     npv_testdev_model_free(model);
@@ -72,6 +77,11 @@ static int edgetpu_model_create(struct npv_ctx *ctx, void **model, struct npv_vu
     *model = m;
     *srv = npv_edgetpu_model_server(m);
     return 0;
+}
+
+static void edgetpu_model_count_compute(void *model, struct npv_model_compute *c)
+{
+    npv_edgetpu_model_count_compute(model, c);
 }
 
 static void edgetpu_model_destroy(void *model)
@@ -117,6 +127,11 @@ static int rknpu_model_create(struct npv_ctx *ctx, void **model, struct npv_vus 
     *model = m;
     *srv = npv_rknpu_model_server(m);
     return 0;
+}
+
+static void rknpu_model_count_compute(void *model, struct npv_model_compute *c)
+{
+    npv_rknpu_model_count_compute(model, c);
 }
 
 static void rknpu_model_destroy(void *model)
@@ -189,6 +204,11 @@ static int aicore_model_create_small(struct npv_ctx *ctx, void **model, struct n
     return 0;
 }
 
+static void aicore_model_count_compute(void *model, struct npv_model_compute *c)
+{
+    npv_aicore_model_count_compute(model, c);
+}
+
 static void aicore_model_destroy(void *model)
 {
     npv_aicore_model_free(model);
@@ -231,6 +251,7 @@ static const struct npv_device_entry devices[] = {
         .model_id = {NPV_TESTDEV_VENDOR_ID, NPV_TESTDEV_DEVICE_ID},
         .model_create = testdev_model_create,
         .model_destroy = testdev_model_destroy,
+        .model_count_compute = testdev_model_count_compute,
         .driver_open = testdev_driver_open,
         .driver_open_deadline = testdev_driver_open_deadline,
         .driver_close = testdev_driver_close,
@@ -244,6 +265,7 @@ static const struct npv_device_entry devices[] = {
         .model_id = {EDGETPU_PCI_VENDOR, EDGETPU_PCI_DEVICE},
         .model_create = edgetpu_model_create,
         .model_destroy = edgetpu_model_destroy,
+        .model_count_compute = edgetpu_model_count_compute,
         .driver_open = edgetpu_driver_open,
         .driver_open_deadline = edgetpu_driver_open_deadline,
         .driver_close = edgetpu_driver_close,
@@ -262,6 +284,7 @@ static const struct npv_device_entry devices[] = {
         .model_id = {RKNPU_PCI_VENDOR, RKNPU_PCI_DEVICE},
         .model_create = rknpu_model_create,
         .model_destroy = rknpu_model_destroy,
+        .model_count_compute = rknpu_model_count_compute,
         .driver_open = rknpu_driver_open,
         .driver_open_deadline = rknpu_driver_open_deadline,
         .driver_close = rknpu_driver_close,
@@ -275,6 +298,7 @@ static const struct npv_device_entry devices[] = {
         .model_id = {AICORE_PCI_VENDOR, AICORE_PCI_DEVICE},
         .model_create = aicore_model_create,
         .model_destroy = aicore_model_destroy,
+        .model_count_compute = aicore_model_count_compute,
         .model_create_small = aicore_model_create_small,
         .driver_open = aicore_driver_open,
         .driver_open_deadline = aicore_driver_open_deadline,
@@ -318,7 +342,7 @@ const struct npv_device_entry *npv_device_at(size_t i)
 
 static int serve_model(const struct npv_device_entry *e,
                        int (*create)(struct npv_ctx *, void **, struct npv_vus **),
-                       const char *socket_path, bool once)
+                       const char *socket_path, bool once, struct npv_model_compute *compute)
 {
     if (create == NULL)
         return -ENOTSUP;
@@ -331,6 +355,8 @@ static int serve_model(const struct npv_device_entry *e,
     r = create(ctx, &model, &srv);
     if (r < 0)
         goto out_ctx;
+    if (compute != NULL && e->model_count_compute != NULL)
+        e->model_count_compute(model, compute);
     r = npv_vus_listen(srv, socket_path);
     if (r == 0)
         r = npv_vus_run(srv, once);
@@ -342,11 +368,17 @@ out_ctx:
 
 int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, bool once)
 {
-    return serve_model(e, e->model_create, socket_path, once);
+    return serve_model(e, e->model_create, socket_path, once, NULL);
+}
+
+int npv_device_serve_counted(const struct npv_device_entry *e, const char *socket_path, bool once,
+                             struct npv_model_compute *compute)
+{
+    return serve_model(e, e->model_create, socket_path, once, compute);
 }
 
 int npv_device_serve_small(const struct npv_device_entry *e, const char *socket_path, bool once)
 {
     return serve_model(e, e->model_create_small ? e->model_create_small : e->model_create,
-                       socket_path, once);
+                       socket_path, once, NULL);
 }

@@ -17,6 +17,7 @@
 #include <npuvfio/dev.h>
 #include <npuvfio/vfio_user_server.h>
 
+#include "model_compute.h"
 #include "sample_workload.h"
 
 #define NPV_DEVICE_MAX_PCI_IDS 4
@@ -42,6 +43,11 @@ struct npv_device_entry {
     int (*model_create)(struct npv_ctx *ctx, void **model, struct npv_vus **srv);
     /* Stop the model's threads and free it with its server. */
     void (*model_destroy)(void *model);
+    /*
+     * Have the model add its workers' compute time to *c (model_compute.h)
+     * from now on; before it listens. NULL: the model does not measure it.
+     */
+    void (*model_count_compute)(void *model, struct npv_model_compute *c);
     /*
      * The model at the smallest size that still takes every path of its driver
      * (freed with model_destroy), for the failure walk, which walks paths, not
@@ -78,6 +84,12 @@ const struct npv_device_entry *npv_device_at(size_t i);
  * thread of its own. -ENOTSUP when e has no model; else 0 or a negative errno.
  */
 int npv_device_serve(const struct npv_device_entry *e, const char *socket_path, bool once);
+/*
+ * npv_device_serve with the model's compute time added to *compute (which may
+ * be memory shared with the process that reads it), when e's model measures it.
+ */
+int npv_device_serve_counted(const struct npv_device_entry *e, const char *socket_path, bool once,
+                             struct npv_model_compute *compute);
 /* The same with e's small model (model_create_small, else model_create). */
 int npv_device_serve_small(const struct npv_device_entry *e, const char *socket_path, bool once);
 

@@ -678,6 +678,7 @@ int npv_aicore_model_new(struct npv_ctx *ctx, const struct npv_aicore_model_conf
     int r;
     if (m == NULL)
         return -ENOMEM;
+    atomic_init(&m->compute, NULL);
     r = apply_config(m, mcfg);
     if (r < 0)
         goto err_free;
@@ -794,4 +795,9 @@ out_ctx:
 int npv_aicore_serve(const char *socket_path, bool once)
 {
     return npv_aicore_serve_config(socket_path, once, NULL);
+}
+
+void npv_aicore_model_count_compute(struct npv_aicore_model *m, struct npv_model_compute *c)
+{
+    atomic_store_explicit(&m->compute, c, memory_order_relaxed);
 }

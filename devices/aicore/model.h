@@ -46,6 +46,13 @@ int npv_aicore_model_new(struct npv_ctx *ctx, const struct npv_aicore_model_conf
 /* Stop the worker, free the server. NULL is a no-op. */
 void npv_aicore_model_free(struct npv_aicore_model *m);
 struct npv_vus *npv_aicore_model_server(struct npv_aicore_model *m);
+/*
+ * Add each task's compute time to *c from now on (NULL: stop); c outlives
+ * the model's use of it. A task's compute: its payload read, its kernel
+ * run with its operands in and out.
+ */
+struct npv_model_compute;
+void npv_aicore_model_count_compute(struct npv_aicore_model *m, struct npv_model_compute *c);
 
 /*
  * Run a default AICore server on socket_path in the calling thread until the

@@ -387,6 +387,8 @@ static void step_run(struct npv_aicore_model *m, uint32_t id, uint64_t now)
     uint64_t gen = m->gen;
     struct aicore_task_payload p;
     pthread_mutex_unlock(&m->lock);
+    struct npv_model_compute *cc = atomic_load_explicit(&m->compute, memory_order_relaxed);
+    uint64_t t0 = npv_model_compute_start(cc);
     uint64_t err = 0;
     if (npv_vus_dma_read(m->srv, slot, &p, sizeof(p)) < 0)
         err = AICORE_ERR_DMA_FAULT;
@@ -394,6 +396,8 @@ static void step_run(struct npv_aicore_model *m, uint32_t id, uint64_t now)
         err = AICORE_ERR_BAD_PAYLOAD;
     else if (run_kernel(m, &p) < 0)
         err = AICORE_ERR_DMA_FAULT;
+    if (err == 0)
+        npv_model_compute_add(cc, t0, 0);
     pthread_mutex_lock(&m->lock);
     if (!same_gen(m, gen))
         return;

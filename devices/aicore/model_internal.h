@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../model_compute.h"
 #include "model.h"
 #include "regs.h"
 
@@ -109,6 +110,10 @@ struct npv_aicore_model {
     struct table_stats ctrl_stats, pmu_stats;
     uint64_t table_mismatches, bad_accesses, dispatches, idle_polls;
     uint64_t tasks[AICORE_MAX_SUBCORES];
+
+    /* Where the workers add each task's compute time (npv_aicore_model_count_compute); NULL:
+     * nowhere. */
+    _Atomic(struct npv_model_compute *) compute;
 
     pthread_t worker;
     bool worker_started;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +10,6 @@
 #include "sample_run.h"
 
 #define RUN_TIMEOUT_NS (30ull * 1000000000ull)
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 struct pmu_sum {
     uint64_t counters[NPV_AICORE_PMU_EVENTS], cycles;
@@ -27,8 +22,11 @@ static int prepare(struct npv_aicore *ac, struct aicore_sample_graph *g, uint32_
     return npv_aicore_prepare(ac, i & 1u, &g->desc, run);
 }
 
-/* Wait for run i, check it, account it. */
-static int finish(struct npv_aicore_run *run, const struct aicore_sample_graph *g,
+/*
+ * Wait for run i, check it, account it. Its latency: the driver's, from launch
+ * to done; in open loop (due != 0), from when it was due to now.
+ */
+static int finish(struct npv_aicore_run *run, const struct aicore_sample_graph *g, uint64_t due,
                   struct npv_sample_result *res, struct pmu_sum *pmu, uint64_t *lat)
 {
     struct npv_aicore_core_pmu cores[NPV_AICORE_MAX_CORES];
@@ -38,8 +36,8 @@ static int finish(struct npv_aicore_run *run, const struct aicore_sample_graph *
         r = npv_aicore_result(run, &out);
     if (r < 0)
         return r;
-    *lat = out.elapsed_ns;
-    res->elapsed_ns += out.elapsed_ns;
+    *lat = due != 0 ? npv_sample_now() - due : out.elapsed_ns;
+    res->elapsed_ns += *lat;
     res->iterations++;
     res->jobs += out.tasks_done;
     res->bytes += aicore_sample_bytes(g);
@@ -53,11 +51,15 @@ static int finish(struct npv_aicore_run *run, const struct aicore_sample_graph *
     return npv_aicore_release(run);
 }
 
-static int run_all(struct npv_aicore *ac, struct aicore_sample_graph g[2], uint32_t n,
-                   uint64_t *lat, struct npv_sample_result *res, struct pmu_sum *pmu)
+static int run_all(struct npv_aicore *ac, const struct npv_sample_opts *opts,
+                   struct aicore_sample_graph g[2], uint32_t n, uint64_t *lat,
+                   struct npv_sample_result *res, struct pmu_sum *pmu)
 {
     struct npv_aicore_run *run[2] = {NULL, NULL};
+    bool open = opts != NULL && opts->interval_ns != 0;
+    uint64_t due[2] = {0, 0}, start = npv_sample_now();
     int r = prepare(ac, &g[0], 0, &run[0]);
+    due[0] = npv_sample_due(opts, start, 0);
     if (r == 0)
         r = npv_aicore_launch(run[0]);
     for (uint32_t i = 0; r == 0 && i < n; i++) {
@@ -66,12 +68,15 @@ static int run_all(struct npv_aicore *ac, struct aicore_sample_graph g[2], uint3
         if (i + 1 < n)
             r = prepare(ac, &g[next], i + 1, &run[next]);
         if (r == 0)
-            r = finish(run[s], &g[s], res, pmu, &lat[i]);
+            r = finish(run[s], &g[s], open ? due[s] : 0, res, pmu, &lat[i]);
         if (r == 0)
             run[s] = NULL; /* released */
-        if (r == 0 && i + 1 < n)
+        if (r == 0 && i + 1 < n) {
+            due[next] = npv_sample_due(opts, start, i + 1);
             r = npv_aicore_launch(run[next]);
+        }
     }
+    res->span_ns = npv_sample_now() - start;
     /* After a failure: a run still executing is stopped by a reset, then both slots freed. */
     for (unsigned s = 0; s < 2; s++) {
         if (run[s] == NULL)
@@ -116,13 +121,10 @@ int aicore_sample_run(struct npv_aicore *ac, const struct npv_sample_opts *opts,
     if (r == 0)
         r = aicore_sample_build(ac, true, &g[1]);
     if (r == 0)
-        r = run_all(ac, g, n, lat, res, &pmu);
-    if (res->iterations > 0) {
-        qsort(lat, res->iterations, sizeof(*lat), cmp_u64);
-        res->p50_ns = lat[(res->iterations - 1) / 2];
-        res->p99_ns = lat[(res->iterations - 1) * 99 / 100];
+        r = run_all(ac, opts, g, n, lat, res, &pmu);
+    npv_sample_percentiles(lat, res);
+    if (res->iterations > 0)
         describe(res, &g[0], &t, &pmu);
-    }
 out:
     if (g != NULL) {
         aicore_sample_free(ac, &g[0]);

@@ -19,12 +19,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The whole file, which must be exactly want bytes (every input layer's bytes, in order). */
 static int read_input(const char *path, size_t want, uint8_t **out)
 {
@@ -167,11 +161,7 @@ int edgetpu_compiled_run(struct npv_edgetpu *tpu, const struct npv_sample_opts *
                 res->mismatches += p[k] != want[k];
         }
     }
-    if (res->iterations > 0) {
-        qsort(lat, res->iterations, sizeof(*lat), cmp_u64);
-        res->p50_ns = lat[(res->iterations - 1) / 2];
-        res->p99_ns = lat[(res->iterations - 1) * 99 / 100];
-    }
+    npv_sample_percentiles(lat, res);
     snprintf(res->what, sizeof(res->what), "%s: %u in, %u out; outputs FNV-1a %016llx",
              info.name[0] != '\0' ? info.name : "compiled model", info.nr_inputs, info.nr_outputs,
              (unsigned long long)h);

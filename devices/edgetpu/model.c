@@ -646,6 +646,7 @@ int npv_edgetpu_model_new(struct npv_ctx *ctx, struct npv_edgetpu_model **out)
         return -ENOMEM;
     pthread_mutex_init(&m->lock, NULL);
     atomic_init(&m->stop, false);
+    atomic_init(&m->compute, NULL);
     m->exec_us = EDGETPU_MODEL_EXEC_US_DEFAULT;
     /* Strict by default; a bench may map the user-HIB page (widths then unseen there). */
     const char *map_uhib = getenv("NPV_EDGETPU_MODEL_MAP_UHIB");
@@ -756,4 +757,9 @@ int npv_edgetpu_serve(const char *socket_path, bool once)
 out_ctx:
     npv_ctx_free(ctx);
     return r;
+}
+
+void npv_edgetpu_model_count_compute(struct npv_edgetpu_model *m, struct npv_model_compute *c)
+{
+    atomic_store_explicit(&m->compute, c, memory_order_relaxed);
 }

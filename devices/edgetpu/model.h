@@ -20,6 +20,13 @@ int npv_edgetpu_model_new(struct npv_ctx *ctx, struct npv_edgetpu_model **out);
 /* Stop the poller, free the server. NULL is a no-op. */
 void npv_edgetpu_model_free(struct npv_edgetpu_model *m);
 struct npv_vus *npv_edgetpu_model_server(struct npv_edgetpu_model *m);
+/*
+ * Add each program's compute time to *c from now on (NULL: stop); c outlives
+ * the model's use of it. A program's compute: the execution time the
+ * model gives it (EDGETPU_MODEL_EXEC_US) and its instructions run.
+ */
+struct npv_model_compute;
+void npv_edgetpu_model_count_compute(struct npv_edgetpu_model *m, struct npv_model_compute *c);
 
 /*
  * Run an Edge TPU server on socket_path in the calling thread until the first

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../model_compute.h"
 #include "model.h"
 #include "model_pkg.h"
 #include "regs.h"
@@ -86,6 +87,7 @@ struct npv_edgetpu_model {
         uint8_t *chunk;
         uint32_t size;
         int64_t due_ns;
+        uint64_t exec_ns; /* the execution time it was given (exec_us when consumed) */
     } * execq;
     uint32_t exec_cap, exec_head, exec_n;
 
@@ -98,6 +100,9 @@ struct npv_edgetpu_model {
     pthread_t poller;
     bool poller_started;
     atomic_bool stop;
+    /* Where the workers add each program's compute time (npv_edgetpu_model_count_compute); NULL:
+     * nowhere. */
+    _Atomic(struct npv_model_compute *) compute;
 };
 
 /* A 64-bit register in the mapped BAR2 memory. */

@@ -428,6 +428,7 @@ static void queue_step(struct npv_edgetpu_model *m, uint32_t tail)
     x->chunk = chunk;
     x->size = d.size_in_bytes;
     x->due_ns = edgetpu_now_ns() + (int64_t)m->exec_us * 1000;
+    x->exec_ns = (uint64_t)m->exec_us * 1000u;
     m->exec_n++;
 }
 
@@ -486,7 +487,11 @@ static void exec_poll(struct npv_edgetpu_model *m)
         m->exec_head = (m->exec_head + 1) % m->exec_cap;
         m->exec_n--;
         m->work_count++;
+        /* Its compute: the execution time it waited out, then its instructions. */
+        struct npv_model_compute *cc = atomic_load_explicit(&m->compute, memory_order_relaxed);
+        uint64_t t0 = npv_model_compute_start(cc);
         exec_program(m, x.chunk, x.size);
+        npv_model_compute_add(cc, t0, x.exec_ns);
         free(x.chunk);
     }
 }

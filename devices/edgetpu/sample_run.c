@@ -27,12 +27,6 @@ uint64_t edgetpu_fnv1a(uint64_t h, const void *p, size_t len)
     return h;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 struct run_buffers {
     struct npv_dma *in, *out;
     uint64_t in_va, out_va;
@@ -74,11 +68,13 @@ static void free_buffers(struct npv_edgetpu *tpu, struct run_buffers *b)
 }
 
 static int run_all(struct npv_edgetpu *tpu, const struct edgetpu_sample *s,
-                   struct npv_edgetpu_executable *exe, struct run_buffers *b, uint32_t n,
-                   uint64_t *lat, struct npv_sample_result *res, uint64_t *sum)
+                   struct npv_edgetpu_executable *exe, struct run_buffers *b,
+                   const struct npv_sample_opts *opts, uint32_t n, uint64_t *lat,
+                   struct npv_sample_result *res, uint64_t *sum)
 {
     int8_t *x = npv_dma_vaddr(b->in), *y = npv_dma_vaddr(b->out);
     int8_t want[EDGETPU_SAMPLE_OUTPUT_BYTES];
+    uint64_t start = npv_sample_now();
     for (uint32_t i = 0; i < n; i++) {
         edgetpu_sample_input(i, x);
         /* A stale output must not pass for a fresh one. */
@@ -86,9 +82,10 @@ static int run_all(struct npv_edgetpu *tpu, const struct edgetpu_sample *s,
         /* The caller's buffers are the caller's to sync (edgetpu.h): no-ops when coherent. */
         npv_dma_sync_for_device(b->in, 0, EDGETPU_SAMPLE_INPUT_BYTES);
         npv_dma_sync_for_device(b->out, 0, EDGETPU_SAMPLE_OUTPUT_BYTES);
-        uint64_t a = mono_ns();
+        uint64_t a = npv_sample_due(opts, start, i);
         int r = npv_edgetpu_run(tpu, exe, &b->in_va, &b->out_va);
         lat[i] = mono_ns() - a;
+        res->span_ns = mono_ns() - start;
         npv_dma_sync_for_cpu(b->out, 0, EDGETPU_SAMPLE_OUTPUT_BYTES);
         res->elapsed_ns += lat[i];
         if (r < 0)
@@ -154,12 +151,8 @@ int edgetpu_sample_run(struct npv_edgetpu *tpu, const struct npv_sample_opts *op
     if (r == 0)
         r = map_buffers(tpu, &b);
     if (r == 0)
-        r = run_all(tpu, s, exe, &b, n, lat, res, &sum);
-    if (res->iterations > 0) {
-        qsort(lat, res->iterations, sizeof(*lat), cmp_u64);
-        res->p50_ns = lat[(res->iterations - 1) / 2];
-        res->p99_ns = lat[(res->iterations - 1) * 99 / 100];
-    }
+        r = run_all(tpu, s, exe, &b, opts, n, lat, res, &sum);
+    npv_sample_percentiles(lat, res);
     snprintf(res->what, sizeof(res->what),
              "int8 FC %u->%u ReLU->%u over %u rows; outputs FNV-1a %016llx", EDGETPU_SAMPLE_IN,
              EDGETPU_SAMPLE_HIDDEN, EDGETPU_SAMPLE_OUT, EDGETPU_SAMPLE_ROWS,

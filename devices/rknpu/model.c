@@ -287,6 +287,7 @@ int npv_rknpu_model_new(struct npv_ctx *ctx, struct npv_rknpu_model **out)
         return -ENOMEM;
     atomic_init(&m->stop, false);
     atomic_init(&m->task_delay_us, 0u);
+    atomic_init(&m->compute, NULL);
     for (unsigned i = 0; i < RKNPU_NUM_CORES; i++)
         core_init(m, i);
 
@@ -369,4 +370,9 @@ int npv_rknpu_serve(const char *socket_path, bool once)
     npv_rknpu_model_free(m);
     npv_ctx_free(ctx);
     return r;
+}
+
+void npv_rknpu_model_count_compute(struct npv_rknpu_model *m, struct npv_model_compute *c)
+{
+    atomic_store_explicit(&m->compute, c, memory_order_relaxed);
 }

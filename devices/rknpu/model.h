@@ -20,6 +20,13 @@ int npv_rknpu_model_new(struct npv_ctx *ctx, struct npv_rknpu_model **out);
 /* Stop the core threads, free the server. NULL is a no-op. */
 void npv_rknpu_model_free(struct npv_rknpu_model *m);
 struct npv_vus *npv_rknpu_model_server(struct npv_rknpu_model *m);
+/*
+ * Add each task's compute time to *c from now on (NULL: stop); c outlives the
+ * model's use of it. Unit: one task (one matmul): its operands in, the
+ * arithmetic, C out (a test-port task delay is not counted).
+ */
+struct npv_model_compute;
+void npv_rknpu_model_count_compute(struct npv_rknpu_model *m, struct npv_model_compute *c);
 
 /*
  * Run an RKNPU server on socket_path in the calling thread until the first

@@ -304,7 +304,12 @@ static void run(struct rknpu_core *c, struct rknpu_run rn)
 
         pthread_mutex_unlock(&c->lock);
         uint32_t iova = 0;
+        struct npv_model_compute *cc = atomic_load_explicit(&c->m->compute, memory_order_relaxed);
+        uint64_t t0 = npv_model_compute_start(cc);
         uint32_t err = execute(c, &mm, inject, &iova);
+        /* A task's compute: its operands in, the arithmetic, C out. */
+        if (!err)
+            npv_model_compute_add(cc, t0, 0);
         pthread_mutex_lock(&c->lock);
         if (err) {
             run_dma_error(c, gen, err, iova);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../model_compute.h"
 #include "model.h"
 #include "regs.h"
 
@@ -60,6 +61,9 @@ struct npv_rknpu_model {
     atomic_bool soft_reset_absent; /* RKNPU_TP_SOFT_RESET_ABSENT */
     atomic_uint version_num;       /* RKNPU_TP_VERSION_NUM: what PC_VERSION_NUM reads */
     atomic_bool stop;
+    /* Where the cores add each task's compute time (npv_rknpu_model_count_compute); NULL: nowhere.
+     */
+    _Atomic(struct npv_model_compute *) compute;
 };
 
 /* model_core.c: the core thread, and what the register side asks of it. */

@@ -21,12 +21,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int cmp_latency(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* One iteration: every shape on every core, all in flight at once. */
 static int run_once(struct npv_rknpu *npu, struct rknpu_sample_mm **mms, unsigned nr,
                     struct npv_sample_result *res)
@@ -74,8 +68,9 @@ int rknpu_sample_run(struct npv_rknpu *npu, const struct npv_sample_opts *opts,
     int r = lat == NULL ? -ENOMEM : 0;
     for (unsigned i = 0; i < nr && r == 0; i++)
         r = rknpu_sample_mm_new(npu, &SHAPES[i / cores], 0, 0, 1000u + i, &mms[i]);
+    uint64_t start = npv_sample_now();
     for (uint32_t it = 0; it < n && r == 0; it++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = npv_sample_due(opts, start, it);
         r = run_once(npu, mms, nr, res);
         lat[it] = now_ns() - t0;
         res->elapsed_ns += lat[it];
@@ -87,11 +82,8 @@ int rknpu_sample_run(struct npv_rknpu *npu, const struct npv_sample_opts *opts,
             res->bytes += (uint64_t)mms[i]->mm.m * mms[i]->mm.n * 4u;
         }
     }
-    if (res->iterations > 0) {
-        qsort(lat, res->iterations, sizeof(*lat), cmp_latency);
-        res->p50_ns = lat[(res->iterations - 1) / 2];
-        res->p99_ns = lat[(res->iterations - 1) * 99 / 100];
-    }
+    res->span_ns = npv_sample_now() - start;
+    npv_sample_percentiles(lat, res);
     snprintf(res->what, sizeof(res->what),
              "int8 %ux%ux%u and fp16 %ux%ux%u+bias+ReLU on each of %u cores", SHAPES[0].m,
              SHAPES[0].k, SHAPES[0].n, SHAPES[1].m, SHAPES[1].k, SHAPES[1].n, cores);

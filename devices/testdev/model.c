@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../model_compute.h"
 #include "model.h"
 #include "regs.h"
 
@@ -117,6 +118,9 @@ struct npv_testdev_model {
     pthread_t poller;
     bool poller_started;
     atomic_bool stop;
+    /* Where the workers add each descriptor's compute time (npv_testdev_model_count_compute); NULL:
+     * nowhere. */
+    _Atomic(struct npv_model_compute *) compute;
 };
 
 static inline void cpu_relax(void)
@@ -455,7 +459,10 @@ static void process(struct npv_testdev_model *td, struct queue *q, uint32_t tail
                                              sizeof(struct npv_testdev_desc));
         struct npv_testdev_desc d;
         uint64_t bad = 0;
+        struct npv_model_compute *cc = atomic_load_explicit(&td->compute, memory_order_relaxed);
+        uint64_t t0 = npv_model_compute_start(cc);
         uint32_t err = fetch(td, e, &d, &bad) < 0 ? NPV_TESTDEV_ERR_DMA : execute(td, e, &d, &bad);
+        npv_model_compute_add(cc, t0, 0);
         e->head++;
         e->completed++;
         if (d.flags & NPV_TESTDEV_DESC_IRQ)
@@ -854,6 +861,7 @@ int npv_testdev_model_new(struct npv_ctx *ctx, struct npv_testdev_model **out)
     pthread_cond_init(&td->cond, NULL);
     atomic_init(&td->stop, false);
     atomic_init(&td->park_req, false);
+    atomic_init(&td->compute, NULL);
 
     struct npv_vus_config cfg = {
         .vendor_id = NPV_TESTDEV_VENDOR_ID,
@@ -942,4 +950,9 @@ int npv_testdev_serve(const char *socket_path, bool once)
 out_ctx:
     npv_ctx_free(ctx);
     return r;
+}
+
+void npv_testdev_model_count_compute(struct npv_testdev_model *m, struct npv_model_compute *c)
+{
+    atomic_store_explicit(&m->compute, c, memory_order_relaxed);
 }

@@ -17,6 +17,13 @@ int npv_testdev_model_new(struct npv_ctx *ctx, struct npv_testdev_model **out);
 /* Stop the poller, free the server. NULL is a no-op. */
 void npv_testdev_model_free(struct npv_testdev_model *td);
 struct npv_vus *npv_testdev_model_server(struct npv_testdev_model *td);
+/*
+ * Add each descriptor's compute time to *c from now on (NULL: stop); c outlives
+ * the model's use of it. A descriptor's compute: its fetch and its
+ * copy or fill.
+ */
+struct npv_model_compute;
+void npv_testdev_model_count_compute(struct npv_testdev_model *m, struct npv_model_compute *c);
 
 /*
  * Run a testdev server on socket_path in the calling thread until the first

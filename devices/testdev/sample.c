@@ -39,12 +39,6 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static uint8_t fill_byte(uint64_t it, unsigned chunk)
 {
     return (uint8_t)(it * 31u + chunk * 7u + 1u);
@@ -137,15 +131,17 @@ static uint64_t count_mismatches(struct sample *s)
     return bad;
 }
 
-static int run(struct sample *s, uint64_t iterations, struct npv_sample_result *res)
+static int run(struct sample *s, const struct npv_sample_opts *opts, uint64_t iterations,
+               struct npv_sample_result *res)
 {
     uint64_t *lat = calloc(iterations, sizeof(*lat));
     if (lat == NULL)
         return -ENOMEM;
     int r = 0;
+    uint64_t start = npv_sample_now();
     for (uint64_t it = 0; it < iterations && r == 0; it++) {
         prepare(s, it);
-        uint64_t t0 = mono_ns();
+        uint64_t t0 = npv_sample_due(opts, start, it);
         r = submit_batch(s, it);
         if (r == 0)
             r = reap_batch(s, it);
@@ -158,11 +154,8 @@ static int run(struct sample *s, uint64_t iterations, struct npv_sample_result *
         res->bytes += BUF;
         res->mismatches += count_mismatches(s);
     }
-    if (res->iterations > 0) {
-        qsort(lat, res->iterations, sizeof(*lat), cmp_u64);
-        res->p50_ns = lat[(res->iterations - 1) / 2];
-        res->p99_ns = lat[(res->iterations - 1) * 99 / 100];
-    }
+    res->span_ns = npv_sample_now() - start;
+    npv_sample_percentiles(lat, res);
     free(lat);
     return r;
 }
@@ -193,7 +186,7 @@ int npv_testdev_sample_run(struct npv_testdev *td, const struct npv_sample_opts 
     if (r == 0)
         r = npv_dma_map(s.dst, dom, NPV_DMA_RW, &s.dst_iova);
     if (r == 0)
-        r = run(&s, iterations, res);
+        r = run(&s, opts, iterations, res);
     npv_dma_free(s.dst);
 out_src:
     npv_dma_free(s.src);
