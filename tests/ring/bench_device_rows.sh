@@ -34,7 +34,8 @@ for x in ran:
     c, o, p50 = x["compute_ns"]["median"], x["overhead_ns"]["median"], x["p50_ns"]["median"]
     # Every model measures its compute; it is part of the round trip, never all of it.
     assert c is not None and c > 0, (n, x["compute_ns"])
-    assert o is not None and o > 0, (n, x["overhead_ns"])
+    # (compute is a mean per iteration, p50 a median: on a starved machine the two can cross)
+    assert o is not None, (n, x["overhead_ns"])
     # (the JSON keeps 6 significant digits)
     assert abs(c + o - p50) <= 1e-5 * p50 + 1, (n, c, o, p50)
     assert x["loop_per_s"]["median"] > 0, (n, x["loop_per_s"])
