@@ -31,6 +31,9 @@
  * model another process serves (`npuvfio sim --device NAME`), and a
  * positional DEVICE a PCI address or platform device bound to vfio.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* accept4, pipe2 */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
