@@ -44,6 +44,7 @@
 
 #include "inference_proto.h"
 #include "inference_work.h"
+#include "json_check.h"
 #include "npv_test.h"
 #include "stats_text.h"
 
@@ -257,6 +258,7 @@ static void promtool_check(const char *text)
 static void stats_match(uint64_t sent, uint64_t ok, uint64_t timeouts)
 {
     char *json = cli_stats(false);
+    ck_assert_msg(json_valid_document(json), "npuvfio stats: not one JSON document: %s", json);
     ck_assert_uint_eq(json_sum_devices(json, "requests"), sent);
     ck_assert_uint_eq(json_sum_devices(json, "ok"), ok);
     ck_assert_uint_eq(json_sum_devices(json, "timeout"), timeouts);
@@ -272,12 +274,16 @@ static void stats_match(uint64_t sent, uint64_t ok, uint64_t timeouts)
 
 static void two_rates_exact_and_counted(const char *dev)
 {
-    /* A budget per request, generous: this test is about exact outputs and counts. */
-    server_start(dev, (const char *const[]){"--budget-us", "1000000", NULL});
+    /*
+     * A budget per request, and a queue, generous: this test is about exact
+     * outputs and counts, on a machine where a 300 ms pause happens.
+     */
+    server_start(dev, (const char *const[]){"--budget-us", "2000000", "--queue", "8192", NULL});
     pid_t load = load_start(dev, "200,1000", "2");
     /* While it runs: both formats parse (the counts move). */
     nap_ms(1000);
     char *live = cli_stats(false);
+    ck_assert_msg(json_valid_document(live), "npuvfio stats under load: %s", live);
     (void)json_sum_devices(live, "requests");
     free(live);
     live = cli_stats(true);
@@ -288,6 +294,7 @@ static void two_rates_exact_and_counted(const char *dev)
     printf("%s", out);
     ck_assert_msg(st == 0, "load exit %d:\n%s\nserver:\n%s", st, out, slurp(out_path));
     char *doc = slurp(json_path);
+    ck_assert_msg(json_valid_document(doc), "inference_load --json: %s", doc);
     uint64_t sent = 0;
     for (unsigned i = 0; i < 2; i++) {
         ck_assert_uint_eq(run_field(doc, i, "sent"), i == 0 ? 400 : 2000);
