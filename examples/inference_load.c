@@ -334,15 +334,26 @@ static int run_rate(const struct opts *o, double rate, struct result *res)
         run.start_ns = now_ns() + 20 * MS;
         for (uint64_t i = 0; i < run.total; i++)
             run.sched_ns[i] = run.start_ns + (uint64_t)((double)i * 1e9 / rate);
-        for (unsigned k = 0; k < opened; k++) {
-            pthread_create(&conns[k].receiver, NULL, receiver_main, &conns[k]);
-            pthread_create(&conns[k].sender, NULL, sender_main, &conns[k]);
+        unsigned started = 0;
+        for (; started < opened; started++) {
+            struct conn *c = &conns[started];
+            int r = pthread_create(&c->receiver, NULL, receiver_main, c);
+            if (r == 0 && (r = pthread_create(&c->sender, NULL, sender_main, c)) != 0) {
+                /* No sender: the receiver sees nothing to wait for and ends. */
+                atomic_store(&c->sender_done, true);
+                pthread_join(c->receiver, NULL);
+            }
+            if (r != 0) {
+                err = -r;
+                break;
+            }
         }
-        for (unsigned k = 0; k < opened; k++) {
+        for (unsigned k = 0; k < started; k++) {
             pthread_join(conns[k].sender, NULL);
             pthread_join(conns[k].receiver, NULL);
         }
-        summarise(&run, res);
+        if (err == 0)
+            summarise(&run, res);
     }
     for (unsigned k = 0; k < opened; k++)
         close(conns[k].fd);
