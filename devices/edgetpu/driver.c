@@ -6,6 +6,7 @@
  * both stock drivers spin forever.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -450,7 +451,15 @@ static int make_ring(struct npv_edgetpu *tpu)
         .reset = recover,
         .reset_arg = tpu,
     };
-    return npv_ring_new(tpu->ctx, &rc, &tpu->ring);
+    int r = npv_ring_new(tpu->ctx, &rc, &tpu->ring);
+    if (r < 0)
+        return r;
+    /* Its counters in lib/stats (stats.h): device "edgetpu:<device name>", queue "instr" (the
+     * chip's one instruction queue). */
+    char name[64];
+    snprintf(name, sizeof(name), "edgetpu:%s", npv_dev_name(tpu->dev));
+    npv_ring_set_name(tpu->ring, name, "instr");
+    return 0;
 }
 
 /*

@@ -13,6 +13,7 @@
  * on after the core's soft reset.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,6 +56,11 @@ int rknpu_jobs_init(struct npv_rknpu *npu)
             rknpu_jobs_fini(npu);
             return r;
         }
+        /* Its counters in lib/stats (stats.h): device "rknpu:<device name>", queue "core<c>". */
+        char name[64], qname[16];
+        snprintf(name, sizeof(name), "rknpu:%s", npv_dev_name(npu->dev));
+        snprintf(qname, sizeof(qname), "core%u", c);
+        npv_inflight_set_name(npu->cores[c].inflight, name, qname);
     }
     return 0;
 err:

@@ -263,6 +263,10 @@ static void stats_match(uint64_t sent, uint64_t ok, uint64_t timeouts)
     ck_assert_uint_eq(json_sum_devices(json, "ok"), ok);
     ck_assert_uint_eq(json_sum_devices(json, "timeout"), timeouts);
     ck_assert_uint_eq(json_sum_devices(json, "in_flight"), 0);
+    /* The drivers name their queues ("edgetpu:<dev>"/"instr", "rknpu:<dev>"/"core<c>"). */
+    ck_assert_msg(strstr(json, "\"edgetpu:") != NULL || strstr(json, "\"rknpu:") != NULL,
+                  "no driver-named device in %s", json);
+    ck_assert_msg(strstr(json, "unnamed") == NULL, "an unnamed queue in %s", json);
     free(json);
     char *prom = cli_stats(true);
     ck_assert_double_eq(prom_sum(prom, "npuvfio_queue_requests_total"), (double)sent);
