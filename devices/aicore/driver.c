@@ -203,6 +203,8 @@ int aicore_device_reset(struct npv_aicore *ac)
     }
     ac->dead = false;
     ac->counters.resets++;
+    if (ac->stats != NULL) /* NULL at bring-up, which is not a recovery */
+        npv_inflight_count_reset(ac->stats);
     r = read_topology(ac);
     if (r == 0)
         r = aicore_global_write(ac, AICORE_REG_OP_TIMEOUT, watchdog_us(ac));

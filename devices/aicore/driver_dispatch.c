@@ -266,6 +266,7 @@ static int finish(struct npv_aicore_run *run)
     run->result.elapsed_ns = run->end_ns - run->start_ns;
     run->state = RUN_FINISHED;
     ac->active = NULL;
+    aicore_stats_finish(run, 0);
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <npuvfio/bar.h>
 #include <npuvfio/dma.h>
 #include <npuvfio/domain.h>
+#include <npuvfio/ring.h>
 
 #include "regs.h"
 
@@ -77,6 +78,8 @@ struct aicore_core_run {
 struct npv_aicore_run {
     struct npv_aicore *ac;
     unsigned slot;
+    uint32_t stats_seq; /* its record in ac->stats while stats_open */
+    bool stats_open;
     enum aicore_run_state state;
     /* Per slot DMA memory: workers, payloads, the result record. */
     struct npv_dma *dma;
@@ -143,6 +146,8 @@ struct npv_aicore {
     struct npv_aicore_run runs[NPV_AICORE_SLOTS];
     uint64_t next_epoch;
     struct npv_aicore_run *active;
+    /* Runs in lib/stats (stats.h): device "aicore:<device name>", queue "runs". */
+    struct npv_inflight *stats;
     struct npv_aicore_counters counters;
 };
 
@@ -183,6 +188,8 @@ int aicore_runs_init(struct npv_aicore *ac);
 void aicore_runs_fini(struct npv_aicore *ac);
 /* Stop the active run with err (reset, close). */
 void aicore_run_abandon(struct npv_aicore_run *run, int err);
+/* The run's record in ac->stats ends with status (0, or how it failed). */
+void aicore_stats_finish(struct npv_aicore_run *run, int status);
 /* driver_pmu.c */
 int aicore_pmu_arm(struct npv_aicore_run *run);
 /* Read a finished PMU run's counters and stop counting. */

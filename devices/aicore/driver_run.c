@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,6 +50,13 @@ static int run_init(struct npv_aicore *ac, struct npv_aicore_run *run, unsigned 
 
 int aicore_runs_init(struct npv_aicore *ac)
 {
+    /* At most one run is on the device and one finishing beside it: two records. */
+    int sr = npv_inflight_new(ac->ctx, 2, &ac->stats);
+    if (sr < 0)
+        return sr;
+    char name[64];
+    snprintf(name, sizeof(name), "aicore:%s", npv_dev_name(ac->dev));
+    npv_inflight_set_name(ac->stats, name, "runs");
     for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++) {
         int r = run_init(ac, &ac->runs[s], s);
         if (r < 0)
@@ -59,6 +67,8 @@ int aicore_runs_init(struct npv_aicore *ac)
 
 void aicore_runs_fini(struct npv_aicore *ac)
 {
+    npv_inflight_free(ac->stats);
+    ac->stats = NULL;
     for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++) {
         struct npv_aicore_run *run = &ac->runs[s];
         if (run->dma != NULL) {
@@ -213,7 +223,24 @@ static int expire_prepared(struct npv_aicore_run *run)
     run->result = (struct npv_aicore_result){.status = -ETIMEDOUT};
     run->state = RUN_FINISHED;
     ac->counters.timeouts++;
+    if (npv_inflight_add(ac->stats, run->slot, 0, &run->stats_seq) == 0) {
+        run->stats_open = true;
+        aicore_stats_finish(run, -ETIMEDOUT);
+    }
     return -ETIMEDOUT;
+}
+
+void aicore_stats_finish(struct npv_aicore_run *run, int status)
+{
+    struct npv_inflight *t = run->ac->stats;
+    if (!run->stats_open)
+        return;
+    run->stats_open = false;
+    if (status != 0)
+        (void)npv_inflight_set_status(t, run->stats_seq, status, 0);
+    (void)npv_inflight_complete(t, run->stats_seq + 1);
+    struct npv_cpl cpl;
+    (void)npv_inflight_reap(t, &cpl, 1);
 }
 
 static int write_run_params(struct npv_aicore_run *run)
@@ -307,6 +334,7 @@ int npv_aicore_launch(struct npv_aicore_run *run)
         return r;
     }
     ac->counters.runs++;
+    run->stats_open = npv_inflight_add(ac->stats, run->slot, 0, &run->stats_seq) == 0;
     run->state = RUN_ACTIVE;
     run->winding_down = false;
     ac->active = run;
@@ -329,6 +357,7 @@ void aicore_run_abandon(struct npv_aicore_run *run, int err)
     run->state = RUN_FINISHED;
     run->abandoned = true;
     ac->active = NULL;
+    aicore_stats_finish(run, err);
     /* The device may still be in the middle of the run: reset before its next use. */
     ac->poisoned = true;
     if (run->pmu)

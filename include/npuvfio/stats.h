@@ -7,10 +7,13 @@
  *
  * A queue is what one npv_inflight table tracks: the ring of a ring-shaped
  * device (testdev, Edge TPU: npv_ring) or one register-driven queue (an
- * RKNPU core). Every table registers itself with its context when it is
- * created, under a default name ("queueN" of device "unnamed") that its
- * driver replaces with npv_inflight_set_name / npv_ring_set_name. A device's
- * counters are the sums of its queues'.
+ * RKNPU core, the AICore's runs). Every table registers itself with its
+ * context when it is created, under a default name ("queueN" of device
+ * "unnamed") that its driver replaces with npv_inflight_set_name /
+ * npv_ring_set_name: the drivers here name theirs "testdev:<dev>" ("ring<q>"),
+ * "edgetpu:<dev>" ("instr"), "rknpu:<dev>" ("core<c>") and "aicore:<dev>"
+ * ("runs"), <dev> being npv_dev_name. A device's counters are the sums of its
+ * queues'.
  *
  * Cost and concurrency: each queue's counters are written only by the thread
  * that owns the queue at the time (the engine's own one-thread-at-a-time

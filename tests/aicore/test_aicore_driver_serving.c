@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -18,7 +19,9 @@
 #include <unistd.h>
 
 #include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
 #include <npuvfio/dma.h>
+#include <npuvfio/stats.h>
 
 #include "aic_driver.h"
 #include "npv_test.h"
@@ -241,6 +244,49 @@ START_TEST(a_budget_of_zero_is_refused)
 }
 END_TEST
 
+/* The driver's runs in lib/stats (issue 24 item 5): device "aicore:<name>", queue "runs". */
+static struct npv_stats aicore_stats(void)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "aicore:%s", npv_dev_name(npv_aicore_dev(d.ac)));
+    struct npv_stats st;
+    ck_assert_int_eq(npv_stats_read(d.t.ctx, name, &st, sizeof(st)), 1);
+    return st;
+}
+
+START_TEST(runs_are_counted_in_stats_by_how_they_ended)
+{
+    aic_require_model("fault injection is the model's test port");
+    struct npv_stats s0 = aicore_stats();
+    bool exact;
+    for (uint32_t seed = 20; seed < 23; seed++) {
+        ck_assert_int_eq(aicd_run(&d, seed & 1u, false, seed, &exact), 0);
+        ck_assert(exact);
+    }
+    /* A stalled run past its budget: a timeout, and the reset before the next launch. */
+    aic_fault(&d.t, npv_aicore_phys_aic(d.t.clusters, 0), AICORE_FAULT_HANG, 0);
+    struct npv_aicore_run *stalled = prepare(&d.g[0], 0, 23, 100 * MS);
+    ck_assert_int_eq(npv_aicore_launch(stalled), 0);
+    ck_assert_int_eq(npv_aicore_wait(stalled, AIC_GENEROUS_NS), -ETIMEDOUT);
+    ck_assert_int_eq(npv_aicore_release(stalled), 0);
+    /* A run cancelled by an explicit reset while active. */
+    struct npv_aicore_run *run = prepare(&d.g[1], 1, 24, 0);
+    ck_assert_int_eq(npv_aicore_launch(run), 0);
+    ck_assert_int_eq(npv_aicore_reset(d.ac), 0);
+    ck_assert_int_eq(npv_aicore_poll(run), -ECANCELED);
+    ck_assert_int_eq(npv_aicore_release(run), 0);
+    struct npv_stats s1 = aicore_stats();
+    ck_assert_uint_eq(s1.requests - s0.requests, 5);
+    ck_assert_uint_eq(s1.ok - s0.ok, 3);
+    ck_assert_uint_eq(s1.timeout - s0.timeout, 1);
+    ck_assert_uint_eq(s1.cancelled - s0.cancelled, 1);
+    ck_assert_uint_eq(s1.in_flight, 0);
+    ck_assert_uint_ge(s1.resets - s0.resets, 1);
+    struct npv_aicore_counters c = counters();
+    ck_assert_uint_eq(s1.resets, c.resets); /* the same recoveries, not the bring-up reset */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("aicore_driver_serving");
@@ -255,6 +301,7 @@ int main(void)
     tcase_add_test(tc,
                    a_run_past_its_budget_before_launch_fails_unlaunched_and_its_neighbour_is_exact);
     tcase_add_test(tc, a_budget_of_zero_is_refused);
+    tcase_add_test(tc, runs_are_counted_in_stats_by_how_they_ended);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }

@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
 #include <npuvfio/failpoint.h>
+#include <npuvfio/stats.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -121,6 +123,14 @@ START_TEST(a_stalled_core_fails_its_job_with_etimedout_and_the_queue_behind_it_r
     ck_assert_uint_eq(c.timeouts, 1);
     ck_assert_uint_eq(c.resets, 1);
     ck_assert_uint_eq(rk_port_read(&t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS), model_resets + 1);
+    /* lib/stats (stats.h) carries the same: the timeout and the reset on core 1's queue. */
+    char name[96];
+    snprintf(name, sizeof(name), "rknpu:%s", npv_dev_name(t.dev));
+    struct npv_stats st;
+    ck_assert_int_eq(npv_stats_read(t.ctx, name, &st, sizeof(st)), 3); /* a queue per core */
+    ck_assert_uint_eq(st.timeout, 1);
+    ck_assert_uint_eq(st.resets, 1);
+    ck_assert_uint_eq(st.ok, 2);
     /* The next job on the reset core is exact. */
     rk_assert_exact(&t, s[0], 0x2);
     for (unsigned i = 0; i < 3; i++)
