@@ -6,6 +6,11 @@
 #   scripts/run-tests.sh [--preset NAME] [ctest args...]
 #
 # Tests that need hugepages reserve and return them themselves.
+#
+# Tests run two at a time (NPUVFIO_TEST_JOBS, default 2: the machine CI runs
+# on has two cores, and most tests wait on a model more than they compute);
+# tests that measure or own the machine are RUN_SERIAL, the QEMU guests take
+# one lock so only one boots at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,4 +23,4 @@ fi
 scripts/install-deps.sh
 cmake --preset "$preset"
 cmake --build --preset "$preset" -j "$(nproc)"
-ctest --preset "$preset" "$@"
+ctest --preset "$preset" -j "${NPUVFIO_TEST_JOBS:-2}" "$@"

@@ -22,6 +22,30 @@
 /* ctest's SKIP_RETURN_CODE for every Check test (cmake/NpvTesting.cmake). */
 #define NPV_TEST_SKIP 77
 
+/* 1 in a build under ASan or TSan (gcc's macros, clang's __has_feature). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define NPV_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define NPV_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef NPV_TEST_SANITIZED
+#define NPV_TEST_SANITIZED 0
+#endif
+
+/*
+ * A volume test's default count in this build: the plain build runs the full
+ * default; a sanitizer build (5-15 times slower) a tenth of it, since what it
+ * looks for (a bad access, a race) shows in the first rounds of the same path
+ * and the plain run keeps the count. Each suite's own variable still
+ * overrides both.
+ */
+static inline unsigned long long npv_test_volume(unsigned long long dflt)
+{
+    return NPV_TEST_SANITIZED && dflt >= 10 ? dflt / 10 : dflt;
+}
+
 /* Say why on stderr (ctest --output-on-failure and the log show it) and return NPV_TEST_SKIP. */
 __attribute__((format(printf, 2, 3))) static inline int npv_test_skip(const char *test,
                                                                       const char *fmt, ...)

@@ -24,6 +24,8 @@
 
 #include <npuvfio/share.h>
 
+#include "npv_test.h"
+
 #define THREADS_N     4u
 #define THREADS_DEPTH 8u
 
@@ -58,7 +60,7 @@ static inline uint64_t threads_requests(uint64_t dflt)
         if (v > 0)
             return v;
     }
-    return dflt;
+    return npv_test_volume(dflt);
 }
 
 static inline void threads_add(uint64_t *c, uint64_t n)

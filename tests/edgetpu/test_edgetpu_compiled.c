@@ -183,7 +183,7 @@ static unsigned runs_for(enum npv_edgetpu_completion mode)
     if (e != NULL && e[0] != '\0')
         return (unsigned)strtoul(e, NULL, 0);
     (void)mode;
-    return 1000u;
+    return (unsigned)npv_test_volume(1000u);
 }
 
 static const char *const MODE_NAME[] = {"poll", "irq", "irq_sc_host"};
