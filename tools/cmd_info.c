@@ -216,7 +216,10 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
         print_text_head(&f, &g);
     }
 
-    int status = info_vfio_finish(cli, canon, false, f.vfio_bound, mode, cli->json ? &j : NULL);
+    struct info_device id;
+    info_device_init_pci(&id, f.vendor, f.device);
+    int status =
+        info_vfio_finish(cli, canon, false, f.vfio_bound, mode, cli->json ? &j : NULL, &id);
     free(g.members);
     return status;
 }
