@@ -209,6 +209,8 @@ static void record(char *buf, size_t len)
     char p[PATH_MAX + 32];
     snprintf(p, sizeof(p), "%s/hw-record.json", outdir);
     ck_assert_msg(read_file(p, buf, len), "no record %s\n%s", p, r.out);
+    ck_assert_msg(strlen(buf) + 1 < len, "record larger than the buffer");
+    ck_assert_msg(json_valid_document(buf), "the record is not one JSON document:\n%s", buf);
 }
 
 /* A skipped device: reported with its reason, exit 3, and no file of the tree changed. */
