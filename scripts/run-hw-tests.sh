@@ -254,7 +254,7 @@ junit_cases() {
     awk '
     function attr(s, k,   r) { r = s; if (!sub(".*[ \t]" k "=\"", "", r)) return ""; sub("\".*", "", r); return r }
     function unxml(s) { gsub(/&lt;/, "<", s); gsub(/&gt;/, ">", s); gsub(/&quot;/, "\"", s); gsub(/&apos;/, "\047", s); gsub(/&amp;/, "\\&", s); return s }
-    function js(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); gsub(/\t/, " ", s); return "\"" s "\"" }
+    function js(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); gsub(/[[:cntrl:]]/, " ", s); return "\"" s "\"" }
     function emit(name, tc, res, msg) {
         printf "%s{\"suite\": %s, \"name\": %s, \"tcase\": %s, \"result\": \"%s\", \"message\": %s}", sep, js(suite), js(name), (tc == "" ? "null" : js(tc)), res, (msg == "" ? "null" : js(msg))
         sep = ", "
@@ -320,8 +320,11 @@ reserve_hugepages() {
 # registers, read by a peek (tools/info_device.c), never a driver's open,
 # which would reset cores. Its document is one line; "device" is its last key.
 identify() {
-    local i=$1 a=$2 doc
-    doc=$("$cli" --json info --open "$a" 2>"$out/.info" | tr -d '\n')
+    local i=$1 a=$2 doc lim=()
+    # Bounded: a signal waits for a foreground command, and a device that
+    # stops answering must not hold the restore.
+    command -v timeout >/dev/null 2>&1 && lim=(timeout 60)
+    doc=$("${lim[@]}" "$cli" --json info --open "$a" 2>"$out/.info" | tr -d '\n')
     st_backend[$i]=$(sed -n 's/.*"vfio":{"opened":true,"backend":"\([^"]*\)".*/\1/p' <<<"$doc")
     st_ident[$i]=$(sed -n 's/.*,"device":\({.*}\)}$/\1/p' <<<"$doc")
     if [ -z "${st_backend[$i]}" ]; then
