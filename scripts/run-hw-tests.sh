@@ -2,8 +2,10 @@
 # run-hw-tests.sh: the hardware runner's one command. For each DEVICE=ADDR it
 # checks the IOMMU and the group, binds the device to vfio with the CLI's
 # in-use guards, reserves hugepages if asked, runs every ctest test labelled
-# `hw` and DEVICE against it, writes JUnit XML and a JSON record beside it,
-# prints a one-screen summary, and gives the machine back as it found it
+# `hw` and DEVICE against it, writes JUnit XML and a JSON record beside it
+# (the device's identity and version registers and the backend the library
+# chose, from `npuvfio info --open`; each test case's verdict), prints a
+# one-screen summary, and gives the machine back as it found it
 # (driver binding, hugepage count) on every exit path: success, failure,
 # SIGINT/SIGTERM/SIGHUP, a test killed at its timeout.
 #
