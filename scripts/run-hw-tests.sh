@@ -2,8 +2,10 @@
 # run-hw-tests.sh: the hardware runner's one command. For each DEVICE=ADDR it
 # checks the IOMMU and the group, binds the device to vfio with the CLI's
 # in-use guards, reserves hugepages if asked, runs every ctest test labelled
-# `hw` and DEVICE against it, writes JUnit XML and a JSON record beside it,
-# prints a one-screen summary, and gives the machine back as it found it
+# `hw` and DEVICE against it, writes JUnit XML and a JSON record beside it
+# (the device's identity and version registers and the backend the library
+# chose, from `npuvfio info --open`; each test case's verdict), prints a
+# one-screen summary, and gives the machine back as it found it
 # (driver binding, hugepage count) on every exit path: success, failure,
 # SIGINT/SIGTERM/SIGHUP, a test killed at its timeout.
 #
@@ -178,16 +180,17 @@ iommu_mode() {
 }
 kernel=$(uname -r)
 cmdline=$(read1 "${NPUVFIO_PROC_ROOT:-/proc}/cmdline")
-backend=${NPUVFIO_IOMMU:-auto}
+backend_req=${NPUVFIO_IOMMU:-auto} # what the library is asked; each device records what it chose
 
 # Per device: the outcome and the record's fields.
-declare -a st_status st_reason st_ids st_group st_junit st_tests st_time st_version st_driver0 st_node
+declare -a st_status st_reason st_ids st_group st_junit st_tests st_cases st_time st_driver0 st_node
+declare -a st_backend st_ident st_ident_err
 write_record() {
     local f=$out/hw-record.json i
     {
         printf '{\n  "tool": "run-hw-tests.sh",\n  "date": %s,\n' "$(json_str "$(date -u +%Y-%m-%dT%H:%M:%SZ)")"
         printf '  "host": %s,\n  "kernel": %s,\n  "cmdline": %s,\n' "$(json_str "$(uname -n)")" "$(json_str "$kernel")" "$(json_str "$cmdline")"
-        printf '  "iommu": %s,\n  "backend": %s,\n' "$(json_str "$(iommu_mode)")" "$(json_str "$backend")"
+        printf '  "iommu": %s,\n  "backend_requested": %s,\n' "$(json_str "$(iommu_mode)")" "$(json_str "$backend_req")"
         printf '  "user": %s,\n  "memlock_kib": %s,\n' "$(json_str "$(id -un 2>/dev/null || id -u)")" "$(json_str "$(ulimit -l)")"
         printf '  "interrupted": %s,\n  "devices": [' "$([ -n "$interrupted" ] && json_str "$interrupted" || echo null)"
         for i in "${!devs[@]}"; do
@@ -195,11 +198,15 @@ write_record() {
             printf '\n    {"device": %s, "addr": %s, "status": %s, "reason": %s,\n' \
                 "$(json_str "${devs[$i]}")" "$(json_str "${addrs[$i]}")" \
                 "$(json_str "${st_status[$i]:-not-run}")" "$(json_str "${st_reason[$i]:-}")"
-            printf '     "ids": {%s}, "version": %s, "iommu_group": %s, "driver_before": %s, "nodes": %s,\n' \
-                "${st_ids[$i]:-}" "${st_version[$i]:-null}" "$(json_str "${st_group[$i]:-}")" \
+            printf '     "ids": {%s}, "iommu_group": %s, "driver_before": %s, "nodes": %s,\n' \
+                "${st_ids[$i]:-}" "$(json_str "${st_group[$i]:-}")" \
                 "$(json_str "${st_driver0[$i]:-}")" "$(json_str "${st_node[$i]:-}")"
-            printf '     "junit": %s, "time_s": %s, "tests": [%s]}' "$(json_str "${st_junit[$i]:-}")" \
-                "${st_time[$i]:-0}" "${st_tests[$i]:-}"
+            printf '     "backend": %s, "identity": %s, "identity_error": %s,\n' \
+                "$([ -n "${st_backend[$i]:-}" ] && json_str "${st_backend[$i]}" || echo null)" \
+                "${st_ident[$i]:-null}" \
+                "$([ -n "${st_ident_err[$i]:-}" ] && json_str "${st_ident_err[$i]}" || echo null)"
+            printf '     "junit": %s, "time_s": %s, "tests": [%s],\n     "cases": [%s]}' \
+                "$(json_str "${st_junit[$i]:-}")" "${st_time[$i]:-0}" "${st_tests[$i]:-}" "${st_cases[$i]:-}"
         done
         printf '\n  ]\n}\n'
     } >"$f.tmp" && mv "$f.tmp" "$f"
@@ -237,6 +244,55 @@ junit_tests() {
     END { flush() }' "$1"
 }
 
+# Each test case's verdict, from the JUnit's captured output: a Check suite
+# prints one TAP line per case (CK_TAP_LOG_FILE_NAME=-, set for the run;
+# "file.c:tcase:test: message"), a case that exited 77 (needs the model) is
+# skipped; a program printing plain TAP ("ok N - what # why", the guest
+# programs) has a case per line ("# SKIP" skipped). A suite without TAP
+# lines (not Check, or dead before its log) counts as one case with its
+# ctest result; a failed suite whose cases all passed (a crash, a leak, its
+# exit status) adds one failed entry under its own name.
+junit_cases() {
+    awk '
+    function attr(s, k,   r) { r = s; if (!sub(".*[ \t]" k "=\"", "", r)) return ""; sub("\".*", "", r); return r }
+    function unxml(s) { gsub(/&lt;/, "<", s); gsub(/&gt;/, ">", s); gsub(/&quot;/, "\"", s); gsub(/&apos;/, "\047", s); gsub(/&amp;/, "\\&", s); return s }
+    function js(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); gsub(/[[:cntrl:]]/, " ", s); return "\"" s "\"" }
+    function emit(name, tc, res, msg) {
+        printf "%s{\"suite\": %s, \"name\": %s, \"tcase\": %s, \"result\": \"%s\", \"message\": %s}", sep, js(suite), js(name), (tc == "" ? "null" : js(tc)), res, (msg == "" ? "null" : js(msg))
+        sep = ", "
+    }
+    function flush() {
+        if (suite == "") return
+        if (ntap == 0) emit(suite, "", res, "")
+        else if (res == "failed" && nfail == 0) emit(suite, "", "failed", "the suite failed outside its cases (exit status, crash or timeout)")
+        suite = ""
+    }
+    /<testcase / { flush(); suite = attr($0, "name"); st = attr($0, "status"); ntap = 0; nfail = 0
+                   res = (st == "run" ? "passed" : st == "fail" ? "failed" : st == "notrun" ? "skipped" : st) }
+    /<failure/ { if (suite != "") res = "failed" }
+    suite != "" && /^([ \t]*<system-out>)?(not )?ok [0-9]+ - / {
+        line = $0; sub(/^[ \t]*<system-out>/, "", line)
+        ok = (line ~ /^ok /); sub(/^(not )?ok [0-9]+ - /, "", line); line = unxml(line)
+        if (line ~ /^[^: ]+\.c:[^:]+:[^:]+: /) {
+            # Check: file.c:tcase:test: message
+            split(line, f, ":"); tc = f[2]; name = f[3]
+            msg = line; sub(/^[^:]*:[^:]*:[^:]*: ?/, "", msg)
+            r = ok ? "passed" : (msg == "Early exit with return value 77" ? "skipped" : "failed")
+        } else {
+            # Plain TAP (the guest programs): "what # why"
+            tc = ""; name = line; msg = ""
+            if (index(name, " # ")) { msg = substr(name, index(name, " # ") + 3); name = substr(name, 1, index(name, " # ") - 1) }
+            r = msg ~ /^(SKIP|skip)/ ? "skipped" : ok ? "passed" : "failed"
+            name = substr(name, 1, 120)
+        }
+        if (r == "failed") nfail++
+        ntap++
+        emit(name, tc, r, (r == "passed" ? "" : msg))
+    }
+    /<\/testcase>/ { flush() }
+    END { flush() }' "$1"
+}
+
 # ---- hugepages ------------------------------------------------------------------------------
 # Reserved lazily, right before the first device is bound: a run whose every
 # device is skipped changes nothing on the machine.
@@ -258,6 +314,27 @@ reserve_hugepages() {
         return 1
     fi
     log "$msg (was $hp_orig; restored at exit)"
+}
+
+# The device's identity as the library sees it: `npuvfio info --open --json`
+# opens it as the suites will (same user, same NPUVFIO_IOMMU) and reports the
+# backend it chose and a "device" object: kind, PCI revision and the version
+# registers, read by a peek (tools/info_device.c), never a driver's open,
+# which would reset cores. Its document is one line; "device" is its last key.
+identify() {
+    local i=$1 a=$2 doc lim=()
+    # Bounded: a signal waits for a foreground command, and a device that
+    # stops answering must not hold the restore.
+    command -v timeout >/dev/null 2>&1 && lim=(timeout 60)
+    doc=$("${lim[@]}" "$cli" --json info --open "$a" 2>"$out/.info" | tr -d '\n')
+    st_backend[$i]=$(sed -n 's/.*"vfio":{"opened":true,"backend":"\([^"]*\)".*/\1/p' <<<"$doc")
+    st_ident[$i]=$(sed -n 's/.*,"device":\({.*}\)}$/\1/p' <<<"$doc")
+    if [ -z "${st_backend[$i]}" ]; then
+        st_ident_err[$i]=$(sed -n 's/.*"vfio":{"opened":false,"error":"\([^"]*\)".*/\1/p' <<<"$doc")
+        [ -n "${st_ident_err[$i]}" ] || st_ident_err[$i]="npuvfio info: $(head -c 300 "$out/.info")"
+        log "${devs[$i]}=$a: cannot open it for its identity: ${st_ident_err[$i]}"
+    fi
+    rm -f "$out/.info"
 }
 
 # ---- per device ---------------------------------------------------------------------------
@@ -331,6 +408,7 @@ for i in "${!devs[@]}"; do
     done
     st_node[$i]=${nodes# }
     [ -z "$perm" ] || log "$d=$a: note: this user ($(id -un 2>/dev/null || id -u)) cannot open${perm}: the suites will fail to open the device (see docs/hardware-runner.md, non-root runners)"
+    identify "$i" "$a"
     junit=$out/junit-$d-${a//:/_}.xml
     st_junit[$i]=$junit
     rm -f "$junit"
@@ -338,14 +416,17 @@ for i in "${!devs[@]}"; do
     log "$d=$a: running ctest -L '^hw\$' -L '^$d\$' with $env_name=$a"
     t0=$SECONDS
     # Its own session and process group, so a signal stops every test it runs.
-    env "$env_name=$a" setsid "$ctest" --test-dir "$build" -L '^hw$' -L "^$d\$" --timeout "$timeout" \
-        --output-on-failure --output-junit "$junit" >"$out/ctest-$d.log" 2>&1 &
+    # CK_TAP_LOG_FILE_NAME=-: every Check suite prints one TAP line per case,
+    # kept whole in the JUnit (the output limits raised) for the per-case record.
+    env "$env_name=$a" CK_TAP_LOG_FILE_NAME=- setsid "$ctest" --test-dir "$build" -L '^hw$' -L "^$d\$" \
+        --timeout "$timeout" --output-on-failure --output-junit "$junit" \
+        --test-output-size-passed 1048576 --test-output-size-failed 1048576 >"$out/ctest-$d.log" 2>&1 &
     child=$!
     wait "$child"
     crc=$?
     child=0
     st_time[$i]=$((SECONDS - t0))
-    [ -f "$junit" ] && st_tests[$i]=$(junit_tests "$junit")
+    [ -f "$junit" ] && st_tests[$i]=$(junit_tests "$junit") && st_cases[$i]=$(junit_cases "$junit")
     n_run=$(grep -c '<testcase ' "$junit" 2>/dev/null || echo 0)
     if [ "$n_run" -eq 0 ]; then
         st_status[$i]=failed st_reason[$i]="no test labelled hw and $d ran (ctest rc=$crc; $out/ctest-$d.log)"
@@ -369,18 +450,23 @@ write_record
 
 # ---- one-screen summary -------------------------------------------------------------------
 {
-    echo "hardware run on $(uname -n), kernel $kernel, IOMMU $(iommu_mode), backend $backend, $((SECONDS - t_start)) s"
-    printf '%-8s %-14s %-8s %6s %6s %6s  %s\n' device addr result passed failed skipped note
+    echo "hardware run on $(uname -n), kernel $kernel, IOMMU $(iommu_mode), backend $backend_req requested, $((SECONDS - t_start)) s"
+    echo "test cases (each Check case; a suite that is not Check counts as one):"
+    printf '%-8s %-14s %-8s %6s %6s %6s  %-8s %s\n' device addr result passed failed skipped backend note
     for i in "${!devs[@]}"; do
-        t=${st_tests[$i]:-}
+        t=${st_cases[$i]:-}
         np=$(grep -o '"result": "passed"' <<<"$t" | wc -l)
         nf=$(grep -o '"result": "failed"' <<<"$t" | wc -l)
         ns=$(grep -o '"result": "skipped"' <<<"$t" | wc -l)
-        printf '%-8s %-14s %-8s %6s %6s %6s  %s\n' "${devs[$i]}" "${addrs[$i]}" "${st_status[$i]}" \
-            "$np" "$nf" "$ns" "${st_reason[$i]:0:90}"
+        printf '%-8s %-14s %-8s %6s %6s %6s  %-8s %s\n' "${devs[$i]}" "${addrs[$i]}" "${st_status[$i]}" \
+            "$np" "$nf" "$ns" "${st_backend[$i]:--}" "${st_reason[$i]:0:80}"
         if [ "$nf" -gt 0 ]; then
-            grep -o '"name": "[^"]*", "result": "failed"' <<<"$t" | sed 's/"name": "\([^"]*\)".*/    failed: \1/'
+            grep -o '"suite": "[^"]*", "name": "[^"]*", "tcase": [^,]*, "result": "failed"' <<<"$t" |
+                sed 's/"suite": "\([^"]*\)", "name": "\([^"]*\)".*/    failed: \1 \2/; s/failed: \([^ ]*\) \1$/failed: \1/'
         fi
+        v=$(sed -n 's/.*"version":"\([^"]*\)".*/\1/p' <<<"${st_ident[$i]:-}")
+        r=$(sed -n 's/.*"pci_revision":"\([^"]*\)".*/\1/p' <<<"${st_ident[$i]:-}")
+        [ -z "${st_ident[$i]:-}" ] || echo "    identity: ${r:+PCI revision $r}${v:+, version $v}"
     done
     echo "record: $out/hw-record.json; JUnit: $out/junit-*.xml"
 } | tee "$out/summary.txt"

@@ -27,7 +27,9 @@ static void help(void)
            "in a fresh IOVA domain and its backend, regions (size, flags, mmap areas; a\n"
            "platform device's are its MMIO resources reg0.. in device-tree order), IRQs\n"
            "(a platform device's interrupt lines irq0..), the domain's IOVA ranges and\n"
-           "DMA coherency are shown too.\n"
+           "DMA coherency are shown too, and the device's identity read without a driver\n"
+           "(nothing written): its kind, PCI revision ID and the version registers the\n"
+           "public sources name (JSON: the \"device\" object, the last key).\n"
            "\n"
            "  --json      one JSON document\n"
            "  --open      the VFIO part is required: fail (exit 1) when DEVICE is not bound\n"
@@ -216,7 +218,10 @@ int cmd_info(struct npv_cli *cli, int argc, char **argv)
         print_text_head(&f, &g);
     }
 
-    int status = info_vfio_finish(cli, canon, false, f.vfio_bound, mode, cli->json ? &j : NULL);
+    struct info_device id;
+    info_device_init_pci(&id, f.vendor, f.device);
+    int status =
+        info_vfio_finish(cli, canon, false, f.vfio_bound, mode, cli->json ? &j : NULL, &id);
     free(g.members);
     return status;
 }

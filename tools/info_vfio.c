@@ -166,7 +166,7 @@ static void print_json(struct json_out *j, struct npv_dev *dev, struct npv_domai
 }
 
 int info_vfio(struct npv_cli *cli, const char *canon, bool platform, struct json_out *j,
-              char *why_out, size_t len)
+              char *why_out, size_t len, struct info_device *id)
 {
     struct npv_domain *dom = NULL;
     struct npv_dev *dev = NULL;
@@ -183,6 +183,8 @@ int info_vfio(struct npv_cli *cli, const char *canon, bool platform, struct json
         ret = npv_dev_info(dev, &di);
     }
     if (ret == 0) {
+        if (id != NULL)
+            info_device_peek(id, dev);
         if (j != NULL)
             print_json(j, dev, dom, &di);
         else
@@ -215,11 +217,12 @@ int info_vfio(struct npv_cli *cli, const char *canon, bool platform, struct json
 
 /* Built without the device layer (lib/vfio_pci_open.c absent at configure time). */
 int info_vfio(struct npv_cli *cli, const char *canon, bool platform, struct json_out *j,
-              char *why_out, size_t len)
+              char *why_out, size_t len, struct info_device *id)
 {
     (void)cli;
     (void)canon;
     (void)platform;
+    (void)id;
     const char *why = "this build has no kernel VFIO device layer";
     snprintf(why_out, len, "%s", why);
     if (j != NULL) {
@@ -236,7 +239,7 @@ int info_vfio(struct npv_cli *cli, const char *canon, bool platform, struct json
 #endif
 
 int info_vfio_finish(struct npv_cli *cli, const char *name, bool platform, bool bound,
-                     enum info_open_mode mode, struct json_out *j)
+                     enum info_open_mode mode, struct json_out *j, struct info_device *id)
 {
     const char *driver = platform ? "vfio-platform" : "vfio-pci";
     int status = CLI_OK;
@@ -269,9 +272,15 @@ int info_vfio_finish(struct npv_cli *cli, const char *name, bool platform, bool 
     } else if (want_open) {
         if (j != NULL)
             json_key(j, "vfio");
-        int ret = info_vfio(cli, name, platform, j, why, sizeof(why));
+        int ret = info_vfio(cli, name, platform, j, why, sizeof(why), id);
         if (ret < 0 && mode == INFO_OPEN_REQUIRED)
             status = CLI_FAILED;
+    }
+    if (id != NULL && j != NULL) {
+        json_key(j, "device");
+        info_device_json(j, id);
+    } else if (id != NULL && id->peeked) {
+        info_device_text(id);
     }
     if (j != NULL) {
         json_end_object(j);

@@ -217,5 +217,7 @@ int platform_info(struct npv_cli *cli, const char *name, enum info_open_mode mod
     } else {
         print_text_head(&d, &g);
     }
-    return info_vfio_finish(cli, name, true, d.vfio_bound, mode, cli->json ? &j : NULL);
+    struct info_device id;
+    info_device_init_platform(&id, &d);
+    return info_vfio_finish(cli, name, true, d.vfio_bound, mode, cli->json ? &j : NULL, &id);
 }

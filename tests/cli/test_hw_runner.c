@@ -10,7 +10,9 @@
  * runner itself gets SIGTERM in the middle of a test.
  *
  * The "build tree" is a CTestTestfile.cmake written here, so the runner's
- * steps are checked, not the device suites (those need hardware).
+ * steps are checked, not the device suites (those need hardware). One test
+ * in it is this binary run as a small Check suite (argv[1] "demo-suite"),
+ * whose model-only case exits 77 as on hardware: the record has each case.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +30,7 @@
 
 #include "fake_sysfs.h"
 #include "json_check.h"
+#include "npv_test.h"
 #include "run_cli.h"
 
 static struct fake_sysfs fs;
@@ -69,7 +72,7 @@ static void ctest_tree(const char *body)
 {
     char p[PATH_MAX + 64];
     snprintf(p, sizeof(p), "%s/CTestTestfile.cmake", build);
-    char text[8192];
+    char text[5 * PATH_MAX];
     snprintf(text, sizeof(text),
              "%s"
              "add_test(only_device_label \"/bin/sh\" \"-c\" \"exit 1\")\n"
@@ -206,6 +209,8 @@ static void record(char *buf, size_t len)
     char p[PATH_MAX + 32];
     snprintf(p, sizeof(p), "%s/hw-record.json", outdir);
     ck_assert_msg(read_file(p, buf, len), "no record %s\n%s", p, r.out);
+    ck_assert_msg(strlen(buf) + 1 < len, "record larger than the buffer");
+    ck_assert_msg(json_valid_document(buf), "the record is not one JSON document:\n%s", buf);
 }
 
 /* A skipped device: reported with its reason, exit 3, and no file of the tree changed. */
@@ -306,6 +311,16 @@ START_TEST(a_run_binds_runs_writes_junit_and_record_and_restores)
                   "%s", rec);
     ck_assert_msg(strstr(rec, "{\"name\": \"pass\", \"result\": \"passed\", \"time_s\": "), "%s",
                   rec);
+    /* The fake tree has no /dev/vfio: the identity is what sysfs gives, and the reason. */
+    ck_assert_msg(strstr(rec, "\"backend_requested\": \"auto\"") &&
+                      strstr(rec, "\"backend\": null") &&
+                      strstr(rec, "\"identity\": {\"kind\":\"edgetpu\",\"read\":false,") &&
+                      strstr(rec, "\"identity_error\": \"cannot "),
+                  "%s", rec);
+    ck_assert_msg(strstr(rec,
+                         "\"cases\": [{\"suite\": \"pass\", \"name\": \"pass\", \"tcase\": null, "
+                         "\"result\": \"passed\""),
+                  "%s", rec);
     ck_assert_msg(strstr(rec, "\"kernel\": ") && strstr(rec, "\"iommu\": \"dmar0\"") &&
                       strstr(rec, "\"driver_before\": \"apex\"") &&
                       strstr(rec, "\"iommu_group\": \"5\""),
@@ -395,6 +410,154 @@ START_TEST(a_device_already_on_vfio_is_run_and_left_on_vfio)
     ck_assert_msg(r.status == 0, "status %d\n%s", r.status, r.out);
     ck_assert_msg(strstr(r.out, "already on vfio-pci, left as is"), "%s", r.out);
     assert_driver("0000:06:00.0", "vfio-pci");
+}
+END_TEST
+
+/*
+ * A stand-in CLI: `--json info --open ADDR` answers as the real one does for
+ * a device it opened (backend chosen, device object last); everything else
+ * is the real CLI's.
+ */
+static void stand_in_cli(char *path, size_t len)
+{
+    snprintf(path, len, "%s/npuvfio-standin", work);
+    char text[PATH_MAX + 1024];
+    snprintf(text, sizeof(text),
+             "#!/bin/sh\n"
+             "if [ \"$1 $2 $3\" = \"--json info --open\" ]; then\n"
+             "  echo '{\"address\":\"'$4'\",\"vfio\":{\"opened\":true,\"backend\":\"legacy\","
+             "\"regions\":[]},\"device\":{\"kind\":\"edgetpu\",\"read\":true,\"pci_revision\":"
+             "\"0x01\",\"version\":null,\"registers\":[],\"source\":\"s\",\"note\":\"n\"}}'\n"
+             "  exit 0\n"
+             "fi\n"
+             "exec '%s' \"$@\"\n",
+             NPV_CLI_PATH);
+    write_file(path, text);
+    ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+START_TEST(the_record_names_the_backend_the_library_chose_and_the_device_identity)
+{
+    char cli[PATH_MAX + 32];
+    stand_in_cli(cli, sizeof(cli));
+    /* After the fixed --cli: the last --cli given wins. */
+    run(ARGS("--cli", cli, "edgetpu=0000:05:00.0"));
+    ck_assert_msg(r.status == 0, "status %d\n%s", r.status, r.out);
+    char rec[16384];
+    record(rec, sizeof(rec));
+    ck_assert_msg(strstr(rec, "\"backend_requested\": \"auto\"") &&
+                      strstr(rec, "\"backend\": \"legacy\", \"identity\": {\"kind\":\"edgetpu\","
+                                  "\"read\":true,\"pci_revision\":\"0x01\",") &&
+                      strstr(rec, "\"identity_error\": null"),
+                  "%s", rec);
+    ck_assert_msg(!strstr(rec, "\"version\": null"), "%s", rec);
+    /* The summary: the backend chosen, the identity. */
+    ck_assert_msg(strstr(r.out, "backend auto requested"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "edgetpu  0000:05:00.0   passed        1      0      0  legacy"),
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.out, "identity: PCI revision 0x01"), "%s", r.out);
+}
+END_TEST
+
+/* ---- this binary as a Check suite under the runner ---- */
+
+START_TEST(demo_passes)
+{
+    ck_assert_int_eq(1 + 1, 2);
+}
+END_TEST
+
+START_TEST(demo_needs_the_model)
+{
+    /* What the harnesses' *_require_model do when a real device is named. */
+    if (getenv("NPUVFIO_TEST_EDGETPU") != NULL) {
+        printf("SKIPPED: the demo's model-only case\n");
+        exit(NPV_TEST_SKIP);
+    }
+}
+END_TEST
+
+static int demo_suite(bool only_model)
+{
+    Suite *s = suite_create("demo");
+    TCase *tc = tcase_create("demo");
+    if (!only_model)
+        tcase_add_test(tc, demo_passes);
+    tcase_add_test(tc, demo_needs_the_model);
+    suite_add_tcase(s, tc);
+    return npv_test_run(s);
+}
+
+START_TEST(each_check_case_is_in_the_record_and_a_model_only_case_is_skipped)
+{
+    char self[PATH_MAX], body[2 * PATH_MAX + 512];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ck_assert(n > 0);
+    self[n] = '\0';
+    snprintf(
+        body, sizeof(body),
+        "add_test(demo \"%s\" \"demo-suite\")\n"
+        "set_tests_properties(demo PROPERTIES LABELS \"hw;edgetpu\" SKIP_RETURN_CODE 77)\n"
+        "add_test(demo_model \"%s\" \"demo-suite-model\")\n"
+        "set_tests_properties(demo_model PROPERTIES LABELS \"hw;edgetpu\" SKIP_RETURN_CODE 77)\n"
+        "add_test(plain \"/bin/true\")\n"
+        "set_tests_properties(plain PROPERTIES LABELS \"hw;edgetpu\")\n",
+        self, self);
+    ctest_tree(body);
+    run(ARGS("edgetpu=0000:05:00.0"));
+    ck_assert_msg(r.status == 0, "status %d\n%s", r.status, r.out);
+    char rec[16384];
+    record(rec, sizeof(rec));
+    /* The suites: demo passed (its skipped case is no failure), demo_model all skipped. */
+    ck_assert_msg(strstr(rec, "{\"name\": \"demo\", \"result\": \"passed\"") &&
+                      strstr(rec, "{\"name\": \"demo_model\", \"result\": \"skipped\""),
+                  "%s", rec);
+    /* The cases: Check's TAP lines, one entry each; plain is one case. */
+    ck_assert_msg(strstr(rec, "{\"suite\": \"demo\", \"name\": \"demo_passes\", \"tcase\": "
+                              "\"demo\", \"result\": \"passed\", \"message\": null}"),
+                  "%s", rec);
+    ck_assert_msg(strstr(rec,
+                         "{\"suite\": \"demo\", \"name\": \"demo_needs_the_model\", \"tcase\": "
+                         "\"demo\", \"result\": \"skipped\", \"message\": \"Early exit with "
+                         "return value 77\"}"),
+                  "%s", rec);
+    ck_assert_msg(strstr(rec, "{\"suite\": \"demo_model\", \"name\": \"demo_needs_the_model\", "
+                              "\"tcase\": \"demo\", \"result\": \"skipped\""),
+                  "%s", rec);
+    ck_assert_msg(strstr(rec, "{\"suite\": \"plain\", \"name\": \"plain\", \"tcase\": null, "
+                              "\"result\": \"passed\""),
+                  "%s", rec);
+    /* The summary counts cases: demo_passes and plain passed, two skipped. */
+    ck_assert_msg(strstr(r.out, "edgetpu  0000:05:00.0   passed        2      0      2"), "%s",
+                  r.out);
+}
+END_TEST
+
+START_TEST(a_failing_case_is_named_in_the_summary)
+{
+    ctest_tree("add_test(chk \"/bin/sh\" \"-c\" \"test \\\"$CK_TAP_LOG_FILE_NAME\\\" = - && "
+               "echo 'ok 1 - t.c:core:good: Passed' && "
+               "echo 'not ok 2 - t.c:core:bad: want 3 <got 4>' && exit 1\")\n"
+               "set_tests_properties(chk PROPERTIES LABELS \"hw;edgetpu\")\n");
+    run(ARGS("edgetpu=0000:05:00.0"));
+    ck_assert_msg(r.status == 1, "status %d\n%s", r.status, r.out);
+    ck_assert_msg(strstr(r.out, "edgetpu  0000:05:00.0   failed        1      1      0"), "%s",
+                  r.out);
+    ck_assert_msg(strstr(r.out, "    failed: chk bad"), "%s", r.out);
+    char rec[16384];
+    record(rec, sizeof(rec));
+    ck_assert_msg(strstr(rec, "{\"suite\": \"chk\", \"name\": \"bad\", \"tcase\": \"core\", "
+                              "\"result\": \"failed\", \"message\": \"want 3 <got 4>\"}"),
+                  "%s", rec);
+    /* A suite that failed with every case passed still shows as failed. */
+    ctest_tree("add_test(chk \"/bin/sh\" \"-c\" \"echo 'ok 1 - t.c:core:good: Passed'; exit 3\")\n"
+               "set_tests_properties(chk PROPERTIES LABELS \"hw;edgetpu\")\n");
+    run(ARGS("edgetpu=0000:05:00.0"));
+    ck_assert_msg(r.status == 1, "status %d\n%s", r.status, r.out);
+    record(rec, sizeof(rec));
+    ck_assert_msg(strstr(rec, "{\"suite\": \"chk\", \"name\": \"chk\", \"tcase\": null, "
+                              "\"result\": \"failed\", \"message\": \"the suite failed outside"),
+                  "%s", rec);
 }
 END_TEST
 
@@ -512,6 +675,9 @@ static Suite *suite(void)
     tcase_add_test(tc, sigterm_mid_test_restores_binding_and_hugepages);
     tcase_add_test(tc, sigint_mid_test_restores_binding_and_hugepages);
     tcase_add_test(tc, a_device_already_on_vfio_is_run_and_left_on_vfio);
+    tcase_add_test(tc, the_record_names_the_backend_the_library_chose_and_the_device_identity);
+    tcase_add_test(tc, each_check_case_is_in_the_record_and_a_model_only_case_is_skipped);
+    tcase_add_test(tc, a_failing_case_is_named_in_the_summary);
     suite_add_tcase(s, tc);
     TCase *cdi_tc = tcase_create("cdi");
     tcase_add_checked_fixture(cdi_tc, setup, teardown);
@@ -522,8 +688,13 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* Run by the runner's ctest as the demo suite (a real device named: NPUVFIO_TEST_EDGETPU). */
+    if (argc > 1 && strcmp(argv[1], "demo-suite") == 0)
+        return demo_suite(false);
+    if (argc > 1 && strcmp(argv[1], "demo-suite-model") == 0)
+        return demo_suite(true);
     SRunner *sr = srunner_create(suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

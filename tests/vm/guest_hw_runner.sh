@@ -3,7 +3,9 @@
 # hardware runner's entry point (issue 26), against QEMU's edu with the
 # generic kernel-VFIO suites (guest_env, guest_caller_memory) run by ctest:
 #   1. as root, edu unbound: the runner binds it, reserves hugepages, runs the
-#      suites, writes JUnit and the JSON record, and gives edu and the pool back;
+#      suites, writes JUnit and the JSON record (edu's ids and revision, its
+#      identification register read by `npuvfio info --open`, the backend the
+#      library chose, each TAP case), and gives edu and the pool back;
 #   2. killed with SIGTERM while a test runs: edu and the pool are given back,
 #      the test's process is gone;
 #   3. as an unprivileged user given the group's node (what
@@ -50,7 +52,8 @@ check "edu starts unbound (driver '$(drv)'), $hp0 hugepages" [ -z "$(drv)" ]
 
 # ---- 1. root, a full run -------------------------------------------------------------
 want_hp=$((hp0 + 2))
-$RUN --cli /bin/npuvfio --build /tmp/hwb --out /tmp/hwo --hugepages "$want_hp" \
+# NPUVFIO_IOMMU unset: the library chooses (auto); the record says which it took.
+env -u NPUVFIO_IOMMU $RUN --cli /bin/npuvfio --build /tmp/hwb --out /tmp/hwo --hugepages "$want_hp" \
   "edu=$EDU" >/tmp/run1.log 2>&1
 rc=$?
 check "root run exits 0 (rc=$rc)" [ $rc -eq 0 ] || show /tmp/run1.log /tmp/hwo/ctest-edu.log
@@ -66,10 +69,22 @@ check "the record has edu's ids, the kernel, the IOMMU and each test's result" \
   sh -c "grep -q '\"vendor\": \"0x1234\"' $R && grep -q '\"device\": \"0x11e8\"' $R &&
          grep -q '\"kernel\": \"$(uname -r)\"' $R && grep -q '\"iommu\": \"dmar0\"' $R &&
          grep -q '{\"name\": \"guest_env\", \"result\": \"passed\"' $R"
+# edu: PCI revision 0x10 (hw/misc/edu.c edu_class_init), identification 0x010000ed (edu_mmio_read).
+check "the record has edu's revision from sysfs and from config space, and its identification register" \
+  sh -c "grep -q '\"revision\": \"0x10\"' $R &&
+         grep -q '\"identity\": {\"kind\":\"edu\",\"read\":true,\"pci_revision\":\"0x10\",\"version\":\"1.0\"' $R &&
+         grep -q '{\"name\":\"identification\",\"region\":0,\"offset\":\"0x0\",\"width\":4,\"value\":\"0x010000ed\"}' $R" ||
+  grep -a '"identity' $R | sed 's/^/# /'
+check "the record has the backend the library chose (asked: auto)" \
+  sh -c "grep -q '\"backend_requested\": \"auto\"' $R && grep -Eq '\"backend\": \"(legacy|iommufd)\", \"identity\"' $R"
+check "the record has each TAP case of guest_env and the model-only suite as skipped" \
+  sh -c "grep -q '{\"suite\": \"guest_env\", \"name\": \"$NPVTEST_BACKEND: guest found edu' $R &&
+         grep -q '{\"suite\": \"model_only\", \"name\": \"model_only\", \"tcase\": null, \"result\": \"skipped\"' $R"
 check "edu is unbound again after the run (driver '$(drv)')" [ -z "$(drv)" ]
 check "the pool is back to $hp0 ($(hp))" [ "$(hp)" -eq "$hp0" ]
-check "the summary line" grep -q "^edu .*passed        2      0      1" /tmp/run1.log
-grep -a "^edu \|^hardware run" /tmp/run1.log | sed 's/^/# /'
+# Per case: guest_env's and guest_caller_memory's TAP lines (more than the 2 suites), none failed, model_only skipped.
+check "the summary line counts cases" grep -Eq "^edu +$EDU +passed +([3-9]|[1-9][0-9]) +0 +1  " /tmp/run1.log
+grep -a "^edu \|^hardware run\|identity:" /tmp/run1.log | sed 's/^/# /'
 
 # ---- 2. SIGTERM while a test runs -----------------------------------------------------
 tree /tmp/hwk 'add_test(sleeper "/bin/sh" "-c" "echo $$ >/tmp/sleeper.pid; exec sleep 120")
@@ -121,5 +136,9 @@ check "non-root run (uid 1000, group's node by udev rule, memlock 64 MiB) exits 
 check "non-root: edu already on vfio-pci is left as is" grep -q "already on vfio-pci, left as is" /tmp/run3.log
 check "non-root: the record names the user and the memlock limit" \
   sh -c "grep -q '\"user\": \"runner\"' /tmp/runner/out/hw-record.json && grep -q '\"memlock_kib\": \"65536\"' /tmp/runner/out/hw-record.json"
+check "non-root: the record has the backend asked ($NPVTEST_BACKEND) and chosen, and edu's identity" \
+  sh -c "grep -q '\"backend_requested\": \"$NPVTEST_BACKEND\"' /tmp/runner/out/hw-record.json &&
+         grep -q '\"backend\": \"$NPVTEST_BACKEND\", \"identity\": {\"kind\":\"edu\",\"read\":true' /tmp/runner/out/hw-record.json" ||
+  grep -a '"backend\|identity' /tmp/runner/out/hw-record.json | sed 's/^/# /'
 check "non-root: edu still on vfio-pci ($(drv))" [ "$(drv)" = vfio-pci ]
 [ $failed -eq 0 ]
