@@ -418,6 +418,7 @@ void npv_rknpu_close(struct npv_rknpu *npu)
 {
     if (npu == NULL)
         return;
+    rknpu_queues_close_all(npu);
     for (unsigned c = 0; c < npu->nr_cores; c++) {
         core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, 0);
         if (npu->cores[c].running != RKNPU_NO_JOB && npu->reset_kind != RKNPU_RESET_NONE)

@@ -109,7 +109,19 @@ struct npv_rknpu {
     uint32_t pending_budgets; /* queued jobs with a budget: poll looks for expired ones */
 
     struct npv_rknpu_counters counters;
-    bool dead; /* a core could not be reset */
+    /*
+     * Queue mode (driver_queue.c): written by the control thread only, at
+     * queue open and close, never while a queue's thread runs.
+     */
+    struct npv_rknpu_queue *queues[NPV_RKNPU_NUM_CORES];
+    unsigned queues_open;
+    uint32_t queue_domain; /* every open queue's domain */
+    /*
+     * Bumped by a queue that reset the whole device (RKNPU_RESET_DEVICE):
+     * every other queue fails its running job at its next poll.
+     */
+    uint64_t reset_epoch; /* __atomic */
+    bool dead;            /* a core could not be reset */
     enum rknpu_reset_kind reset_kind;
 };
 
@@ -168,6 +180,16 @@ void rknpu_irq_sleep(struct npv_rknpu *npu, uint64_t until_ns);
 void rknpu_irq_rearm(struct npv_rknpu *npu);
 
 /* Jobs (driver_job.c). */
+uint32_t rknpu_task_words(uint32_t regcmd_count);
+/*
+ * Lay part p's tasks (job tasks p, p + n, ...) out from word *cursor of a
+ * command-memory slot at slot / slot_iova, chained by their trailers.
+ */
+void rknpu_lay_out_part(struct npv_rknpu *npu, const struct npv_rknpu_job *job, unsigned p,
+                        unsigned n, uint64_t *slot, npv_iova_t slot_iova, uint32_t *cursor,
+                        struct rknpu_part *part);
+/* Queues (driver_queue.c): close those left open (npv_rknpu_close). */
+void rknpu_queues_close_all(struct npv_rknpu *npu);
 int rknpu_jobs_init(struct npv_rknpu *npu);
 void rknpu_jobs_fini(struct npv_rknpu *npu);
 void rknpu_jobs_cancel_all(struct npv_rknpu *npu);
