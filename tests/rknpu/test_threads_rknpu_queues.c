@@ -6,7 +6,7 @@
  * and buffers of its own, no lock anywhere. Every output is poisoned before
  * its job and compared with the CPU reference after it; every completion
  * must come back on its own queue, in submission order, once. 5,000 jobs
- * per thread by default (300 under ThreadSanitizer);
+ * per thread by default (1,000 under ThreadSanitizer);
  * NPUVFIO_THREADS_REQUESTS sets the count. Also: a stalled job on one
  * queue fails on its own deadline while the other queues' jobs complete;
  * what a queue refuses (multi-core masks, another domain, a second open,
@@ -24,10 +24,10 @@
 #include "threads_run.h"
 
 #if defined(__SANITIZE_THREAD__)
-#define DEFAULT_REQUESTS 300u
+#define DEFAULT_REQUESTS 1000u
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define DEFAULT_REQUESTS 300u
+#define DEFAULT_REQUESTS 1000u
 #endif
 #endif
 #ifndef DEFAULT_REQUESTS
