@@ -115,13 +115,29 @@ struct npv_rknpu {
      */
     struct npv_rknpu_queue *queues[NPV_RKNPU_NUM_CORES];
     unsigned queues_open;
-    uint32_t queue_domain; /* every open queue's domain */
     /*
      * Bumped by a queue that reset the whole device (RKNPU_RESET_DEVICE):
      * every other queue fails its running job at its next poll.
      */
     uint64_t reset_epoch; /* __atomic */
-    bool dead;            /* a core could not be reset */
+    /*
+     * The domain switch between queues (driver_queue.c): read and written by
+     * every queue's thread, __atomic only. A queue starts a job when its
+     * domain is `attached` and no queue owns a switch, publishing its
+     * `running` count first and checking again after (a Dekker handshake
+     * with the switching queue, which takes `owner`, then waits for every
+     * core's count to be 0 before it attaches).
+     */
+    struct {
+        /* The domain attached (npu->attached while no queue is open): a queue's is held. */
+        struct npv_domain *attached;
+        uint32_t owner; /* 0, or 1 + the core of the queue switching */
+        struct {
+            uint32_t running;
+            uint8_t pad[60]; /* a cache line per core: only its own thread writes it */
+        } core[NPV_RKNPU_NUM_CORES];
+    } qsw __attribute__((aligned(64)));
+    bool dead; /* a core could not be reset */
     enum rknpu_reset_kind reset_kind;
 };
 

@@ -11,9 +11,10 @@
  *    queue_depth / 3 slots of the domain's command memory (slots
  *    [core * n, core * n + n), so no two queues write the same bytes);
  *  - jobs spanning cores: refused on a queue (core_mask 0 or the core's bit);
- *  - domain switching: none in queue mode; the session's one domain is
- *    attached when the first queue opens (the device has one IOMMU
- *    attachment for the three cores);
+ *  - domain switching: each queue runs in one domain, named at its open;
+ *    queues of different domains take turns on the device's one IOMMU
+ *    attachment through npu->qsw (below): no lock on the fast path, only
+ *    atomics on cache lines of the queue's own plus two read-mostly words;
  *  - recovery: a stalled core is soft-reset alone where the transport can
  *    (the model's reset lines); where only the whole device resets, the
  *    resetting queue bumps npu->reset_epoch and every other queue fails its
@@ -54,6 +55,8 @@ struct npv_rknpu_queue {
     bool running;
     bool dead; /* the core could not be reset */
     uint64_t epoch_seen;
+    struct npv_domain *dom; /* of domain_id, held by the queue */
+    uint64_t switch_since;  /* when this queue took the switch (owner), for its bound */
     /* This queue's share of the domain's command memory, from cmd_off of cmd_dma. */
     struct npv_dma *cmd_dma;
     uint64_t cmd_off;
@@ -68,6 +71,86 @@ static uint64_t epoch_load(const struct npv_rknpu *npu)
     return __atomic_load_n(&npu->reset_epoch, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * The domain switch between queues. The device has one IOMMU attachment for
+ * the three cores (rknpu.h), so a job starts only while its domain is the
+ * attached one, and the attachment changes only while no core runs.
+ *
+ * Starting (every queue, no lock): when the queue's domain is attached and
+ * no queue owns a switch, publish running = 1 on the core's own line, then
+ * look again (sequentially consistent: either this queue sees the owner's
+ * claim, or the owner sees running = 1) and back out if a switch began.
+ * Switching (the queue whose domain is not attached, when its core is
+ * idle): claim `owner` (one switch at a time; while it is held no queue
+ * starts a job, so the switch is never starved by the current domain's
+ * jobs), wait until every core's running count is 0 (each queue's own poll
+ * clears its count when its job ends), attach, publish the new domain,
+ * release `owner`. The wait is not a blocking one: the owner looks at the
+ * counts at each of its polls; it gives up after its job's timeout_ns (a
+ * queue whose thread stopped polling would hold it forever), failing the
+ * job with -ETIMEDOUT.
+ */
+static void switch_release(struct npv_rknpu_queue *q)
+{
+    uint32_t me = q->core + 1;
+    if (__atomic_load_n(&q->npu->qsw.owner, __ATOMIC_RELAXED) == me)
+        __atomic_store_n(&q->npu->qsw.owner, 0, __ATOMIC_SEQ_CST);
+}
+
+static void running_set(struct npv_rknpu_queue *q, uint32_t v)
+{
+    __atomic_store_n(&q->npu->qsw.core[q->core].running, v, __ATOMIC_SEQ_CST);
+}
+
+/* 1: the job may start (running published), 0: not yet (look again at the next poll), < 0: fail it.
+ */
+static int domain_enter(struct npv_rknpu_queue *q, const struct rknpu_qjob *j, uint64_t now)
+{
+    struct npv_rknpu *npu = q->npu;
+    uint32_t me = q->core + 1;
+    if (__atomic_load_n(&npu->qsw.attached, __ATOMIC_SEQ_CST) == q->dom &&
+        __atomic_load_n(&npu->qsw.owner, __ATOMIC_SEQ_CST) == 0) {
+        running_set(q, 1);
+        if (__atomic_load_n(&npu->qsw.owner, __ATOMIC_SEQ_CST) == 0 &&
+            __atomic_load_n(&npu->qsw.attached, __ATOMIC_SEQ_CST) == q->dom)
+            return 1;
+        running_set(q, 0); /* a switch began between the looks */
+        return 0;
+    }
+    uint32_t own = __atomic_load_n(&npu->qsw.owner, __ATOMIC_SEQ_CST);
+    if (own == 0) {
+        if (!__atomic_compare_exchange_n(&npu->qsw.owner, &own, me, false, __ATOMIC_SEQ_CST,
+                                         __ATOMIC_SEQ_CST))
+            return 0;
+        q->switch_since = now;
+        own = me;
+    }
+    if (own != me)
+        return 0; /* another queue switches first */
+    for (unsigned c = 0; c < npu->nr_cores; c++)
+        if (__atomic_load_n(&npu->qsw.core[c].running, __ATOMIC_SEQ_CST) != 0) {
+            if (now - q->switch_since < j->timeout_ns)
+                return 0;
+            switch_release(q);
+            return -ETIMEDOUT; /* a core did not drain: its thread stopped polling */
+        }
+    if (__atomic_load_n(&npu->qsw.attached, __ATOMIC_SEQ_CST) != q->dom) {
+        int r = npv_dev_attach(npu->dev, q->dom);
+        if (r < 0) {
+            npv_ctx_log(npu->ctx, NPV_LOG_ERROR,
+                        "rknpu: queue %u switching the device to domain %u: %s", q->core,
+                        q->domain_id, npv_strerror(r));
+            switch_release(q);
+            return r;
+        }
+        __atomic_store_n(&npu->qsw.attached, q->dom, __ATOMIC_SEQ_CST);
+        q->counters.domain_switches++;
+    }
+    running_set(q, 1);
+    switch_release(q);
+    return 1;
+}
+
 int npv_rknpu_queue_open(struct npv_rknpu *npu, unsigned core, uint32_t domain_id,
                          struct npv_rknpu_queue **out)
 {
@@ -77,8 +160,6 @@ int npv_rknpu_queue_open(struct npv_rknpu *npu, unsigned core, uint32_t domain_i
         return -EBUSY;
     if (npu->nr_free != npu->cfg.queue_depth)
         return -EBUSY; /* device-wide jobs queued, running or unreaped */
-    if (npu->queues_open != 0 && domain_id != npu->queue_domain)
-        return -EXDEV;
     if (npu->dead)
         return -EIO;
     struct rknpu_domain *d = &npu->domains[domain_id];
@@ -99,11 +180,13 @@ int npv_rknpu_queue_open(struct npv_rknpu *npu, unsigned core, uint32_t domain_i
         goto err_free;
     }
     if (npu->queues_open == 0) {
-        r = rknpu_domain_attach(npu, domain_id);
-        if (r < 0)
-            goto err_free;
+        /* The switch state starts from the driver's attachment. */
+        npu->qsw.attached = npu->attached;
+        npu->qsw.owner = 0;
     }
+    npu->qsw.core[core].running = 0;
     q->npu = npu;
+    q->dom = d->dom;
     q->core = core;
     q->domain_id = domain_id;
     q->depth = depth;
@@ -117,7 +200,6 @@ int npv_rknpu_queue_open(struct npv_rknpu *npu, unsigned core, uint32_t domain_i
     d->refs++;
     d->jobs++;
     npu->queues[core] = q;
-    npu->queue_domain = domain_id;
     npu->queues_open++;
     *out = q;
     return 0;
@@ -183,11 +265,20 @@ static void start_next(struct npv_rknpu_queue *q)
         struct rknpu_qjob *j = &q->jobs[q->done % q->depth];
         uint64_t now = rknpu_now_ns();
         if (q->dead || npu->cores[q->core].out_of_service) {
+            switch_release(q);
             job_end(q, j, -EIO, 0);
             continue;
         }
         if (j->budget_at != 0 && j->budget_at <= now) {
+            switch_release(q);
             job_end(q, j, -ETIMEDOUT, 0); /* never started: no core to reset */
+            continue;
+        }
+        int e = domain_enter(q, j, now);
+        if (e == 0)
+            return;
+        if (e < 0) {
+            job_end(q, j, e, 0);
             continue;
         }
         j->deadline = now + j->timeout_ns;
@@ -197,6 +288,7 @@ static void start_next(struct npv_rknpu_queue *q)
         int r = rknpu_core_start(npu, q->core, j->part.first_iova, j->part.first_amount,
                                  j->part.nr_tasks, j->part.done_mask);
         if (r < 0) {
+            running_set(q, 0);
             job_end(q, j, r, 0);
             continue;
         }
@@ -273,6 +365,7 @@ static void check_running(struct npv_rknpu_queue *q)
         q->epoch_seen = epoch;
         if (j->epoch != epoch) { /* it may have been running when the device reset */
             q->running = false;
+            running_set(q, 0);
             job_end(q, j, -EIO, 0);
             return;
         }
@@ -299,9 +392,11 @@ static void check_running(struct npv_rknpu_queue *q)
         need_reset = false;
         (void)rknpu_reg_write(npu, q->core, RKNPU_PC_INTERRUPT_CLEAR, RKNPU_INT_CLEAR_ALL);
     }
-    q->running = false;
     if (need_reset)
         queue_recover(q);
+    /* The core is idle (finished, or reset): a switch may proceed. */
+    q->running = false;
+    running_set(q, 0);
     job_end(q, j, result, status);
 }
 
@@ -340,6 +435,9 @@ void npv_rknpu_queue_close(struct npv_rknpu_queue *q)
     /* A run left on the core would block the next user of it: stop it. */
     if (q->running && npu->reset_kind != RKNPU_RESET_NONE)
         queue_recover(q);
+    running_set(q, 0);
+    switch_release(q);
+    npu->counters.domain_switches += q->counters.domain_switches;
     npu->counters.jobs += q->counters.jobs;
     npu->counters.timeouts += q->counters.timeouts;
     npu->counters.resets += q->counters.resets;
@@ -350,6 +448,9 @@ void npv_rknpu_queue_close(struct npv_rknpu_queue *q)
     rknpu_domain_put(npu, q->domain_id);
     npu->queues[q->core] = NULL;
     npu->queues_open--;
+    /* Queue mode over: the device-wide path goes on from the queues' attachment. */
+    if (npu->queues_open == 0)
+        npu->attached = npu->qsw.attached;
     free(q->jobs);
     free(q);
 }

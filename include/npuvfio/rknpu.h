@@ -366,12 +366,13 @@ NPV_API int npv_rknpu_queue_submit_within(struct npv_rknpu_queue *q,
 NPV_API int npv_rknpu_queue_poll(struct npv_rknpu_queue *q, struct npv_cpl *cpl, unsigned max);
 
 struct npv_rknpu_queue_counters {
-    uint64_t submitted;     /* jobs accepted */
-    uint64_t jobs;          /* completed, whatever their status */
-    uint64_t errors;        /* completed with a status other than 0 */
-    uint64_t timeouts;      /* of those, -ETIMEDOUT */
-    uint64_t resets;        /* soft resets of this core that succeeded */
-    uint64_t reset_retries; /* soft resets that failed and were retried */
+    uint64_t submitted;       /* jobs accepted */
+    uint64_t jobs;            /* completed, whatever their status */
+    uint64_t errors;          /* completed with a status other than 0 */
+    uint64_t timeouts;        /* of those, -ETIMEDOUT */
+    uint64_t resets;          /* soft resets of this core that succeeded */
+    uint64_t reset_retries;   /* soft resets that failed and were retried */
+    uint64_t domain_switches; /* attaches of the device to this queue's domain */
 };
 /* The queue's own counters, from the queue's thread (or after it stopped). */
 NPV_API void npv_rknpu_queue_counters(const struct npv_rknpu_queue *q,

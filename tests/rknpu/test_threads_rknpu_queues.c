@@ -48,6 +48,10 @@ struct qrun {
     struct rknpu_sample_mm *s[NQ][DEPTH];
     uint64_t requests;
     uint64_t timeout_ns;
+    uint32_t dom[NQ]; /* each queue's domain */
+    /* strict alternation (turn-taking test): the thread whose turn it is, then the next */
+    bool alternate;
+    uint32_t turn; /* __atomic */
     /* results, per thread (written by that thread only, read after the join) */
     uint64_t done[NQ], wrong[NQ], misrouted[NQ], failed[NQ], leftover[NQ];
     int first_error[NQ];
@@ -73,7 +77,7 @@ static int submit(struct qrun *r, unsigned th, uint64_t i)
         .tasks = &s->task,
         .nr_tasks = 1,
         .core_mask = (i & 1) ? 1u << th : 0, /* both forms a queue takes */
-        .domain_id = 0,
+        .domain_id = r->dom[th],
         .timeout_ns = r->timeout_ns,
         .cookie = COOKIE(th, i),
     };
@@ -87,8 +91,17 @@ static void *worker_main(void *arg)
     unsigned th = w->th;
     uint64_t next_submit = 0, next_done = 0;
     uint64_t deadline = now_ns() + GENEROUS_NS;
+    unsigned depth = r->alternate ? 1 : DEPTH;
     while (next_done < r->requests) {
-        while (next_submit < r->requests && next_submit - next_done < DEPTH) {
+        if (r->alternate && next_submit == next_done && next_submit < r->requests) {
+            while (__atomic_load_n(&r->turn, __ATOMIC_ACQUIRE) != th)
+                if (now_ns() > deadline) {
+                    r->failed[th]++;
+                    r->first_error[th] = -ETIMEDOUT;
+                    return NULL;
+                }
+        }
+        while (next_submit < r->requests && next_submit - next_done < depth) {
             int e = submit(r, th, next_submit);
             if (e < 0) {
                 r->failed[th]++;
@@ -119,6 +132,8 @@ static void *worker_main(void *arg)
             }
             r->done[th]++;
             next_done++;
+            if (r->alternate) /* the other thread's turn */
+                __atomic_store_n(&r->turn, (th + 1) % 2, __ATOMIC_RELEASE);
         }
         if (n == 0 && now_ns() > deadline) {
             r->failed[th]++;
@@ -136,11 +151,12 @@ static void open_queues(struct qrun *r)
 {
     for (unsigned th = 0; th < NQ; th++) {
         for (unsigned k = 0; k < DEPTH; k++)
-            ck_assert_int_eq(
-                rknpu_sample_mm_new(r->t.npu, &SHAPE, 0, 0, 700 + th * DEPTH + k, &r->s[th][k]), 0);
+            ck_assert_int_eq(rknpu_sample_mm_new(r->t.npu, &SHAPE, r->dom[th], 0,
+                                                 700 + th * DEPTH + k, &r->s[th][k]),
+                             0);
     }
     for (unsigned th = 0; th < NQ; th++) {
-        ck_assert_int_eq(npv_rknpu_queue_open(r->t.npu, th, 0, &r->q[th]), 0);
+        ck_assert_int_eq(npv_rknpu_queue_open(r->t.npu, th, r->dom[th], &r->q[th]), 0);
         ck_assert_uint_eq(npv_rknpu_queue_core(r->q[th]), th);
     }
 }
@@ -278,7 +294,8 @@ START_TEST(a_queue_refuses_other_cores_domains_a_second_open_and_device_wide_cal
     ck_assert_int_eq(npv_rknpu_queue_open(t.npu, 0, 5, &q), -ENOENT); /* no buffer there */
     ck_assert_int_eq(npv_rknpu_queue_open(t.npu, 0, 0, &q0), 0);
     ck_assert_int_eq(npv_rknpu_queue_open(t.npu, 0, 0, &q), -EBUSY); /* a second open */
-    ck_assert_int_eq(npv_rknpu_queue_open(t.npu, 1, 1, &q), -EXDEV); /* another domain */
+    ck_assert_int_eq(npv_rknpu_queue_open(t.npu, 1, 1, &q), 0); /* another domain: its own turns */
+    npv_rknpu_queue_close(q);
 
     /* A queue takes 0 and its own core's bit only. */
     const uint32_t bad_masks[] = {0x2, 0x4, 0x3, 0x7, 0x5};
@@ -324,11 +341,78 @@ START_TEST(a_queue_refuses_other_cores_domains_a_second_open_and_device_wide_cal
     /* Queue mode over: the device-wide path and another domain work again. */
     rk_assert_exact(&t, s, 0x7);
     rk_assert_exact(&t, s1, 0x2);
-    ck_assert_int_eq(npv_rknpu_queue_open(t.npu, 2, 1, &q), 0);
-    npv_rknpu_queue_close(q);
     rknpu_sample_mm_free(s);
     rknpu_sample_mm_free(s1);
     rk_close(&t);
+}
+END_TEST
+
+static uint64_t switches_of(struct qrun *r)
+{
+    uint64_t n = 0;
+    for (unsigned th = 0; th < NQ; th++) {
+        struct npv_rknpu_queue_counters c;
+        npv_rknpu_queue_counters(r->q[th], &c);
+        n += c.domain_switches;
+    }
+    return n;
+}
+
+START_TEST(two_queues_in_two_domains_take_turns_one_switch_per_turn)
+{
+    static struct qrun r;
+    rk_open(&r.t, NULL);
+    r.requests = 50; /* per thread: 100 turns */
+    r.timeout_ns = GENEROUS_NS;
+    r.dom[0] = 0;
+    r.dom[1] = 1;
+    r.dom[2] = 0;
+    r.alternate = true;
+    open_queues(&r);
+    struct npv_rknpu_counters before;
+    npv_rknpu_counters(r.t.npu, &before);
+    run_workers(&r, 0, 2);
+    assert_thread_clean(&r, 0);
+    assert_thread_clean(&r, 1);
+    /*
+     * Every turn runs in the other domain than the last: a switch per turn
+     * (the first one too: the driver had attached no domain of its own).
+     */
+    ck_assert_uint_eq(switches_of(&r), 2 * r.requests);
+    close_queues(&r);
+    struct npv_rknpu_counters after;
+    npv_rknpu_counters(r.t.npu, &after);
+    ck_assert_uint_eq(after.domain_switches - before.domain_switches, 2 * r.requests);
+    rk_close(&r.t);
+}
+END_TEST
+
+START_TEST(three_queues_in_two_domains_at_once_exact_and_switching)
+{
+    static struct qrun r;
+    rk_require_model("the run's size is set for the model");
+    rk_open(&r.t, NULL);
+    r.requests = threads_requests(DEFAULT_REQUESTS) / 5;
+    r.timeout_ns = GENEROUS_NS;
+    r.dom[0] = 0;
+    r.dom[1] = 1;
+    r.dom[2] = 0;
+    open_queues(&r);
+    run_workers(&r, 0, NQ);
+    for (unsigned th = 0; th < NQ; th++)
+        assert_thread_clean(&r, th);
+    uint64_t sw = switches_of(&r);
+    printf("rknpu queues in two domains: %u threads x %llu jobs, exact, %llu switches\n", NQ,
+           (unsigned long long)r.requests, (unsigned long long)sw);
+    ck_assert_uint_ge(sw, 2); /* domain 1 had the device at some point, and domain 0 did */
+    ck_assert_uint_le(sw, 2 * r.requests + 1);
+    close_queues(&r);
+    /* The device-wide path goes on from where the queues left the device. */
+    struct rknpu_sample_mm *s;
+    ck_assert_int_eq(rknpu_sample_mm_new(r.t.npu, &SHAPE, 1, 0, 5, &s), 0);
+    rk_assert_exact(&r.t, s, 0x7);
+    rknpu_sample_mm_free(s);
+    rk_close(&r.t);
 }
 END_TEST
 
@@ -339,6 +423,8 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, three_threads_a_queue_per_core_exact_in_order_and_own_queue);
     tcase_add_test(tc, a_stalled_job_fails_on_its_own_deadline_while_other_queues_complete);
+    tcase_add_test(tc, two_queues_in_two_domains_take_turns_one_switch_per_turn);
+    tcase_add_test(tc, three_queues_in_two_domains_at_once_exact_and_switching);
     tcase_add_test(tc, a_queue_refuses_other_cores_domains_a_second_open_and_device_wide_calls);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
