@@ -312,18 +312,21 @@ struct npv_rknpu_queue;
  * and a queue opens only when no device-wide job is queued, running or
  * unreaped (else -EBUSY).
  *
- * One domain: every queue of a queue-mode session runs in the domain the
- * first queue opened with, which is attached then (the device has one IOMMU
- * attachment for the three cores, so no switch is ever needed on the fast
- * path). A later open naming another domain is -EXDEV, as is a job of
- * another domain on a queue. While queues are open, wrapped buffers of that
- * domain cannot be unwrapped (-EBUSY).
+ * Domains: the queue's jobs run in domain_id (which must have a buffer).
+ * The device has one IOMMU attachment for the three cores: queues of one
+ * domain run at once; queues of different domains take turns. A queue
+ * whose domain is not attached claims the switch (no queue starts a job
+ * meanwhile), and at its polls, once every core's running job has ended
+ * (each queue's own poll sees its core end), attaches the device to its
+ * domain; it gives up after its job's timeout_ns, failing the job with
+ * -ETIMEDOUT (a queue whose thread stopped polling would hold the switch
+ * forever). While queues are open, wrapped buffers of their domains cannot
+ * be unwrapped (-EBUSY).
  *
  * Errors: -EINVAL (NULL, a core index at or above npv_rknpu_num_cores, a
  * bad domain id), -EBUSY (the core has a queue, or device-wide jobs are in
- * flight), -EXDEV (another domain than the open queues'), -ENOENT (the
- * domain has no buffer), -ENOSPC (queue_depth below 3: no slot per core),
- * -EIO (the NPU is dead), -ENOMEM, or the error of attaching the domain.
+ * flight), -ENOENT (the domain has no buffer), -ENOSPC (queue_depth below
+ * 3: no slot per core), -EIO (the NPU is dead), -ENOMEM.
  *
  * Thread-safety: open and close are control calls, made by the thread that
  * owns the npv_rknpu and not concurrently with its other calls (open the
