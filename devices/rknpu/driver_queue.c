@@ -28,6 +28,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <npuvfio/irq.h>
 
 #include <npuvfio/failpoint.h>
 
@@ -406,6 +409,12 @@ int npv_rknpu_queue_poll(struct npv_rknpu_queue *q, struct npv_cpl *cpl, unsigne
         return -EINVAL;
     if (q->running)
         check_running(q);
+    /* A level line (platform) stays masked after it fired until its status is cleared: now. */
+    struct rknpu_core *core = &q->npu->cores[q->core];
+    if (core->irq_pending_unmask) {
+        core->irq_pending_unmask = false;
+        npv_irq_unmask(core->irq, core->irq_vec);
+    }
     start_next(q);
     unsigned got = 0;
     while (got < max && q->head != q->done) {
@@ -415,6 +424,50 @@ int npv_rknpu_queue_poll(struct npv_rknpu_queue *q, struct npv_cpl *cpl, unsigne
         q->head++;
     }
     return (int)got;
+}
+
+/*
+ * Sleep on the core's own interrupt (NPV_RKNPU_IRQ: MSI-X vector c on the
+ * model, the core's platform line on the SoC), never past until_ns or the
+ * running job's deadline; without a running job (waiting for a domain
+ * switch, which the polls serve) or without interrupts, a short nap.
+ */
+static void queue_sleep(struct npv_rknpu_queue *q, uint64_t until_ns)
+{
+    struct rknpu_core *core = &q->npu->cores[q->core];
+    uint64_t now = rknpu_now_ns();
+    if (core->irq == NULL || !q->running) {
+        struct timespec nap = {.tv_sec = 0, .tv_nsec = 20000};
+        nanosleep(&nap, NULL);
+        return;
+    }
+    uint64_t deadline = q->jobs[q->done % q->depth].deadline;
+    if (deadline < until_ns)
+        until_ns = deadline;
+    if (until_ns <= now)
+        return;
+    if (npv_irq_wait(core->irq, core->irq_vec, until_ns - now) > 0 && q->npu->irq_level)
+        core->irq_pending_unmask = true;
+}
+
+int npv_rknpu_queue_wait(struct npv_rknpu_queue *q, unsigned min, uint64_t timeout_ns,
+                         struct npv_cpl *cpl, unsigned max)
+{
+    if (q == NULL || cpl == NULL || min == 0 || min > max)
+        return -EINVAL;
+    uint64_t deadline = rknpu_now_ns() + timeout_ns;
+    unsigned got = 0;
+    for (unsigned spins = 0;; spins++) {
+        int r = npv_rknpu_queue_poll(q, cpl + got, max - got);
+        if (r < 0)
+            return r;
+        got += (unsigned)r;
+        if (got >= min || rknpu_now_ns() >= deadline)
+            return (int)got;
+        /* Spin briefly for short jobs, then sleep (as npv_rknpu_wait). */
+        if (spins >= 64)
+            queue_sleep(q, deadline);
+    }
 }
 
 unsigned npv_rknpu_queue_core(const struct npv_rknpu_queue *q)

@@ -367,6 +367,15 @@ NPV_API int npv_rknpu_queue_submit_within(struct npv_rknpu_queue *q,
  * npv_rknpu_poll. Never blocks.
  */
 NPV_API int npv_rknpu_queue_poll(struct npv_rknpu_queue *q, struct npv_cpl *cpl, unsigned max);
+/*
+ * Poll the queue until at least min (1..max) completions are collected or
+ * timeout_ns passes (then fewer, possibly 0: wait again). With
+ * NPV_RKNPU_IRQ it sleeps on its own core's interrupt (the core's MSI-X
+ * vector or platform line, no other queue's), never past the running job's
+ * deadline; otherwise, and while a domain switch is pending, in short naps.
+ */
+NPV_API int npv_rknpu_queue_wait(struct npv_rknpu_queue *q, unsigned min, uint64_t timeout_ns,
+                                 struct npv_cpl *cpl, unsigned max);
 
 struct npv_rknpu_queue_counters {
     uint64_t submitted;       /* jobs accepted */
