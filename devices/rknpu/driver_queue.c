@@ -54,7 +54,7 @@ struct npv_rknpu_queue {
     uint32_t depth;
     struct rknpu_qjob *jobs; /* [depth], ring */
     /* Free-running: [head, done) finished, [done, tail) queued, done running if `running`. */
-    uint32_t head, done, tail;
+    uint64_t head, done, tail; /* 64-bit: a depth of 21 does not divide 2^32 */
     bool running;
     bool dead; /* the core could not be reset */
     uint64_t epoch_seen;
@@ -324,7 +324,7 @@ static int queue_submit(struct npv_rknpu_queue *q, const struct npv_rknpu_job *j
     if (q->tail - q->head == q->depth)
         return -EAGAIN;
 
-    uint32_t slot = q->tail % q->depth;
+    uint32_t slot = (uint32_t)(q->tail % q->depth);
     struct rknpu_qjob *j = &q->jobs[slot];
     memset(j, 0, sizeof(*j));
     j->cookie = job->cookie;
