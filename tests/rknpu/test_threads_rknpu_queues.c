@@ -7,11 +7,13 @@
  * its job and compared with the CPU reference after it; every completion
  * must come back on its own queue, in submission order, once. 5,000 jobs
  * per thread by default (1,000 under ThreadSanitizer);
- * NPUVFIO_THREADS_REQUESTS sets the count. Also: a stalled job on one
- * queue fails on its own deadline while the other queues' jobs complete;
- * what a queue refuses (multi-core masks, another domain, a second open,
- * a bad core, device-wide jobs in flight, device-wide calls while queues
- * are open).
+ * NPUVFIO_THREADS_REQUESTS sets the count. Also: the same with interrupts
+ * (npv_rknpu_queue_wait, a fifth of the count); queues of two domains at
+ * once (a twentieth: every switch is a remap over vfio-user) and taking
+ * strict turns (one switch per turn); a stalled job on one queue fails on
+ * its own deadline while the other queues' jobs complete; what a queue
+ * refuses (multi-core masks, another domain, a second open, a bad core,
+ * device-wide jobs in flight, device-wide calls while queues are open).
  */
 #include <check.h>
 #include <errno.h>
@@ -19,6 +21,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+#include <npuvfio/failpoint.h>
 
 #include "rk_drv.h"
 #include "threads_run.h"
@@ -353,6 +357,15 @@ START_TEST(a_queue_refuses_other_cores_domains_a_second_open_and_device_wide_cal
     /* Queue mode over: the device-wide path and another domain work again. */
     rk_assert_exact(&t, s, 0x7);
     rk_assert_exact(&t, s1, 0x2);
+
+    /* An open that fails its allocation leaves no queue mode behind. */
+    if (npv_failpoint_arm(t.ctx, NPV_FAIL_ALLOC, 1) == 0) {
+        ck_assert_int_lt(npv_rknpu_queue_open(t.npu, 1, 0, &q), 0);
+        npv_failpoint_disarm(t.ctx);
+        rk_assert_exact(&t, s, 0x1); /* not -EBUSY: no queue is open */
+        ck_assert_int_eq(npv_rknpu_queue_open(t.npu, 1, 0, &q), 0);
+        npv_rknpu_queue_close(q);
+    }
     rknpu_sample_mm_free(s);
     rknpu_sample_mm_free(s1);
     rk_close(&t);
@@ -430,18 +443,21 @@ START_TEST(three_queues_in_two_domains_at_once_exact_and_switching)
     static struct qrun r;
     rk_require_model("the run's size is set for the model");
     rk_open(&r.t, NULL);
-    r.requests = threads_requests(DEFAULT_REQUESTS) / 5;
+    r.requests = threads_requests(DEFAULT_REQUESTS) /
+                 20; /* a switch per few jobs: each one a remap over vfio-user */
     r.timeout_ns = GENEROUS_NS;
     r.dom[0] = 0;
     r.dom[1] = 1;
     r.dom[2] = 0;
     open_queues(&r);
+    uint64_t t0 = now_ns();
     run_workers(&r, 0, NQ);
     for (unsigned th = 0; th < NQ; th++)
         assert_thread_clean(&r, th);
     uint64_t sw = switches_of(&r);
-    printf("rknpu queues in two domains: %u threads x %llu jobs, exact, %llu switches\n", NQ,
-           (unsigned long long)r.requests, (unsigned long long)sw);
+    printf("rknpu queues in two domains: %u threads x %llu jobs, exact, %llu switches, %.1f s\n",
+           NQ, (unsigned long long)r.requests, (unsigned long long)sw,
+           (double)(now_ns() - t0) / 1e9);
     ck_assert_uint_ge(sw, 2); /* domain 1 had the device at some point, and domain 0 did */
     ck_assert_uint_le(sw, 2 * r.requests + 1);
     close_queues(&r);
