@@ -10,7 +10,10 @@
  *
  * The testdev has a second row, "testdev rings": its lock-free path, a ring
  * per thread (npv_testdev_queue_open, docs/threads.md), no share: 1 thread
- * on the driver's ring against N threads each on a queue of its own.
+ * on the driver's ring against N threads each on a queue of its own. The
+ * RKNPU has one too, "queues": a queue per core (npv_rknpu_queue_open), 1
+ * thread on core 0's queue against N threads each on its core's queue, N
+ * capped at the three cores.
  */
 #include <errno.h>
 #include <math.h>
@@ -20,6 +23,7 @@
 #include <npuvfio/ctx.h>
 #include <npuvfio/dev.h>
 #include <npuvfio/domain.h>
+#include <npuvfio/rknpu.h>
 
 #include "bench.h"
 #include "registry.h"
@@ -37,7 +41,10 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
     printf("thread rows: each device's sample through an npv_share, 1 thread vs %u threads on "
            "the submitter CPU %d, the model on CPU %d; %u reps x %llu ms\n",
            nthreads, c->sub, c->dev, o->reps, (unsigned long long)(o->point_ns / 1000000u));
-    printf("  (rings: the testdev with a ring per thread, no share and no lock)\n");
+    printf("  (rings: the testdev with a ring per thread, no share and no lock;\n"
+           "   queues: the RKNPU with a queue per core and a thread per queue, no share and no "
+           "lock, at most %u threads)\n",
+           nthreads < NPV_RKNPU_NUM_CORES ? nthreads : NPV_RKNPU_NUM_CORES);
     printf("  %-8s %5s %14s %14s %7s  %s\n", "device", "qd/th", "1 thread /s", "N threads /s",
            "N / 1", "wrong");
     int worst = 0;
@@ -60,7 +67,11 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
             rc = threaded_sample_open(names[i], d.drv, nthreads * depth, &ts);
         struct series one = {0}, many = {0}, rone = {0}, rmany = {0};
         uint64_t wrong = 0, rwrong = 0;
-        bool rings = strcmp(names[i], "testdev") == 0;
+        /* The lock-free per-queue row: the testdev's rings, the RKNPU's core queues. */
+        bool rk = strcmp(names[i], "rknpu") == 0;
+        bool rings = strcmp(names[i], "testdev") == 0 || rk;
+        const char *rname = rk ? "queues" : "rings";
+        unsigned qthreads = rk && nthreads > NPV_RKNPU_NUM_CORES ? NPV_RKNPU_NUM_CORES : nthreads;
         int rrc = 0;
         for (unsigned r = 0; rc == 0 && r < o->reps; r++) {
             double v;
@@ -81,7 +92,7 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
             if (rings && rrc == 0) {
                 series_add(&rone, v);
                 rwrong += bad;
-                rrc = threaded_sample_measure_queues(ts, nthreads, depth, o->point_ns, &v, &bad);
+                rrc = threaded_sample_measure_queues(ts, qthreads, depth, o->point_ns, &v, &bad);
             }
             if (rings && rrc == 0) {
                 series_add(&rmany, v);
@@ -106,19 +117,19 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
         if (!rings)
             continue;
         if (rrc == -ERANGE) {
-            printf("  %-8s skipped: the device has fewer queues than %u threads\n", "rings",
-                   nthreads);
+            printf("  %-8s skipped: the device has fewer queues than %u threads\n", rname,
+                   qthreads);
             continue;
         }
         if (rrc < 0) {
-            printf("  %-8s failed: %s\n", "rings", npv_strerror(rrc));
+            printf("  %-8s failed: %s\n", rname, npv_strerror(rrc));
             worst = rrc;
             continue;
         }
         m1 = series_median(&rone);
         mn = series_median(&rmany);
         printf("  %-8s %5u %14.0f %14.0f %7.2f  %llu   (spread 1: %.0f..%.0f, N: %.0f..%.0f)\n",
-               "rings", depth, m1, mn, mn / m1, (unsigned long long)rwrong, series_min(&rone),
+               rname, depth, m1, mn, mn / m1, (unsigned long long)rwrong, series_min(&rone),
                series_max(&rone), series_min(&rmany), series_max(&rmany));
         if (rwrong != 0)
             worst = -EIO;

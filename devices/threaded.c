@@ -425,7 +425,8 @@ int threaded_sample_measure(struct threaded_sample *ts, unsigned nthreads, unsig
 
 struct qworker {
     struct threaded_sample *ts;
-    struct npv_ring *ring;
+    struct npv_ring *ring;       /* testdev */
+    struct npv_rknpu_queue *rkq; /* rknpu: a core's queue instead of a ring */
     unsigned first_slot, depth;
     uint64_t until;
     uint64_t done, in_window, wrong;
@@ -436,7 +437,25 @@ static int qworker_push(struct qworker *w, uint64_t i)
 {
     unsigned char req[THREADED_REQ_MAX];
     w->ts->prepare(w->ts, w->first_slot + (unsigned)(i % w->depth), i, req);
+    if (w->rkq != NULL) {
+        struct npv_rknpu_request q;
+        memcpy(&q, req, sizeof(q));
+        return npv_rknpu_queue_submit(w->rkq, q.job);
+    }
     return npv_ring_push(w->ring, req, i);
+}
+
+/* At least one completion of the thread's own queue, polling (no sleep), within 30 s. */
+static int qworker_wait(struct qworker *w, struct npv_cpl *cpl)
+{
+    if (w->rkq == NULL)
+        return npv_ring_wait(w->ring, NPV_RING_WAIT_POLL, 1, 30000000000ull, cpl, w->depth);
+    uint64_t deadline = now_ns() + 30000000000ull;
+    for (;;) {
+        int n = npv_rknpu_queue_poll(w->rkq, cpl, w->depth);
+        if (n != 0 || now_ns() >= deadline)
+            return n;
+    }
 }
 
 /* Keep depth jobs in flight on the thread's own ring; in order, so job i is in slot i % depth. */
@@ -456,10 +475,11 @@ static void *qworker_main(void *arg)
             }
             next++;
         }
-        npv_ring_submit(w->ring);
+        if (w->rkq == NULL)
+            npv_ring_submit(w->ring);
         if (reaped == next)
             break;
-        int n = npv_ring_wait(w->ring, NPV_RING_WAIT_POLL, 1, 30000000000ull, cpl, w->depth);
+        int n = qworker_wait(w, cpl);
         if (n <= 0) {
             w->err = n < 0 ? n : -ETIMEDOUT;
             return NULL;
@@ -483,27 +503,32 @@ static void *qworker_main(void *arg)
 int threaded_sample_measure_queues(struct threaded_sample *ts, unsigned nthreads, unsigned depth,
                                    uint64_t duration_ns, double *per_s, uint64_t *wrong)
 {
-    if (ts->prepare != td_prepare)
+    bool rk = ts->prepare == rk_prepare;
+    if (ts->prepare != td_prepare && !rk)
         return -ENOTSUP;
     if (nthreads == 0 || depth == 0 || depth > MAX_DEPTH || nthreads * depth > ts->slots ||
         nthreads > 64)
         return -EINVAL;
-    if (nthreads > npv_testdev_queues(ts->dev_drv))
+    if (nthreads > (rk ? npv_rknpu_num_cores(ts->dev_drv) : npv_testdev_queues(ts->dev_drv)))
         return -ERANGE;
     struct npv_testdev_queue *q[64] = {NULL};
+    struct npv_rknpu_queue *rq[NPV_RKNPU_NUM_CORES] = {NULL};
     struct qworker *w = calloc(nthreads, sizeof(*w));
     if (w == NULL)
         return -ENOMEM;
     int r = 0;
-    for (unsigned i = 1; r == 0 && i < nthreads; i++)
-        r = npv_testdev_queue_open(ts->dev_drv, i, NULL, &q[i]);
+    for (unsigned i = rk ? 0 : 1; r == 0 && i < nthreads; i++)
+        r = rk ? npv_rknpu_queue_open(ts->dev_drv, i, 0, &rq[i])
+               : npv_testdev_queue_open(ts->dev_drv, i, NULL, &q[i]);
     pthread_t tid[64];
     unsigned started = 0;
     uint64_t start = now_ns();
     for (unsigned i = 0; r == 0 && i < nthreads; i++) {
         w[i] = (struct qworker){.ts = ts,
-                                .ring = i == 0 ? npv_testdev_ring(ts->dev_drv)
-                                               : npv_testdev_queue_ring(q[i]),
+                                .ring = rk       ? NULL
+                                        : i == 0 ? npv_testdev_ring(ts->dev_drv)
+                                                 : npv_testdev_queue_ring(q[i]),
+                                .rkq = rk ? rq[i] : NULL,
                                 .first_slot = i * depth,
                                 .depth = depth,
                                 .until = start + duration_ns};
@@ -523,6 +548,8 @@ int threaded_sample_measure_queues(struct threaded_sample *ts, unsigned nthreads
     }
     for (unsigned i = 1; i < nthreads; i++)
         npv_testdev_queue_close(q[i]);
+    for (unsigned i = 0; i < NPV_RKNPU_NUM_CORES; i++)
+        npv_rknpu_queue_close(rq[i]);
     free(w);
     /*
      * Completions reaped inside the window over its length: the drain after

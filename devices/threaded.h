@@ -38,14 +38,16 @@ int threaded_sample_measure(struct threaded_sample *ts, unsigned nthreads, unsig
                             uint64_t duration_ns, double *per_s, uint64_t *wrong);
 
 /*
- * The testdev's ring-per-thread path (no share, no lock): thread 0 on the
- * driver's own ring, thread t on queue t (npv_testdev_queue_open), each
+ * The lock-free per-queue paths (no share, no lock). testdev: thread 0 on
+ * the driver's own ring, thread t on queue t (npv_testdev_queue_open), each
  * with depth COPY jobs of its own slots in flight, pushed, submitted and
- * polled on its own ring, for duration_ns, then drained. As
- * threaded_sample_measure, except that *per_s counts only the completions
- * reaped within duration_ns (steady state: no drain, no wait for the last
- * thread to notice the end); -ENOTSUP for another device than "testdev",
- * -ERANGE when nthreads exceeds the device's queues.
+ * polled on its own ring. rknpu: thread t on core t's queue
+ * (npv_rknpu_queue_open, domain 0), each with depth matmuls of its own
+ * slots in flight, submitted and polled on its own queue. For duration_ns,
+ * then drained. As threaded_sample_measure, except that *per_s counts only
+ * the completions reaped within duration_ns (steady state: no drain, no
+ * wait for the last thread to notice the end); -ENOTSUP for another device,
+ * -ERANGE when nthreads exceeds the device's queues (cores).
  */
 int threaded_sample_measure_queues(struct threaded_sample *ts, unsigned nthreads, unsigned depth,
                                    uint64_t duration_ns, double *per_s, uint64_t *wrong);

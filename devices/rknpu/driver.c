@@ -367,9 +367,11 @@ int npv_rknpu_open(struct npv_dev *dev, const struct npv_rknpu_config *cfg, stru
     int r = npv_failpoint_check(npv_dev_ctx(dev), NPV_FAIL_ALLOC);
     if (r < 0)
         return r;
-    struct npv_rknpu *npu = calloc(1, sizeof(*npu));
+    /* Aligned for the queues' per-core switch counts (a cache line each). */
+    struct npv_rknpu *npu = aligned_alloc(_Alignof(struct npv_rknpu), sizeof(*npu));
     if (npu == NULL)
         return -ENOMEM;
+    memset(npu, 0, sizeof(*npu));
     npu->dev = dev;
     npu->ctx = npv_dev_ctx(dev);
     r = config_apply(npu, cfg);
@@ -418,6 +420,7 @@ void npv_rknpu_close(struct npv_rknpu *npu)
 {
     if (npu == NULL)
         return;
+    rknpu_queues_close_all(npu);
     for (unsigned c = 0; c < npu->nr_cores; c++) {
         core_write(npu, c, RKNPU_PC_INTERRUPT_MASK, 0);
         if (npu->cores[c].running != RKNPU_NO_JOB && npu->reset_kind != RKNPU_RESET_NONE)

@@ -109,6 +109,34 @@ struct npv_rknpu {
     uint32_t pending_budgets; /* queued jobs with a budget: poll looks for expired ones */
 
     struct npv_rknpu_counters counters;
+    /*
+     * Queue mode (driver_queue.c): written by the control thread only, at
+     * queue open and close, never while a queue's thread runs.
+     */
+    struct npv_rknpu_queue *queues[NPV_RKNPU_NUM_CORES];
+    unsigned queues_open;
+    /*
+     * Bumped by a queue that reset the whole device (RKNPU_RESET_DEVICE):
+     * every other queue fails its running job at its next poll.
+     */
+    uint64_t reset_epoch; /* __atomic */
+    /*
+     * The domain switch between queues (driver_queue.c): read and written by
+     * every queue's thread, __atomic only. A queue starts a job when its
+     * domain is `attached` and no queue owns a switch, publishing its
+     * `running` count first and checking again after (a Dekker handshake
+     * with the switching queue, which takes `owner`, then waits for every
+     * core's count to be 0 before it attaches).
+     */
+    struct {
+        /* The domain attached (npu->attached while no queue is open): a queue's is held. */
+        struct npv_domain *attached;
+        uint32_t owner; /* 0, or 1 + the core of the queue switching */
+        struct {
+            uint32_t running;
+            uint8_t pad[60]; /* a cache line per core: only its own thread writes it */
+        } core[NPV_RKNPU_NUM_CORES];
+    } qsw __attribute__((aligned(64)));
     bool dead; /* a core could not be reset */
     enum rknpu_reset_kind reset_kind;
 };
@@ -168,6 +196,16 @@ void rknpu_irq_sleep(struct npv_rknpu *npu, uint64_t until_ns);
 void rknpu_irq_rearm(struct npv_rknpu *npu);
 
 /* Jobs (driver_job.c). */
+uint32_t rknpu_task_words(uint32_t regcmd_count);
+/*
+ * Lay part p's tasks (job tasks p, p + n, ...) out from word *cursor of a
+ * command-memory slot at slot / slot_iova, chained by their trailers.
+ */
+void rknpu_lay_out_part(struct npv_rknpu *npu, const struct npv_rknpu_job *job, unsigned p,
+                        unsigned n, uint64_t *slot, npv_iova_t slot_iova, uint32_t *cursor,
+                        struct rknpu_part *part);
+/* Queues (driver_queue.c): close those left open (npv_rknpu_close). */
+void rknpu_queues_close_all(struct npv_rknpu *npu);
 int rknpu_jobs_init(struct npv_rknpu *npu);
 void rknpu_jobs_fini(struct npv_rknpu *npu);
 void rknpu_jobs_cancel_all(struct npv_rknpu *npu);

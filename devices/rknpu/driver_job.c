@@ -131,7 +131,7 @@ static int mask_cores(const struct npv_rknpu *npu, uint32_t mask, uint8_t *cores
     }
 }
 
-static uint32_t task_words(uint32_t regcmd_count)
+uint32_t rknpu_task_words(uint32_t regcmd_count)
 {
     uint32_t w = regcmd_count + RKNPU_TRAILER_WORDS;
     return (w + WORDS_ALIGN - 1) & ~(WORDS_ALIGN - 1);
@@ -141,9 +141,9 @@ static uint32_t task_words(uint32_t regcmd_count)
  * Lay part p's tasks (job tasks p, p + n, p + 2n, ...) out from word *cursor
  * of the slot; each task's trailer points the core at the next one.
  */
-static void lay_out_part(struct npv_rknpu *npu, const struct npv_rknpu_job *job, unsigned p,
-                         unsigned n, uint64_t *slot, npv_iova_t slot_iova, uint32_t *cursor,
-                         struct rknpu_part *part)
+void rknpu_lay_out_part(struct npv_rknpu *npu, const struct npv_rknpu_job *job, unsigned p,
+                        unsigned n, uint64_t *slot, npv_iova_t slot_iova, uint32_t *cursor,
+                        struct rknpu_part *part)
 {
     uint32_t at = *cursor;
     uint64_t *prev_trailer = NULL;
@@ -154,7 +154,7 @@ static void lay_out_part(struct npv_rknpu *npu, const struct npv_rknpu_job *job,
         uint32_t amount = rknpu_regcmd_amount(task->regcmd_count + RKNPU_TRAILER_WORDS);
         memcpy(&slot[at], task->regcmd, (size_t)task->regcmd_count * 8u);
         uint64_t *trailer = &slot[at + task->regcmd_count];
-        uint32_t words = task_words(task->regcmd_count);
+        uint32_t words = rknpu_task_words(task->regcmd_count);
         memset(trailer, 0, (size_t)(words - task->regcmd_count) * 8u);
         if (prev_trailer == NULL) {
             part->first_iova = iova;
@@ -333,6 +333,8 @@ static int submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job, uint64
     if (npu == NULL || job == NULL || job->tasks == NULL || job->nr_tasks == 0 ||
         job->nr_tasks > RKNPU_MAX_TASKS_PER_RUN || job->domain_id >= NPV_RKNPU_MAX_DOMAINS)
         return -EINVAL;
+    if (npu->queues_open != 0)
+        return -EBUSY; /* the cores belong to their queues (npv_rknpu_queue_open) */
     uint8_t cores[NPV_RKNPU_NUM_CORES];
     int n = mask_cores(npu, job->core_mask, cores);
     if (n < 0)
@@ -341,7 +343,7 @@ static int submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job, uint64
     for (uint32_t t = 0; t < job->nr_tasks; t++) {
         if (job->tasks[t].regcmd == NULL || job->tasks[t].regcmd_count == 0)
             return -EINVAL;
-        words += task_words(job->tasks[t].regcmd_count);
+        words += rknpu_task_words(job->tasks[t].regcmd_count);
     }
     if (words > npu->cfg.max_job_words)
         return -E2BIG;
@@ -374,7 +376,7 @@ static int submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job, uint64
     unsigned parts = job->nr_tasks < (unsigned)n ? job->nr_tasks : (unsigned)n;
     for (unsigned p = 0; p < parts; p++) {
         j->parts[p].core = cores[p];
-        lay_out_part(npu, job, p, parts, slot, d->cmd_iova + slot_off, &cursor, &j->parts[p]);
+        rknpu_lay_out_part(npu, job, p, parts, slot, d->cmd_iova + slot_off, &cursor, &j->parts[p]);
         npu->cores[cores[p]].queued++;
     }
     npv_dma_sync_for_device(d->cmd, (size_t)slot_off, (size_t)cursor * 8u);
@@ -550,6 +552,8 @@ int npv_rknpu_poll(struct npv_rknpu *npu, struct npv_cpl *cpl, unsigned max)
 {
     if (npu == NULL || (cpl == NULL && max != 0))
         return -EINVAL;
+    if (npu->queues_open != 0)
+        return -EBUSY;
     uint64_t now = rknpu_now_ns();
     for (unsigned c = 0; c < npu->nr_cores; c++)
         if (npu->cores[c].running != RKNPU_NO_JOB)
@@ -581,6 +585,8 @@ int npv_rknpu_wait(struct npv_rknpu *npu, unsigned min, uint64_t timeout_ns, str
 {
     if (npu == NULL || cpl == NULL || min == 0 || min > max)
         return -EINVAL;
+    if (npu->queues_open != 0)
+        return -EBUSY;
     uint64_t deadline = rknpu_now_ns() + timeout_ns;
     unsigned got = 0;
     for (unsigned spins = 0;; spins++) {
@@ -610,6 +616,8 @@ int npv_rknpu_run(struct npv_rknpu *npu, const struct npv_rknpu_job *job)
 {
     if (npu == NULL || job == NULL)
         return -EINVAL;
+    if (npu->queues_open != 0)
+        return -EBUSY;
     if (npu->nr_free != npu->cfg.queue_depth)
         return -EBUSY;
     int r = npv_rknpu_submit(npu, job);
@@ -640,6 +648,8 @@ int npv_rknpu_reset(struct npv_rknpu *npu)
 {
     if (npu == NULL)
         return -EINVAL;
+    if (npu->queues_open != 0)
+        return -EBUSY;
     rknpu_jobs_cancel_all(npu);
     npu->dead = false;
     if (npu->reset_kind == RKNPU_RESET_NONE) {

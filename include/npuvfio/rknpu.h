@@ -51,10 +51,10 @@
  * from any thread while the buffer lives. Many threads share one NPU
  * through an npv_share (npuvfio/share.h, docs/threads.md): a lock held only
  * across npv_rknpu_submit[_within] and npv_rknpu_poll, completions routed to
- * each submitting thread; one lock for the three cores. A queue per core
- * without a lock is not built: the driver keeps one job table, domain
- * switch and recovery state for the three cores (docs/threads.md lists what
- * has to be split first).
+ * each submitting thread; one lock for the three cores. Or a thread per
+ * core with no lock at all: npv_rknpu_queue_open (below) gives each core a
+ * queue of its own, used by one thread, while the device-wide calls are
+ * refused (docs/threads.md).
  */
 #ifndef NPUVFIO_RKNPU_H
 #define NPUVFIO_RKNPU_H
@@ -295,6 +295,100 @@ struct npv_rknpu_counters {
     uint64_t reset_retries;   /* soft resets that failed and were retried */
 };
 NPV_API void npv_rknpu_counters(const struct npv_rknpu *npu, struct npv_rknpu_counters *out);
+
+/* ---- a queue per core: one thread per core, no lock ---- */
+
+struct npv_rknpu_queue;
+
+/*
+ * Give core `core` a queue of its own, for one thread that submits to and
+ * polls it with no lock, no system call (on a mapped window) and nothing
+ * another queue touches: its own job slots (queue_depth / 3 of them, the
+ * command memory partitioned per core), its own core's registers, its own
+ * counters, its own recovery.
+ *
+ * Queue mode is exclusive: while any queue is open the device-wide calls
+ * (npv_rknpu_submit[_within], _poll, _wait, _run, _reset) return -EBUSY,
+ * and a queue opens only when no device-wide job is queued, running or
+ * unreaped (else -EBUSY).
+ *
+ * Domains: the queue's jobs run in domain_id (which must have a buffer).
+ * The device has one IOMMU attachment for the three cores: queues of one
+ * domain run at once; queues of different domains take turns. A queue
+ * whose domain is not attached claims the switch (no queue starts a job
+ * meanwhile), and at its polls, once every core's running job has ended
+ * (each queue's own poll sees its core end), attaches the device to its
+ * domain; it gives up after its job's timeout_ns, failing the job with
+ * -ETIMEDOUT (a queue whose thread stopped polling would hold the switch
+ * forever). While queues are open, wrapped buffers of their domains cannot
+ * be unwrapped (-EBUSY).
+ *
+ * Errors: -EINVAL (NULL, a core index at or above npv_rknpu_num_cores, a
+ * bad domain id), -EBUSY (the core has a queue, or device-wide jobs are in
+ * flight), -ENOENT (the domain has no buffer), -ENOSPC (queue_depth below
+ * 3: no slot per core), -EIO (the NPU is dead), -ENOMEM.
+ *
+ * Thread-safety: open and close are control calls, made by the thread that
+ * owns the npv_rknpu and not concurrently with its other calls (open the
+ * queues, then hand each to its thread; join the threads, then close).
+ */
+NPV_API int npv_rknpu_queue_open(struct npv_rknpu *npu, unsigned core, uint32_t domain_id,
+                                 struct npv_rknpu_queue **out);
+/*
+ * Close the queue: a job still running on its core is stopped by a soft
+ * reset of that core; unreaped completions are dropped. Its counters are
+ * added to the device's (npv_rknpu_counters). NULL is a no-op.
+ */
+NPV_API void npv_rknpu_queue_close(struct npv_rknpu_queue *q);
+NPV_API unsigned npv_rknpu_queue_core(const struct npv_rknpu_queue *q);
+/*
+ * npv_rknpu_submit on the queue's core: core_mask must be 0 or the core's
+ * own bit (multi-core jobs stay on the device-wide path: -EINVAL), domain_id
+ * the queue's (-EXDEV). Jobs run in submission order, one at a time on the
+ * core. -EAGAIN when the queue's slots hold unreaped jobs; -EIO when the
+ * core could not be reset (the queue is dead until closed) or is out of
+ * service (no reset on this transport); other errors as npv_rknpu_submit.
+ */
+NPV_API int npv_rknpu_queue_submit(struct npv_rknpu_queue *q, const struct npv_rknpu_job *job);
+/*
+ * With a serving budget (> 0), as npv_rknpu_submit_within: a job still
+ * queued past it fails with -ETIMEDOUT without running when it reaches the
+ * core (completions stay in order), a running one at the first poll past it
+ * (its core is soft-reset, no other core is touched).
+ */
+NPV_API int npv_rknpu_queue_submit_within(struct npv_rknpu_queue *q,
+                                          const struct npv_rknpu_job *job, uint64_t budget_ns);
+/*
+ * Look at the queue's core once: finish its running job, fail it past its
+ * deadline (soft-resetting this core alone; on a transport whose only reset
+ * is the whole device's, the other queues find their running jobs failed
+ * with -EIO at their next poll), start the next. Writes up to max
+ * completions, in submission order, and returns how many. Statuses as
+ * npv_rknpu_poll. Never blocks.
+ */
+NPV_API int npv_rknpu_queue_poll(struct npv_rknpu_queue *q, struct npv_cpl *cpl, unsigned max);
+/*
+ * Poll the queue until at least min (1..max) completions are collected or
+ * timeout_ns passes (then fewer, possibly 0: wait again). With
+ * NPV_RKNPU_IRQ it sleeps on its own core's interrupt (the core's MSI-X
+ * vector or platform line, no other queue's), never past the running job's
+ * deadline; otherwise, and while a domain switch is pending, in short naps.
+ */
+NPV_API int npv_rknpu_queue_wait(struct npv_rknpu_queue *q, unsigned min, uint64_t timeout_ns,
+                                 struct npv_cpl *cpl, unsigned max);
+
+struct npv_rknpu_queue_counters {
+    uint64_t submitted;       /* jobs accepted */
+    uint64_t jobs;            /* completed, whatever their status */
+    uint64_t errors;          /* completed with a status other than 0 */
+    uint64_t timeouts;        /* of those, -ETIMEDOUT */
+    uint64_t resets;          /* soft resets of this core that succeeded */
+    uint64_t reset_retries;   /* soft resets that failed and were retried */
+    uint64_t domain_switches; /* attaches of the device to this queue's domain */
+};
+/* The queue's own counters, from the queue's thread (or after it stopped). */
+NPV_API void npv_rknpu_queue_counters(const struct npv_rknpu_queue *q,
+                                      struct npv_rknpu_queue_counters *out);
 
 /* ---- matmul ---- */
 

@@ -280,6 +280,14 @@ static int client_callv(struct vu_client *c, uint16_t cmd, const struct iovec *i
         ret = send_fence(c, fence, deadline);
         fence = NULL; /* on the wire: deliver_reply or client_free frees it */
     }
+    /*
+     * Writes another thread batched after this call looked (want_fence
+     * false) are counted in seq, which the command marks fenced below: they
+     * must be on the wire before it, or a read overtakes them (a register
+     * read of a status the thread's own posted clear had not reached yet).
+     */
+    if (ret == 0 && carried == NULL && c->batch_n > 0)
+        ret = send_batch_locked(c);
     struct npv_vu_write_multi wm;
     struct iovec biov[2];
     if (carried != NULL) {
