@@ -134,8 +134,13 @@ struct bench_model {
     struct npv_model_compute *compute;
 };
 struct npv_device_entry;
+/*
+ * count_compute: the model counts its own compute time (devices/model_compute.h) for the device
+ * rows; off for the ring and thread rows, which measure the transport and a clock read per unit
+ * of work would be part of what they measure.
+ */
 int bench_model_start(const struct npv_device_entry *e, const struct bench_cpus *c,
-                      struct bench_model *m);
+                      bool count_compute, struct bench_model *m);
 /* Harmless when nothing was started. */
 void bench_model_stop(struct bench_model *m);
 

@@ -155,7 +155,7 @@ int devices_rep(const struct bench_opts *o, const struct bench_cpus *c, struct d
             continue;
         struct npv_sample_result res;
         struct bench_model model;
-        int rc = bench_model_start(entries[i], c, &model);
+        int rc = bench_model_start(entries[i], c, true, &model);
         if (rc < 0) {
             bench_model_stop(&model);
             row->skipped = "its model did not start";
@@ -304,7 +304,7 @@ int devices_open_loop(const struct bench_opts *o, const struct bench_cpus *c, st
         if (row->skipped != NULL)
             continue;
         struct bench_model model;
-        int rc = bench_model_start(entries[i], c, &model);
+        int rc = bench_model_start(entries[i], c, true, &model);
         if (rc < 0) {
             bench_model_stop(&model);
             row->open_skipped = "its model did not start";

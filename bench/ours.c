@@ -44,7 +44,7 @@ int ours_open(const struct bench_opts *o, const struct bench_cpus *c, struct our
         return -ENOMEM;
     t->o = o;
     t->c = c;
-    int rc = bench_model_start(npv_device_find("testdev"), c, &t->model);
+    int rc = bench_model_start(npv_device_find("testdev"), c, false, &t->model);
     if (rc < 0) {
         fprintf(stderr, "npuvfio-bench: cannot start the testdev model: %s\n", npv_strerror(rc));
         goto err;

@@ -56,7 +56,7 @@ int bench_threads(const struct bench_opts *o, const struct bench_cpus *c, unsign
         }
         unsigned depth = depth_of(names[i]);
         struct bench_model model;
-        int rc = bench_model_start(e, c, &model);
+        int rc = bench_model_start(e, c, false, &model);
         struct bench_dev d = {0};
         struct threaded_sample *ts = NULL;
         if (rc == 0) {

@@ -224,15 +224,18 @@ void bench_progress(const struct bench_opts *o, const char *fmt, ...)
 }
 
 int bench_model_start(const struct npv_device_entry *e, const struct bench_cpus *c,
-                      struct bench_model *m)
+                      bool count_compute, struct bench_model *m)
 {
     m->pid = -1;
     m->path[0] = '\0';
+    m->compute = NULL;
     /* Shared with the child, which adds its compute time to it; the bench reads it between samples.
      */
-    void *shared =
-        mmap(NULL, sizeof(*m->compute), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    m->compute = shared != MAP_FAILED ? shared : NULL;
+    void *shared = count_compute ? mmap(NULL, sizeof(*m->compute), PROT_READ | PROT_WRITE,
+                                        MAP_SHARED | MAP_ANONYMOUS, -1, 0)
+                                 : MAP_FAILED;
+    if (shared != MAP_FAILED)
+        m->compute = shared;
     snprintf(m->dir, sizeof(m->dir), "/tmp/npv-bench-XXXXXX");
     if (mkdtemp(m->dir) == NULL) {
         m->dir[0] = '\0';

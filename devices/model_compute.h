@@ -46,14 +46,20 @@ static inline uint64_t npv_model_compute_start(const struct npv_model_compute *c
  * the model gives the unit without spending it (a modelled execution time);
  * c NULL: nobody counts.
  */
-static inline void npv_model_compute_add(struct npv_model_compute *c, uint64_t start,
-                                         uint64_t extra_ns)
+static inline void npv_model_compute_add_n(struct npv_model_compute *c, uint64_t start,
+                                           uint64_t extra_ns, uint64_t units)
 {
-    if (c == NULL)
+    if (c == NULL || units == 0)
         return;
     atomic_fetch_add_explicit(&c->ns, npv_model_compute_now() - start + extra_ns,
                               memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->jobs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->jobs, units, memory_order_relaxed);
+}
+
+static inline void npv_model_compute_add(struct npv_model_compute *c, uint64_t start,
+                                         uint64_t extra_ns)
+{
+    npv_model_compute_add_n(c, start, extra_ns, 1);
 }
 
 #endif

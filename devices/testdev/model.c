@@ -424,6 +424,11 @@ static void process(struct npv_testdev_model *td, struct queue *q, uint32_t tail
     uint32_t in_section = 0;
     bool irq = false;
 
+    /* Compute is counted per doorbell batch: a thread CPU-time read is a system call, which per
+     * descriptor would cost more than a descriptor's work. */
+    struct npv_model_compute *cc = atomic_load_explicit(&td->compute, memory_order_relaxed);
+    uint64_t t0 = npv_model_compute_start(cc);
+    uint32_t first = e->head;
     section_enter(td, e);
     /* A producer index more than a ring ahead names descriptors that do not exist. */
     if (avail > e->entries) {
@@ -459,10 +464,7 @@ static void process(struct npv_testdev_model *td, struct queue *q, uint32_t tail
                                              sizeof(struct npv_testdev_desc));
         struct npv_testdev_desc d;
         uint64_t bad = 0;
-        struct npv_model_compute *cc = atomic_load_explicit(&td->compute, memory_order_relaxed);
-        uint64_t t0 = npv_model_compute_start(cc);
         uint32_t err = fetch(td, e, &d, &bad) < 0 ? NPV_TESTDEV_ERR_DMA : execute(td, e, &d, &bad);
-        npv_model_compute_add(cc, t0, 0);
         e->head++;
         e->completed++;
         if (d.flags & NPV_TESTDEV_DESC_IRQ)
@@ -511,6 +513,7 @@ static void process(struct npv_testdev_model *td, struct queue *q, uint32_t tail
     if (irq)
         interrupt(td, q);
     section_leave(td);
+    npv_model_compute_add_n(cc, t0, 0, e->head - first);
 }
 
 /* Nothing to fetch: wait for the event loop (which parks us to change that) or a timeout. */
