@@ -297,6 +297,7 @@ static void two_rates_exact_and_counted(const char *dev)
     char *out = load_output();
     printf("%s", out);
     ck_assert_msg(st == 0, "load exit %d:\n%s\nserver:\n%s", st, out, slurp(out_path));
+    free(out);
     char *doc = slurp(json_path);
     ck_assert_msg(json_valid_document(doc), "inference_load --json: %s", doc);
     uint64_t sent = 0;
@@ -306,12 +307,14 @@ static void two_rates_exact_and_counted(const char *dev)
         ck_assert_uint_eq(run_field(doc, i, "wrong"), 0);
         sent += run_field(doc, i, "sent");
     }
+    free(doc);
     stats_match(sent, sent, 0);
     char *so = server_stop();
     char want[128];
     snprintf(want, sizeof(want), "accepted %llu, answered %llu (ok %llu,", (unsigned long long)sent,
              (unsigned long long)sent, (unsigned long long)sent);
     ck_assert_msg(strstr(so, want) != NULL, "server said:\n%s", so);
+    free(so);
 }
 
 START_TEST(edgetpu_two_rates_exact_and_counted_by_npuvfio_stats)
@@ -341,6 +344,7 @@ static char *stalled_run(const char *dev, const char *workers)
     char *out = load_output();
     printf("%s", out);
     ck_assert_msg(st == 1, "load exit %d (a timeout was expected):\n%s", st, out);
+    free(out);
     return slurp(json_path);
 }
 
@@ -360,7 +364,8 @@ START_TEST(rknpu_stalled_request_fails_alone_on_its_budget)
     ck_assert_uint_eq(run_field(doc, 0, "missing"), 0);
     /* The driver failed it on its budget: the device's own timeout count says 1. */
     stats_match(sent, sent - 1, 1);
-    server_stop();
+    free(doc);
+    free(server_stop());
 }
 END_TEST
 
@@ -404,7 +409,8 @@ START_TEST(edgetpu_stalled_request_fails_on_its_budget_and_service_resumes)
     ck_assert_uint_eq(ok2 + run_field(doc, 0, "timeout"), STALL_RATE);
     ck_assert_msg(ok2 >= STALL_RATE / 2, "the run after the stall:\n%s", load_output());
     ck_assert_uint_eq(run_field(doc, 0, "wrong"), 0);
-    server_stop();
+    free(doc);
+    free(server_stop());
 }
 END_TEST
 
@@ -424,7 +430,9 @@ START_TEST(sigterm_under_load_answers_every_accepted_request_and_exits_0)
     unsigned long long at_stop = strtoull(fl, NULL, 10);
     ck_assert_msg(at_stop >= 1, "nothing in flight at the signal:\n%s", so);
     (void)reap(load, 30000);
-    printf("%s%s", so, load_output());
+    char *lo = load_output();
+    printf("%s%s", so, lo);
+    free(lo);
     unsigned long long acc = 0, ans = 0, rejected = 0;
     const char *line = strstr(so, "accepted ");
     ck_assert_ptr_nonnull(line);
@@ -439,6 +447,8 @@ START_TEST(sigterm_under_load_answers_every_accepted_request_and_exits_0)
     ck_assert_uint_eq(run_field(doc, 0, "answered"), acc + rejected);
     ck_assert_uint_eq(run_field(doc, 0, "wrong"), 0);
     ck_assert_uint_lt(run_field(doc, 0, "sent"), 6000);
+    free(doc);
+    free(so);
 }
 END_TEST
 
@@ -553,6 +563,7 @@ START_TEST(malformed_frames_get_an_error_or_a_closed_connection_and_others_are_s
     char *so = server_stop();
     ck_assert_msg(strstr(so, "accepted 4, answered 4 (ok 4,") != NULL, "%s", so);
     ck_assert_msg(strstr(so, "rejected 4,") != NULL, "%s", so);
+    free(so);
 }
 END_TEST
 
