@@ -445,16 +445,23 @@ static int qworker_push(struct qworker *w, uint64_t i)
     return npv_ring_push(w->ring, req, i);
 }
 
-/* At least one completion of the thread's own queue, polling (no sleep), within 30 s. */
+/*
+ * At least one completion of the thread's own queue, polling (no sleep),
+ * within 30 s. A look that finds nothing gives the CPU away every
+ * NPV_SHARE_YIELD_EVERY looks, as the share's waiters do: these threads
+ * outnumber the submitter's one CPU, and a thread spinning out its time slice
+ * on an empty queue keeps the others from reaping theirs.
+ */
 static int qworker_wait(struct qworker *w, struct npv_cpl *cpl)
 {
-    if (w->rkq == NULL)
-        return npv_ring_wait(w->ring, NPV_RING_WAIT_POLL, 1, 30000000000ull, cpl, w->depth);
     uint64_t deadline = now_ns() + 30000000000ull;
-    for (;;) {
-        int n = npv_rknpu_queue_poll(w->rkq, cpl, w->depth);
+    for (unsigned looks = 1;; looks++) {
+        int n = w->rkq != NULL ? npv_rknpu_queue_poll(w->rkq, cpl, w->depth)
+                               : npv_ring_poll(w->ring, cpl, w->depth);
         if (n != 0 || now_ns() >= deadline)
             return n;
+        if (looks % NPV_SHARE_YIELD_EVERY == 0)
+            sched_yield();
     }
 }
 
