@@ -26,11 +26,14 @@
  * core's rknpu_core.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <npuvfio/dev.h>
 #include <npuvfio/irq.h>
+#include <npuvfio/ring.h>
 
 #include <npuvfio/failpoint.h>
 
@@ -45,6 +48,7 @@ struct rknpu_qjob {
     struct rknpu_part part;
     int32_t status;
     uint32_t dev_error;
+    uint32_t stats_seq; /* its record in the queue's stats table */
 };
 
 struct npv_rknpu_queue {
@@ -67,6 +71,11 @@ struct npv_rknpu_queue {
     npv_iova_t cmd_iova;
     uint64_t slot_bytes;
     struct npv_rknpu_queue_counters counters;
+    /*
+     * The queue in lib/stats (stats.h): device "rknpu:<device name>", queue
+     * "queue<core>"; written by the queue's own thread only, as its jobs.
+     */
+    struct npv_inflight *stats;
 };
 
 static uint64_t epoch_load(const struct npv_rknpu *npu)
@@ -182,6 +191,17 @@ int npv_rknpu_queue_open(struct npv_rknpu *npu, unsigned core, uint32_t domain_i
         r = -ENOMEM;
         goto err_free;
     }
+    /* A record per job the queue holds: the depth rounded up to a power of two. */
+    uint32_t cap = 1;
+    while (cap < depth)
+        cap <<= 1;
+    r = npv_inflight_new(npu->ctx, cap, &q->stats);
+    if (r < 0)
+        goto err_free;
+    char name[64], qname[16];
+    snprintf(name, sizeof(name), "rknpu:%s", npv_dev_name(npu->dev));
+    snprintf(qname, sizeof(qname), "queue%u", core);
+    npv_inflight_set_name(q->stats, name, qname);
     if (npu->queues_open == 0) {
         /* The switch state starts from the driver's attachment. */
         npu->qsw.attached = npu->attached;
@@ -207,6 +227,7 @@ int npv_rknpu_queue_open(struct npv_rknpu *npu, unsigned core, uint32_t domain_i
     *out = q;
     return 0;
 err_free:
+    npv_inflight_free(q->stats);
     free(q->jobs);
     free(q);
     return r;
@@ -233,6 +254,7 @@ static void queue_recover(struct npv_rknpu_queue *q)
         int r = rknpu_core_reset(npu, q->core);
         if (r == 0) {
             q->counters.resets++;
+            npv_inflight_count_reset(q->stats);
             if (npu->reset_kind == RKNPU_RESET_DEVICE)
                 q->epoch_seen = __atomic_add_fetch(&npu->reset_epoch, 1, __ATOMIC_ACQ_REL);
             return;
@@ -257,6 +279,10 @@ static void job_end(struct npv_rknpu_queue *q, struct rknpu_qjob *j, int32_t sta
         q->counters.errors++;
     if (status == -ETIMEDOUT)
         q->counters.timeouts++;
+    /* Jobs end in order on their one core: the stats records finish as they were added. */
+    if (status != 0)
+        (void)npv_inflight_set_status(q->stats, j->stats_seq, status, dev_error);
+    (void)npv_inflight_complete(q->stats, j->stats_seq + 1);
     q->done++;
 }
 
@@ -328,6 +354,8 @@ static int queue_submit(struct npv_rknpu_queue *q, const struct npv_rknpu_job *j
     struct rknpu_qjob *j = &q->jobs[slot];
     memset(j, 0, sizeof(*j));
     j->cookie = job->cookie;
+    /* Cannot be full: the table holds at least depth records, and the queue at most depth. */
+    (void)npv_inflight_add(q->stats, job->cookie, 0, &j->stats_seq);
     j->timeout_ns = job->timeout_ns != 0 ? job->timeout_ns : npu->cfg.job_timeout_ns;
     if (budget_ns != 0) {
         uint64_t now = rknpu_now_ns();
@@ -423,6 +451,11 @@ int npv_rknpu_queue_poll(struct npv_rknpu_queue *q, struct npv_cpl *cpl, unsigne
             (struct npv_cpl){.cookie = j->cookie, .status = j->status, .dev_error = j->dev_error};
         q->head++;
     }
+    /* The same completions out of the stats table (counted there by class as they leave). */
+    for (unsigned k = 0; k < got; k++) {
+        struct npv_cpl one;
+        (void)npv_inflight_reap(q->stats, &one, 1);
+    }
     return (int)got;
 }
 
@@ -504,6 +537,7 @@ void npv_rknpu_queue_close(struct npv_rknpu_queue *q)
     /* Queue mode over: the device-wide path goes on from the queues' attachment. */
     if (npu->queues_open == 0)
         npu->attached = npu->qsw.attached;
+    npv_inflight_free(q->stats);
     free(q->jobs);
     free(q);
 }

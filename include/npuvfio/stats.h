@@ -11,8 +11,9 @@
  * context when it is created, under a default name ("queueN" of device
  * "unnamed") that its driver replaces with npv_inflight_set_name /
  * npv_ring_set_name: the drivers here name theirs "testdev:<dev>" ("ring<q>"),
- * "edgetpu:<dev>" ("instr"), "rknpu:<dev>" ("core<c>") and "aicore:<dev>"
- * ("runs"), <dev> being npv_dev_name. A device's counters are the sums of its
+ * "edgetpu:<dev>" ("instr"), "rknpu:<dev>" ("core<c>"; "queue<c>" for a
+ * core's queue, npv_rknpu_queue_open) and "aicore:<dev>" ("runs"), <dev>
+ * being npv_dev_name. A device's counters are the sums of its
  * queues'.
  *
  * Cost and concurrency: each queue's counters are written only by the thread

@@ -18,11 +18,14 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include <npuvfio/dev.h>
 #include <npuvfio/failpoint.h>
+#include <npuvfio/stats.h>
 
 #include "rk_drv.h"
 #include "threads_run.h"
@@ -237,6 +240,23 @@ START_TEST(three_threads_a_queue_per_core_exact_in_order_and_own_queue)
 }
 END_TEST
 
+struct queue_stats {
+    const char *device;
+    bool seen[NQ];
+    struct npv_stats st[NQ];
+};
+
+static void queue_stats_of(void *user, const char *device, const char *queue,
+                           const struct npv_stats *st)
+{
+    struct queue_stats *qs = user;
+    unsigned q;
+    if (strcmp(device, qs->device) != 0 || sscanf(queue, "queue%u", &q) != 1 || q >= NQ)
+        return;
+    qs->seen[q] = true;
+    qs->st[q] = *st;
+}
+
 static void wait_stalled(struct rk *t, unsigned core)
 {
     for (unsigned tries = 0;
@@ -283,6 +303,20 @@ START_TEST(a_stalled_job_fails_on_its_own_deadline_while_other_queues_complete)
     /* Core 1 runs again after its reset, exactly. */
     run_workers(&r, 1, 1);
     assert_thread_clean(&r, 1);
+    /* lib/stats has each queue ("rknpu:<dev>", "queue<core>") by how its jobs ended. */
+    struct queue_stats qs = {0};
+    char dev[96];
+    snprintf(dev, sizeof(dev), "rknpu:%s", npv_dev_name(r.t.dev));
+    qs.device = dev;
+    npv_stats_foreach(r.t.ctx, queue_stats_of, &qs);
+    for (unsigned th = 0; th < NQ; th++) {
+        ck_assert_msg(qs.seen[th], "no stats queue queue%u", th);
+        ck_assert_uint_eq(qs.st[th].requests, th == 1 ? r.requests + 1 : r.requests);
+        ck_assert_uint_eq(qs.st[th].ok, r.requests);
+        ck_assert_uint_eq(qs.st[th].timeout, th == 1 ? 1 : 0);
+        ck_assert_uint_eq(qs.st[th].resets, th == 1 ? 1 : 0);
+        ck_assert_uint_eq(qs.st[th].in_flight, 0);
+    }
     close_queues(&r);
     rk_close(&r.t);
 }
