@@ -322,6 +322,66 @@ START_TEST(a_stalled_job_fails_on_its_own_deadline_while_other_queues_complete)
 }
 END_TEST
 
+/*
+ * A transport with no reset of the cores (the model's soft reset made absent,
+ * as vfio-platform without a reset handler): a stalled core's queue fails its
+ * job on its deadline, then every job behind it and every later submit with
+ * -EIO, while the other queues complete exactly; nothing resets.
+ */
+START_TEST(without_a_reset_a_stalled_queue_goes_out_of_service_and_the_others_go_on)
+{
+    static struct qrun r;
+    rk_require_model("fault injection is the model's test port");
+    rk_open(&r.t, NULL);
+    rk_close_client(&r.t);
+    rk_reopen(&r.t, NULL);
+    ck_assert_int_eq(npv_bar_write(r.t.port, RKNPU_TP_SOFT_RESET_ABSENT, 4, 1), 0);
+    rk_close_client(&r.t);
+    rk_reopen(&r.t, NULL);
+    r.requests = 100;
+    r.timeout_ns = GENEROUS_NS;
+    open_queues(&r);
+    uint32_t model_resets = rk_port_read(&r.t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS);
+    rk_fault(&r.t, 1, RKNPU_FAULT_STALL);
+    struct npv_rknpu_job job = {.tasks = &r.s[1][0]->task,
+                                .nr_tasks = 1,
+                                .core_mask = 0x2,
+                                .timeout_ns = 300 * MS,
+                                .cookie = 1};
+    ck_assert_int_eq(npv_rknpu_queue_submit(r.q[1], &job), 0);
+    job.tasks = &r.s[1][1]->task;
+    job.cookie = 2;
+    ck_assert_int_eq(npv_rknpu_queue_submit(r.q[1], &job), 0); /* behind it */
+    wait_stalled(&r.t, 1);
+    run_workers(&r, 0, 1);
+    run_workers(&r, 2, 1);
+    struct npv_cpl cpl[2];
+    unsigned got = 0;
+    uint64_t t0 = now_ns();
+    while (got < 2) {
+        int n = npv_rknpu_queue_poll(r.q[1], cpl + got, 2 - got);
+        ck_assert_int_ge(n, 0);
+        got += (unsigned)n;
+        ck_assert_msg(now_ns() - t0 < GENEROUS_NS, "the stalled queue never failed its jobs");
+    }
+    ck_assert_uint_eq(cpl[0].cookie, 1);
+    ck_assert_int_eq(cpl[0].status, -ETIMEDOUT);
+    ck_assert_uint_eq(cpl[1].cookie, 2);
+    ck_assert_int_eq(cpl[1].status, -EIO);
+    /* Out of service: a new job is refused, and nothing tried to reset the core. */
+    ck_assert_int_eq(npv_rknpu_queue_submit(r.q[1], &job), -EIO);
+    ck_assert_uint_eq(rk_port_read(&r.t, RKNPU_TP_CORE(1) + RKNPU_TP_RESETS), model_resets);
+    assert_thread_clean(&r, 0);
+    assert_thread_clean(&r, 2);
+    struct npv_rknpu_queue_counters c;
+    npv_rknpu_queue_counters(r.q[1], &c);
+    ck_assert_uint_eq(c.timeouts, 1);
+    ck_assert_uint_eq(c.resets, 0);
+    close_queues(&r);
+    rk_close(&r.t);
+}
+END_TEST
+
 START_TEST(a_queue_refuses_other_cores_domains_a_second_open_and_device_wide_calls)
 {
     static struct rk t;
@@ -511,6 +571,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, three_threads_a_queue_per_core_exact_in_order_and_own_queue);
     tcase_add_test(tc, a_stalled_job_fails_on_its_own_deadline_while_other_queues_complete);
+    tcase_add_test(tc, without_a_reset_a_stalled_queue_goes_out_of_service_and_the_others_go_on);
     tcase_add_test(tc, three_threads_sleeping_on_their_own_cores_interrupts_exact);
     tcase_add_test(tc, two_queues_in_two_domains_take_turns_one_switch_per_turn);
     tcase_add_test(tc, three_queues_in_two_domains_at_once_exact_and_switching);
