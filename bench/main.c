@@ -575,7 +575,8 @@ static void print_lat_table(const struct bench_opts *o, const struct peer_result
             const struct series *s = &mm->rtt_p50[mode];
             char name[64];
             snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], bench_mem_names[m]);
-            bool got = series_measured(s) != 0;
+            /* p99 and p99.9 are the last repetition's: '-' when that one measured nothing. */
+            bool got = mm->rtt[mode].n != 0;
             printf("  %-26s %s  [%s - %s] %s %s\n", name, fig(series_median(s), 9, 0),
                    fig(series_min(s), 6, 0), fig(series_max(s), 6, 0),
                    fig(got ? mm->rtt[mode].p99 : NAN, 6, 0),
@@ -587,7 +588,7 @@ static void print_lat_table(const struct bench_opts *o, const struct peer_result
         printf("  %-26s %s  [%s - %s]\n", name, fig(series_median(s), 9, 0),
                fig(series_min(s), 6, 0), fig(series_max(s), 6, 0));
     }
-    bool cl = series_measured(&p->cacheline_p50) != 0, ev = series_measured(&p->eventfd_p50) != 0;
+    bool cl = p->cacheline_rtt.n != 0, ev = p->eventfd_rtt.n != 0;
     printf("  %-26s %s  [%s - %s] %s %s\n", "peer: cache line bounce",
            fig(series_median(&p->cacheline_p50), 9, 0), fig(series_min(&p->cacheline_p50), 6, 0),
            fig(series_max(&p->cacheline_p50), 6, 0), fig(cl ? p->cacheline_rtt.p99 : NAN, 6, 0),
