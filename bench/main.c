@@ -518,14 +518,21 @@ static void compute_targets(const struct bench_opts *o, const struct peer_result
 /*
  * A figure right-aligned in width with prec decimals, or "-" when nothing
  * was measured (an empty series is NAN): a 0 is never shown for a figure
- * that was not measured. Up to 32 results live at once (one printf's worth).
+ * that was not measured. A measured figure too small for prec reads as
+ * "<0.01" (prec 2), not as a 0 either. Up to 32 results live at once (one
+ * printf's worth).
  */
 static const char *fig(double v, int width, int prec)
 {
     static char bufs[32][40];
     static unsigned next;
     char *b = bufs[next++ % 32];
-    if (isfinite(v))
+    double unit = pow(10.0, -prec);
+    if (isfinite(v) && v > 0 && v < unit / 2) {
+        char small[24];
+        snprintf(small, sizeof(small), "<%.*f", prec, unit);
+        snprintf(b, sizeof(bufs[0]), "%*s", width, small);
+    } else if (isfinite(v))
         snprintf(b, sizeof(bufs[0]), "%*.*f", width, prec, v);
     else
         snprintf(b, sizeof(bufs[0]), "%*s", width, "-");
@@ -1072,7 +1079,7 @@ int main(int argc, char **argv)
         any = any || (isfinite(t[i].value) && i != BENCH_TARGETS - 1);
     if (!any) {
         /* No target has both sides of its ratio: the run measured nothing worth a table. */
-        fprintf(stderr, "npuvfio-bench: nothing could be measured (no target has a value)\n");
+        fprintf(stderr, "npuvfio-bench: nothing could be measured (no ratio target has a value)\n");
         status = 1;
     }
 
