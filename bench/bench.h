@@ -190,6 +190,7 @@ struct peer_results {
     bool have_rte_ring;
     const char *rte_ring_missing;          /* why not, when !have_rte_ring */
     struct series rte_ring_16;             /* elements/s, SPSC, 16-byte, bursts of 32, one way */
+    unsigned rte_ring_empty;               /* repetitions in which the bound moved nothing */
     struct series same_work[BENCH_MAX_QD]; /* jobs/s per --qd entry */
 };
 

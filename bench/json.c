@@ -55,6 +55,12 @@ static void json_series(FILE *f, const struct series *s)
 
 static void json_lat(FILE *f, const struct lat *l)
 {
+    if (l->n == 0) {
+        /* Nothing measured: no figure, not zeros. */
+        fprintf(f, "{\"n\": 0, \"min\": null, \"p50\": null, \"p99\": null, \"p999\": null, "
+                   "\"max\": null}");
+        return;
+    }
     fprintf(f,
             "{\"n\": %llu, \"min\": %.1f, \"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f, "
             "\"max\": %.1f}",

@@ -385,8 +385,7 @@ static int run_peers(const struct bench_opts *o, const struct bench_cpus *c, str
         return 0;
     }
     if (rc == 0 && rate <= 0)
-        fprintf(stderr, "npuvfio-bench: the rte_ring bound moved nothing in one repetition "
-                        "(starved of CPU?); that repetition is left out\n");
+        p->rte_ring_empty++; /* said once, after the run */
     if (rc < 0) {
         p->have_rte_ring = false;
         p->rte_ring_missing = "rte_ring run failed";
@@ -518,14 +517,21 @@ static void compute_targets(const struct bench_opts *o, const struct peer_result
 /*
  * A figure right-aligned in width with prec decimals, or "-" when nothing
  * was measured (an empty series is NAN): a 0 is never shown for a figure
- * that was not measured. Up to 32 results live at once (one printf's worth).
+ * that was not measured. A measured figure too small for prec reads as
+ * "<0.01" (prec 2), not as a 0 either. Up to 32 results live at once (one
+ * printf's worth).
  */
 static const char *fig(double v, int width, int prec)
 {
     static char bufs[32][40];
     static unsigned next;
     char *b = bufs[next++ % 32];
-    if (isfinite(v))
+    double unit = pow(10.0, -prec);
+    if (isfinite(v) && v > 0 && v < unit / 2) {
+        char small[24];
+        snprintf(small, sizeof(small), "<%.*f", prec, unit);
+        snprintf(b, sizeof(bufs[0]), "%*s", width, small);
+    } else if (isfinite(v))
         snprintf(b, sizeof(bufs[0]), "%*.*f", width, prec, v);
     else
         snprintf(b, sizeof(bufs[0]), "%*s", width, "-");
@@ -575,7 +581,8 @@ static void print_lat_table(const struct bench_opts *o, const struct peer_result
             const struct series *s = &mm->rtt_p50[mode];
             char name[64];
             snprintf(name, sizeof(name), "ours %s, %s", bench_mode_names[mode], bench_mem_names[m]);
-            bool got = series_measured(s) != 0;
+            /* p99 and p99.9 are the last repetition's: '-' when that one measured nothing. */
+            bool got = mm->rtt[mode].n != 0;
             printf("  %-26s %s  [%s - %s] %s %s\n", name, fig(series_median(s), 9, 0),
                    fig(series_min(s), 6, 0), fig(series_max(s), 6, 0),
                    fig(got ? mm->rtt[mode].p99 : NAN, 6, 0),
@@ -587,7 +594,7 @@ static void print_lat_table(const struct bench_opts *o, const struct peer_result
         printf("  %-26s %s  [%s - %s]\n", name, fig(series_median(s), 9, 0),
                fig(series_min(s), 6, 0), fig(series_max(s), 6, 0));
     }
-    bool cl = series_measured(&p->cacheline_p50) != 0, ev = series_measured(&p->eventfd_p50) != 0;
+    bool cl = p->cacheline_rtt.n != 0, ev = p->eventfd_rtt.n != 0;
     printf("  %-26s %s  [%s - %s] %s %s\n", "peer: cache line bounce",
            fig(series_median(&p->cacheline_p50), 9, 0), fig(series_min(&p->cacheline_p50), 6, 0),
            fig(series_max(&p->cacheline_p50), 6, 0), fig(cl ? p->cacheline_rtt.p99 : NAN, 6, 0),
@@ -1054,6 +1061,11 @@ int main(int argc, char **argv)
         status = 1;
     double elapsed = (double)(bench_now() - t0) / 1e9;
 
+    if (p.rte_ring_empty > 0)
+        fprintf(stderr,
+                "npuvfio-bench: the rte_ring bound moved nothing in %u of %u repetitions "
+                "(starved of CPU?); those are left out\n",
+                p.rte_ring_empty, o.reps);
     printf("\n");
     if (!p.have_rte_ring)
         printf("!!! PEER MISSING: DPDK rte_ring not measured: %s !!!\n\n",
@@ -1071,7 +1083,7 @@ int main(int argc, char **argv)
         any = any || (isfinite(t[i].value) && i != BENCH_TARGETS - 1);
     if (!any) {
         /* No target has both sides of its ratio: the run measured nothing worth a table. */
-        fprintf(stderr, "npuvfio-bench: nothing could be measured (no target has a value)\n");
+        fprintf(stderr, "npuvfio-bench: nothing could be measured (no ratio target has a value)\n");
         status = 1;
     }
 

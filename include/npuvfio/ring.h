@@ -352,7 +352,11 @@ struct npv_ring_config {
      */
     struct npv_dma *desc_dma;
     struct npv_dma *status_dma;
-    /* The doorbell: a register of db_width (4 or 8) bytes at db_off in db_bar. */
+    /*
+     * The doorbell: a register of db_width (4 or 8) bytes at db_off in db_bar:
+     * a device's BAR (npv_bar_map), or memory a device played by a thread of
+     * this process reads (npv_bar_wrap, bar.h), as the ring tests' device does.
+     */
     const struct npv_bar *db_bar;
     uint64_t db_off;
     unsigned db_width;

@@ -495,6 +495,43 @@ START_TEST(ring_reset_cancels_jobs_in_flight)
 }
 END_TEST
 
+/*
+ * ring.h, "In flight": a job is in flight from its claim, submitted or not; it
+ * counts against the capacity, has its deadline, and a reset cancels it.
+ */
+START_TEST(ring_claimed_unsubmitted_jobs_are_in_flight_and_cancelled_by_a_reset)
+{
+    struct npv_cpl cpl[64];
+    uint32_t cap = npv_ring_capacity(ring);
+    for (uint32_t i = 0; i < cap; i++)
+        ck_assert_int_eq(push_one(0), 0);
+    ck_assert_uint_eq(npv_ring_in_flight(ring), cap);
+    ck_assert_int_eq(push_one(0), -EAGAIN);
+    ck_assert_uint_eq(fake_dev_doorbell(&dev), 0);
+    ck_assert_int_eq(npv_ring_reset(ring), 0);
+    ck_assert_uint_eq(dev.resets, 1);
+    ck_assert_int_eq(npv_ring_poll(ring, cpl, 64), (int)cap);
+    for (uint32_t i = 0; i < cap; i++) {
+        ck_assert_int_eq(cpl[i].status, -ECANCELED);
+        ck_assert_uint_eq(cpl[i].cookie, (uint64_t)i * 7 + 1);
+    }
+    ck_assert_uint_eq(npv_ring_in_flight(ring), 0);
+}
+END_TEST
+
+START_TEST(ring_claimed_unsubmitted_job_fails_at_its_deadline)
+{
+    struct npv_cpl cpl[4];
+    ck_assert_int_eq(push_one_timed(0, ALREADY_PASSED_NS), 0);
+    ck_assert_int_eq(push_one(0), 0);
+    ck_assert_int_eq(poll_until_some(cpl, 4), 2);
+    ck_assert_int_eq(cpl[0].status, -ETIMEDOUT);
+    ck_assert_int_eq(cpl[1].status, -ECANCELED);
+    ck_assert_uint_eq(fake_dev_doorbell(&dev), 0);
+    ck_assert_uint_eq(dev.resets, 1);
+}
+END_TEST
+
 START_TEST(ring_wait_rejects_impossible_requests)
 {
     struct npv_cpl cpl[4];
@@ -710,6 +747,8 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, ring_slot_doorbell_keeps_one_slot_free);
     tcase_add_test(tc, ring_failed_reset_leaves_ring_dead_until_reinitialised);
     tcase_add_test(tc, ring_reset_cancels_jobs_in_flight);
+    tcase_add_test(tc, ring_claimed_unsubmitted_jobs_are_in_flight_and_cancelled_by_a_reset);
+    tcase_add_test(tc, ring_claimed_unsubmitted_job_fails_at_its_deadline);
     tcase_add_test(tc, ring_wait_rejects_impossible_requests);
     tcase_add_test(tc, ring_new_rejects_bad_configs);
     tcase_add_test(tc, ring_poll_wait_round_trips_with_device_thread);
