@@ -11,7 +11,9 @@
  * reset); they compute nothing: the results are the model's suites' work.
  *
  * What is checked: no window is ever mapped and no access reaches an IOMMU
- * page or the model's soft-reset register; an interrupt line the kernel
+ * page or the model's soft-reset register; the line of a core wakes a
+ * waiting driver, which unmasks it for the next run (vfio-platform masks a
+ * level line when it fires); an interrupt line the kernel
  * refuses (-EBUSY, what vfio-platform's unshared request of the NPU's line
  * gets when the IOMMU holds it shared) falls back to polling with a warning,
  * or refuses to open under NPV_RKNPU_IRQ_ONLY; a stalled core without a
@@ -20,11 +22,13 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <npuvfio/dev.h>
@@ -55,7 +59,13 @@ struct fake {
     bool refuse_irq; /* routing a line to an eventfd fails with -EBUSY */
     unsigned mmap_calls, resets, irq_routes;
     int irq_fd[CORES];
+    /* A level line as vfio-platform hands it out: masked after it fires, until unmasked. */
+    bool line_masked[CORES];
+    unsigned fired[CORES], unmasks[CORES];
+    bool write_failed;
     int memfd;
+    /* The test's release thread and the driver both reach the cores. */
+    pthread_mutex_t mu;
 };
 
 static struct fake *fk;
@@ -69,6 +79,21 @@ static void fake_core_clear(struct fake_core *c)
     c->running = c->stall = c->hold = false;
 }
 
+/* Core i's line is asserted while RAW & MASK; it fires when routed and not masked. */
+static void fake_line(unsigned i)
+{
+    struct fake_core *c = &fk->core[i];
+    bool asserted =
+        (c->reg[RKNPU_PC_INTERRUPT_RAW_STATUS / 4u] & c->reg[RKNPU_PC_INTERRUPT_MASK / 4u]) != 0;
+    if (!asserted || fk->irq_fd[i] < 0 || fk->line_masked[i])
+        return;
+    uint64_t one = 1;
+    if (write(fk->irq_fd[i], &one, 8) != 8)
+        fk->write_failed = true;
+    fk->line_masked[i] = true; /* automasked */
+    fk->fired[i]++;
+}
+
 /* A run ends as the PC ends it: DPU_0 raised, TASK_STATUS at the run's task count. */
 static void fake_complete(unsigned i)
 {
@@ -77,17 +102,16 @@ static void fake_complete(unsigned i)
     c->reg[RKNPU_PC_INTERRUPT_RAW_STATUS / 4u] |= RKNPU_INT_DPU_0;
     c->reg[RKNPU_PC_TASK_STATUS / 4u] =
         c->reg[RKNPU_PC_TASK_CON / 4u] & RKNPU_TASK_CON_TASK_NUMBER_MASK;
-    uint64_t one = 1;
-    if (fk->irq_fd[i] >= 0 &&
-        (c->reg[RKNPU_PC_INTERRUPT_RAW_STATUS / 4u] & c->reg[RKNPU_PC_INTERRUPT_MASK / 4u]))
-        ck_assert_int_eq(write(fk->irq_fd[i], &one, 8), 8);
+    fake_line(i);
 }
 
 static void fake_release(unsigned i)
 {
+    pthread_mutex_lock(&fk->mu);
     fk->core[i].hold = false;
     if (fk->core[i].running)
         fake_complete(i);
+    pthread_mutex_unlock(&fk->mu);
 }
 
 static int f_get_info(struct npv_dev *dev, struct npv_dev_info *info)
@@ -144,30 +168,41 @@ static struct fake_core *account(uint32_t index, uint64_t off, size_t len)
 static int f_read(struct npv_dev *dev, uint32_t index, uint64_t off, void *buf, size_t len)
 {
     (void)dev;
+    pthread_mutex_lock(&fk->mu);
     struct fake_core *c = account(index, off, len);
     uint32_t v = c->reg[off / 4u];
     if (off == RKNPU_PC_INTERRUPT_STATUS)
         v = c->reg[RKNPU_PC_INTERRUPT_RAW_STATUS / 4u] & c->reg[RKNPU_PC_INTERRUPT_MASK / 4u];
+    pthread_mutex_unlock(&fk->mu);
     memcpy(buf, &v, 4);
     return 0;
 }
 
+static void core_write(unsigned index, struct fake_core *c, uint64_t off, uint32_t v);
+
 static int f_write(struct npv_dev *dev, uint32_t index, uint64_t off, const void *buf, size_t len)
 {
     (void)dev;
-    struct fake_core *c = account(index, off, len);
     uint32_t v;
     memcpy(&v, buf, 4);
+    pthread_mutex_lock(&fk->mu);
+    core_write(index, account(index, off, len), off, v);
+    pthread_mutex_unlock(&fk->mu);
+    return 0;
+}
+
+static void core_write(unsigned index, struct fake_core *c, uint64_t off, uint32_t v)
+{
     uint32_t *r = &c->reg[off / 4u];
     switch (off) {
     case RKNPU_PC_INTERRUPT_CLEAR:
         c->reg[RKNPU_PC_INTERRUPT_RAW_STATUS / 4u] &= ~v;
-        return 0;
+        return;
     case RKNPU_PC_TASK_CON:
         if (v & RKNPU_TASK_CON_TASK_COUNT_CLEAR)
             c->reg[RKNPU_PC_TASK_STATUS / 4u] = 0;
         *r = v;
-        return 0;
+        return;
     case RKNPU_PC_OPERATION_ENABLE: {
         bool edge = (v & RKNPU_PC_OP_EN) && !(*r & RKNPU_PC_OP_EN);
         *r = v;
@@ -176,11 +211,11 @@ static int f_write(struct npv_dev *dev, uint32_t index, uint64_t off, const void
             if (!c->stall && !c->hold)
                 fake_complete(index);
         }
-        return 0;
+        return;
     }
     default:
         *r = v;
-        return 0;
+        return;
     }
 }
 
@@ -202,17 +237,29 @@ static int f_set_irqs(struct npv_dev *dev, uint32_t index, uint32_t flags, uint3
     (void)start;
     if (index >= CORES)
         return -EINVAL;
+    int r = 0;
+    pthread_mutex_lock(&fk->mu);
     if ((flags & NPV_IRQ_SET_ACTION_TRIGGER) && (flags & NPV_IRQ_SET_DATA_EVENTFD) && count == 1) {
         /* vfio-platform requests the line unshared: taken shared by the IOMMU, it is -EBUSY. */
-        if (fk->refuse_irq)
-            return -EBUSY;
-        fk->irq_fd[index] = fds[0];
-        fk->irq_routes++;
-        return 0;
-    }
-    if ((flags & NPV_IRQ_SET_ACTION_TRIGGER) && count == 0)
+        if (fk->refuse_irq) {
+            r = -EBUSY;
+        } else {
+            fk->irq_fd[index] = fds[0];
+            fk->line_masked[index] = false;
+            fk->irq_routes++;
+        }
+    } else if ((flags & NPV_IRQ_SET_ACTION_TRIGGER) && count == 0) {
         fk->irq_fd[index] = -1;
-    return 0; /* mask, unmask */
+    } else if (flags & NPV_IRQ_SET_ACTION_MASK) {
+        fk->line_masked[index] = true;
+    } else if (flags & NPV_IRQ_SET_ACTION_UNMASK) {
+        /* A level line still asserted fires again at once. */
+        fk->line_masked[index] = false;
+        fk->unmasks[index]++;
+        fake_line(index);
+    }
+    pthread_mutex_unlock(&fk->mu);
+    return r;
 }
 
 static int f_reset(struct npv_dev *dev)
@@ -282,6 +329,7 @@ static void setup(void)
         fake_core_clear(&fk->core[i]);
         fk->irq_fd[i] = -1;
     }
+    ck_assert_int_eq(pthread_mutex_init(&fk->mu, NULL), 0);
     fk->memfd = memfd_create("fake-rknpu-window", MFD_CLOEXEC);
     ck_assert_int_ge(fk->memfd, 0);
     ck_assert_int_eq(ftruncate(fk->memfd, WIN), 0);
@@ -316,6 +364,7 @@ static void teardown(void)
     npv_domain_put(dom);
     npv_ctx_free(ctx);
     close(fk->memfd);
+    pthread_mutex_destroy(&fk->mu);
     free(fk);
 }
 
@@ -414,6 +463,55 @@ START_TEST(each_core_gets_its_platform_line_when_the_kernel_gives_it)
 }
 END_TEST
 
+static void *release_later(void *arg)
+{
+    struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    fake_release((unsigned)(uintptr_t)arg);
+    return NULL;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The driver sleeps on the line: a run that ends 50 ms after its start wakes
+ * the waiter long before the job's 10 s deadline (the only other wake-up),
+ * and a level line vfio-platform masked when it fired must be unmasked by
+ * the driver for the next run on that core to wake it again.
+ */
+START_TEST(the_platform_line_wakes_the_waiter_and_is_unmasked_for_the_next_run)
+{
+    open_npu(NPV_RKNPU_IRQ);
+    for (unsigned round = 0; round < 6; round++) {
+        unsigned core = round % 2 ? 2u : 0u;
+        pthread_mutex_lock(&fk->mu);
+        fk->core[core].hold = true;
+        pthread_mutex_unlock(&fk->mu);
+        submit(1u << core, 1, 0, 10000 * MS);
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, release_later, (void *)(uintptr_t)core), 0);
+        uint64_t t0 = now_ns();
+        struct npv_cpl cpl[1];
+        ck_assert_int_eq(npv_rknpu_wait(npu, 1, 10000 * MS, cpl, 1), 1);
+        uint64_t took = now_ns() - t0;
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_int_eq(cpl[0].status, 0);
+        ck_assert_msg(took < 5000 * MS, "round %u: woken after %llu ms, not by the line", round,
+                      (unsigned long long)(took / MS));
+    }
+    ck_assert(!fk->write_failed);
+    ck_assert_uint_ge(fk->fired[0], 3);
+    ck_assert_uint_ge(fk->fired[2], 3);
+    ck_assert_uint_ge(fk->unmasks[0], 2);
+    assert_isolated();
+}
+END_TEST
+
 START_TEST(a_refused_line_falls_back_to_polling_or_refuses_to_open_by_option)
 {
     fk->refuse_irq = true;
@@ -500,6 +598,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, a_platform_npu_maps_no_window_and_never_reaches_the_iommu_pages);
     tcase_add_test(tc, each_core_gets_its_platform_line_when_the_kernel_gives_it);
+    tcase_add_test(tc, the_platform_line_wakes_the_waiter_and_is_unmasked_for_the_next_run);
     tcase_add_test(tc, a_refused_line_falls_back_to_polling_or_refuses_to_open_by_option);
     tcase_add_test(tc,
                    without_a_reset_handler_a_stalled_core_goes_out_of_service_and_the_others_go_on);
