@@ -453,8 +453,10 @@ void rknpu_core_recover(struct npv_rknpu *npu, unsigned c)
         int r = rknpu_core_reset(npu, c);
         if (r == 0) {
             npu->counters.resets++;
-            if (npu->cores[c].inflight != NULL) /* NULL at bring-up, which is not a recovery */
-                npv_inflight_count_reset(npu->cores[c].inflight);
+            /* No inflight at bring-up (before rknpu_jobs_init): no job runs, nothing to fail. */
+            if (npu->cores[c].inflight == NULL)
+                return;
+            npv_inflight_count_reset(npu->cores[c].inflight);
             /* A device reset stopped the other cores' runs as well. */
             if (npu->reset_kind == RKNPU_RESET_DEVICE)
                 for (unsigned o = 0; o < npu->nr_cores; o++)

@@ -27,8 +27,12 @@ int rknpu_decode_irq_status(uint32_t raw, uint32_t done_mask)
         return -EIO;
     /*
      * A PPU-ending chain passes through the DPU first: its DPU bits are no
-     * completion and no fault (the vendor completes such tasks on 0xc00). A
-     * DPU-ending chain enables no PPU: a PPU bit is the device's fault.
+     * completion and no fault. The vendor's rknpu_job.c rknpu_irq_handler
+     * completes a job when rknpu_fuzz_status(INT_STATUS) equals the last
+     * task's int_mask, unmasked at the start (rknpu_job_subcore_commit_pc):
+     * 0xc00 (PPU_0|PPU_1) for a PPU-ending task, so its DPU bits are masked
+     * out there. A DPU-ending chain enables no PPU: a PPU bit is the device's
+     * fault.
      */
     if (done_mask == RKNPU_INT_DPU_DONE && (raw & RKNPU_INT_PPU_DONE))
         return -NPV_EDEVFAULT;

@@ -3,14 +3,18 @@
  * Issue 22 section 4: the domain switch under everything a job can be. Jobs
  * over 5 domains with core masks 0x7, 0x3, 0, 0x1, 0x4, 0x2 and 1 to 5 tasks,
  * in poll and in irq mode, runs of 1 to 3 jobs per domain so that some
- * switches are skipped: every result exact and the switch count EXACT (a
- * job starts only in submission order, so the count is the number of domain
- * changes along the submissions, plus the first attach). Then a stall and a
+ * switches are skipped: each task's own result exact (every task of every job
+ * writes a C of its own, poisoned before and checked at its completion) and
+ * the switch count EXACT (a job starts only in submission order, so the count
+ * is the number of domain changes along the submissions, plus the first
+ * attach). Then a stall and a
  * reset while a switch waits, and an attach that fails. The model only.
  */
+#include <assert.h>
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <npuvfio/failpoint.h>
 
@@ -50,39 +54,104 @@ static struct npv_rknpu_counters counters(void)
     return c;
 }
 
-/* Job j's domain: runs of 1, 2, 3 jobs per domain in turn (j = 0, 1 | 2, 3, 4 | 5 ...). */
-static uint32_t domain_of(unsigned j)
+/*
+ * Job j's domain and its place in that domain's run: runs of 1, 2, 3 jobs per
+ * domain in turn (j = 0 | 1, 2 | 3, 4, 5 | 6 ...), run r in domain r % 5.
+ */
+static uint32_t domain_of(unsigned j, unsigned *pos)
 {
     unsigned run = 0, at = 0;
     for (unsigned len = 1;; len = len % 3 + 1, run++) {
-        if (j < at + len)
+        if (j < at + len) {
+            if (pos != NULL)
+                *pos = j - at;
             return run % DOMAINS;
+        }
         at += len;
     }
 }
 
+/*
+ * Where each task writes its result: per domain, a slot per place in a run
+ * (at most 3) and task (at most 5), so that no two tasks in flight write the
+ * same C (the cores of a split job run at once) and every task's result is
+ * checked on its own. Two runs of one domain are at least 1 + 2 + 3 + 1 + 2 =
+ * 9 jobs apart, more than QUEUE, so a slot is never in flight twice.
+ */
+#define RUN_MAX   3u
+#define TASKS_MAX 5u
+#define SLOTS     (RUN_MAX * TASKS_MAX)
+static_assert(1 + 2 + 3 + 1 + 2 > QUEUE, "a domain's next run starts after its last one ended");
+
+struct domain_slots {
+    struct rknpu_sample_mm *ref; /* A, B and the CPU reference; its own C unused by the jobs */
+    struct npv_rknpu_mem *c;     /* SLOTS results of ref's shape, one after the other */
+    uint64_t c_bytes;
+    uint64_t regcmd[SLOTS][NPV_RKNPU_MATMUL_MAX_WORDS];
+    struct npv_rknpu_task task[SLOTS];
+};
+
+static void slots_new(struct domain_slots *ds, uint32_t d)
+{
+    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, d, 0, 900 + d, &ds->ref), 0);
+    struct npv_rknpu_matmul_sizes sz;
+    ck_assert_int_eq(npv_rknpu_matmul_sizes(&ds->ref->mm, &sz), 0);
+    ds->c_bytes = (sz.c + 63u) & ~(uint64_t)63u;
+    ck_assert_int_eq(npv_rknpu_mem_create(t.npu, ds->c_bytes * SLOTS, d, 0, &ds->c), 0);
+    for (unsigned i = 0; i < SLOTS; i++) {
+        struct npv_rknpu_matmul mm = ds->ref->mm;
+        mm.c = npv_rknpu_mem_iova(ds->c) + i * ds->c_bytes;
+        ck_assert_int_gt(
+            npv_rknpu_matmul_task(&mm, ds->regcmd[i], NPV_RKNPU_MATMUL_MAX_WORDS, &ds->task[i]), 0);
+    }
+}
+
+static void slots_free(struct domain_slots *ds)
+{
+    npv_rknpu_mem_destroy(ds->c);
+    rknpu_sample_mm_free(ds->ref);
+}
+
+static uint32_t *slot_c(struct domain_slots *ds, unsigned i)
+{
+    return (uint32_t *)((uint8_t *)npv_rknpu_mem_vaddr(ds->c) + i * ds->c_bytes);
+}
+
+/* Fill a slot with the pattern no result has (rknpu_sample_mm_poison's). */
+static void slot_poison(struct domain_slots *ds, unsigned i)
+{
+    uint32_t *c = slot_c(ds, i);
+    for (size_t e = 0; e < (size_t)SHAPE.m * SHAPE.n; e++)
+        c[e] = 0x7fbadbadu;
+}
+
+/* Mismatches of a slot against the CPU reference (through ref's own C, which no job writes). */
+static uint64_t slot_check(struct domain_slots *ds, unsigned i)
+{
+    memcpy(npv_rknpu_mem_vaddr(ds->ref->c), slot_c(ds, i), (size_t)SHAPE.m * SHAPE.n * 4u);
+    return rknpu_sample_mm_check(ds->ref);
+}
+
 static void mixed(unsigned jobs)
 {
-    /* One matmul per domain; a job of n tasks runs that matmul n times (same result). */
-    struct rknpu_sample_mm *s[DOMAINS];
-    struct npv_rknpu_task tasks[DOMAINS][5];
-    for (uint32_t d = 0; d < DOMAINS; d++) {
-        ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &SHAPE, d, 0, 900 + d, &s[d]), 0);
-        rknpu_sample_mm_poison(s[d]);
-        for (unsigned k = 0; k < 5; k++)
-            tasks[d][k] = s[d]->task;
-    }
+    static struct domain_slots ds[DOMAINS];
+    for (uint32_t d = 0; d < DOMAINS; d++)
+        slots_new(&ds[d], d);
     struct npv_rknpu_counters before = counters();
-    uint64_t want_switches = 0;
+    uint64_t want_switches = 0, tasks_checked = 0;
     uint32_t last = UINT32_MAX; /* the device starts in the test's own domain */
     unsigned submitted = 0, completed = 0, in_flight = 0;
     struct npv_cpl cpl[QUEUE];
     while (completed < jobs) {
         while (submitted < jobs && in_flight < QUEUE) {
-            uint32_t d = domain_of(submitted);
+            unsigned pos;
+            uint32_t d = domain_of(submitted, &pos);
+            uint32_t nr = 1 + submitted % TASKS_MAX;
+            for (unsigned k = 0; k < nr; k++)
+                slot_poison(&ds[d], pos * TASKS_MAX + k);
             struct npv_rknpu_job job = {
-                .tasks = tasks[d],
-                .nr_tasks = 1 + submitted % 5,
+                .tasks = &ds[d].task[pos * TASKS_MAX],
+                .nr_tasks = nr,
                 .core_mask = MASKS[submitted % 6],
                 .domain_id = d,
                 .timeout_ns = GENEROUS_NS,
@@ -97,20 +166,26 @@ static void mixed(unsigned jobs)
         }
         int n = npv_rknpu_wait(t.npu, 1, GENEROUS_NS, cpl, QUEUE);
         ck_assert_msg(n > 0, "no completion after %u of %u jobs", completed, jobs);
-        for (int k = 0; k < n; k++)
-            ck_assert_msg(cpl[k].status == 0, "job %llu: %s", (unsigned long long)cpl[k].cookie,
-                          npv_strerror(cpl[k].status));
+        for (int k = 0; k < n; k++) {
+            unsigned j = (unsigned)cpl[k].cookie, pos;
+            ck_assert_msg(cpl[k].status == 0, "job %u: %s", j, npv_strerror(cpl[k].status));
+            uint32_t d = domain_of(j, &pos);
+            /* Every task of the job ran and wrote its own result. */
+            for (unsigned task = 0; task < 1 + j % TASKS_MAX; task++, tasks_checked++)
+                ck_assert_msg(slot_check(&ds[d], pos * TASKS_MAX + task) == 0,
+                              "job %u (mask 0x%x) task %u: wrong result", j, MASKS[j % 6], task);
+        }
         completed += (unsigned)n;
         in_flight -= (unsigned)n;
     }
-    for (uint32_t d = 0; d < DOMAINS; d++)
-        ck_assert_uint_eq(rknpu_sample_mm_check(s[d]), 0);
     struct npv_rknpu_counters after = counters();
     ck_assert_uint_eq(after.jobs - before.jobs, jobs);
     ck_assert_uint_eq(after.timeouts, before.timeouts);
     ck_assert_uint_eq(after.domain_switches - before.domain_switches, want_switches);
+    printf("%u jobs, %llu tasks checked, %llu domain switches\n", jobs,
+           (unsigned long long)tasks_checked, (unsigned long long)want_switches);
     for (uint32_t d = 0; d < DOMAINS; d++)
-        rknpu_sample_mm_free(s[d]);
+        slots_free(&ds[d]);
 }
 
 START_TEST(masks_tasks_and_domains_mixed_exact_with_the_exact_switch_count)
