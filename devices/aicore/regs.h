@@ -445,8 +445,14 @@ static_assert(offsetof(struct aicore_result, end_sys_cnt) == 40, "result layout"
  * which got no token yet in this run: a round trip the handshake does not
  * need, as opening the window is the acknowledgement. Mapped reads are not seen.
  */
-#define AICORE_TP_IDLE_POLLS  0x0c0u
-#define AICORE_TP_TASKS(phys) (0x400u + 8u * (phys)) /* RO: tasks FINished per sub-core */
+#define AICORE_TP_IDLE_POLLS 0x0c0u
+/*
+ * RO: trapped reads of the Pmu counters (CNT0..7 and CNT_TOTAL's two words),
+ * one per 32-bit register read: what collecting a run's counts costs (a PMU
+ * collection reads only the counters the run enabled). Mapped reads are not seen.
+ */
+#define AICORE_TP_PMU_COUNTER_READS 0x0c8u
+#define AICORE_TP_TASKS(phys)       (0x400u + 8u * (phys)) /* RO: tasks FINished per sub-core */
 
 #define AICORE_TP_ID_VALUE 0x4e50a1cfu
 
