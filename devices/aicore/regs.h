@@ -313,7 +313,10 @@ static inline uint64_t aicore_pmu_event_count(uint32_t event, uint64_t cycles)
  * (64-byte aligned, 64 bytes apart), laid out as simpler's Handshake
  * (runtime.h of tensormap_and_ringbuffer): aicpu_ready@0 (a legacy field the
  * current handshake leaves unused; the device neither reads nor writes it),
- * aicore_done@4, task@8, core_type@16, physical_core_id@20. Launched
+ * aicore_done@4, task@8, core_type@16, physical_core_id@20 (older simpler
+ * versions had task_status@16 and control@20 there; one version adds
+ * report_epoch@24, a run's commit marker, which ours carries in the result
+ * record's epoch instead, so 24..63 stay reserved here). Launched
  * sub-cores (present and powered at LAUNCH) are ranked AICs by physical id
  * first, then AIVs by physical id; the sub-core of rank r owns record r. It
  * writes core_type and physical_core_id, then done = r + 1 (a separate,
