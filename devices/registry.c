@@ -180,8 +180,10 @@ static int aicore_model_create(struct npv_ctx *ctx, void **model, struct npv_vus
  * The default part's shapes, at 3 clusters instead of 24: a full cluster, one
  * with a fused AIV (its AIC waits on one vector task, not two), and one fused
  * off whole, as the default part's cluster AICORE_DEFAULT_ABSENT_CLUSTER.
- * The driver polls each sub-core's trapped Ctrl window over vfio-user, so
- * its calls of a pass scale with the sub-cores: 5 usable instead of 69.
+ * The Ctrl and Pmu windows are mapped (the model's default), so a poll pass
+ * costs no call; what scales with the sub-cores is the work of a run
+ * (handshake, tasks, PMU) the walk repeats at every failure point: 5
+ * usable instead of 69.
  */
 static int aicore_model_create_small(struct npv_ctx *ctx, void **model, struct npv_vus **srv)
 {

@@ -372,6 +372,7 @@ static void counters_clear(struct npv_aicore_model *m)
     memset(&m->ctrl_stats, 0, sizeof(m->ctrl_stats));
     memset(&m->pmu_stats, 0, sizeof(m->pmu_stats));
     m->table_mismatches = m->bad_accesses = m->dispatches = m->idle_polls = 0;
+    m->pmu_counter_reads = 0;
     memset(m->tasks, 0, sizeof(m->tasks));
 }
 
@@ -496,6 +497,8 @@ static uint64_t port_read(struct npv_aicore_model *m, uint64_t off)
         return m->dispatches;
     case AICORE_TP_IDLE_POLLS:
         return m->idle_polls;
+    case AICORE_TP_PMU_COUNTER_READS:
+        return m->pmu_counter_reads;
     default:
         return 0;
     }

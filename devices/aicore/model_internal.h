@@ -108,7 +108,7 @@ struct npv_aicore_model {
     struct copy_count copy_counts[AICORE_MODEL_COPY_ADDRS];
     uint32_t nr_copy_counts;
     struct table_stats ctrl_stats, pmu_stats;
-    uint64_t table_mismatches, bad_accesses, dispatches, idle_polls;
+    uint64_t table_mismatches, bad_accesses, dispatches, idle_polls, pmu_counter_reads;
     uint64_t tasks[AICORE_MAX_SUBCORES];
 
     /* Where the workers add each task's compute time (npv_aicore_model_count_compute); NULL:

@@ -60,9 +60,10 @@ static bool pmu_reg(uint32_t reg)
 static uint32_t pmu_read(struct npv_aicore_model *m, uint32_t id, uint32_t reg)
 {
     uint32_t *p = aicore_pmu_cell(m, id, reg);
-    if (pmu_counter(reg))
-        return __atomic_exchange_n(p, 0u, __ATOMIC_ACQ_REL);
-    return aicore_cell_ld(p);
+    if (!pmu_counter(reg))
+        return aicore_cell_ld(p);
+    m->pmu_counter_reads++;
+    return __atomic_exchange_n(p, 0u, __ATOMIC_ACQ_REL);
 }
 
 void aicore_set_cond(struct npv_aicore_model *m, uint32_t id, uint32_t v)

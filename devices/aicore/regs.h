@@ -313,7 +313,10 @@ static inline uint64_t aicore_pmu_event_count(uint32_t event, uint64_t cycles)
  * (64-byte aligned, 64 bytes apart), laid out as simpler's Handshake
  * (runtime.h of tensormap_and_ringbuffer): aicpu_ready@0 (a legacy field the
  * current handshake leaves unused; the device neither reads nor writes it),
- * aicore_done@4, task@8, core_type@16, physical_core_id@20. Launched
+ * aicore_done@4, task@8, core_type@16, physical_core_id@20 (older simpler
+ * versions had task_status@16 and control@20 there; one version adds
+ * report_epoch@24, a run's commit marker, which ours carries in the result
+ * record's epoch instead, so 24..63 stay reserved here). Launched
  * sub-cores (present and powered at LAUNCH) are ranked AICs by physical id
  * first, then AIVs by physical id; the sub-core of rank r owns record r. It
  * writes core_type and physical_core_id, then done = r + 1 (a separate,
@@ -445,8 +448,14 @@ static_assert(offsetof(struct aicore_result, end_sys_cnt) == 40, "result layout"
  * which got no token yet in this run: a round trip the handshake does not
  * need, as opening the window is the acknowledgement. Mapped reads are not seen.
  */
-#define AICORE_TP_IDLE_POLLS  0x0c0u
-#define AICORE_TP_TASKS(phys) (0x400u + 8u * (phys)) /* RO: tasks FINished per sub-core */
+#define AICORE_TP_IDLE_POLLS 0x0c0u
+/*
+ * RO: trapped reads of the Pmu counters (CNT0..7 and CNT_TOTAL's two words),
+ * one per 32-bit register read: what collecting a run's counts costs (a PMU
+ * collection reads only the counters the run enabled). Mapped reads are not seen.
+ */
+#define AICORE_TP_PMU_COUNTER_READS 0x0c8u
+#define AICORE_TP_TASKS(phys)       (0x400u + 8u * (phys)) /* RO: tasks FINished per sub-core */
 
 #define AICORE_TP_ID_VALUE 0x4e50a1cfu
 

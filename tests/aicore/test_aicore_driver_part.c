@@ -5,7 +5,8 @@
  * prepared successor's included; a reset drops the tables and they go up
  * again once per reset; where Pmu sits in the Ctrl window one table serves
  * both; opening a window is the acknowledgement (no COND poll before the
- * first token); every window is closed again after the run.
+ * first token); every window is closed again after the run; a PMU run reads
+ * only the counters it enabled.
  */
 #include <check.h>
 #include <errno.h>
@@ -83,6 +84,46 @@ END_TEST
 START_TEST(each_pmu_run_counts_its_own_on_mapped_windows)
 {
     four_runs_count_their_own(NULL);
+}
+END_TEST
+
+/*
+ * Where the counters clear on read every read is a trapped message the model
+ * counts. A PMU run with two of the eight events on reads, per sub-core, those
+ * two counters and the 64-bit total (two registers) when it is armed and again
+ * after it: 8 register reads, not the 20 of every counter. A run without PMU
+ * reads none. The selectors programmed by the first run are kept, so the
+ * second run is the steady state.
+ */
+START_TEST(pmu_collection_reads_only_the_counters_the_run_enabled)
+{
+    struct aicd d;
+    aicd_open(&d, &trapped, NULL);
+    static const uint32_t two[NPV_AICORE_PMU_EVENTS] = {0, 3, 0, 0, 0, 6, 0, 0};
+    memcpy(d.g[0].desc.pmu_events, two, sizeof(two));
+    struct npv_aicore_topology topo;
+    npv_aicore_topology(d.ac, &topo);
+    for (unsigned i = 0; i < 3; i++) {
+        bool pmu = i != 1;
+        struct npv_aicore_run *run;
+        aic_port_wr(&d.t, AICORE_TP_COUNTERS_CLEAR, 1);
+        ck_assert_int_eq(aicd_prepare(&d, 0, pmu, i + 1, &run), 0);
+        ck_assert_int_eq(npv_aicore_launch(run), 0);
+        bool exact;
+        ck_assert_int_eq(aicd_finish(&d, run, &exact), 0);
+        ck_assert_msg(exact, "run %u differs from the CPU reference", i);
+        uint64_t reads = aicd_port(&d, AICORE_TP_PMU_COUNTER_READS);
+        if (i == 0) {
+            /* Programming reads every counter once to clear it, then the run's two reads. */
+            ck_assert_uint_eq(reads, (uint64_t)topo.nr_usable * (10u + 2u * 4u));
+        } else {
+            ck_assert_uint_eq(reads, pmu ? (uint64_t)topo.nr_usable * 2u * 4u : 0);
+        }
+        if (pmu)
+            pmu_is_the_runs_own(&d, run, 0);
+        ck_assert_int_eq(npv_aicore_release(run), 0);
+    }
+    aicd_close(&d);
 }
 END_TEST
 
@@ -191,6 +232,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, each_pmu_run_counts_its_own_where_counters_clear_on_read_successor_included);
     tcase_add_test(tc, each_pmu_run_counts_its_own_on_mapped_windows);
+    tcase_add_test(tc, pmu_collection_reads_only_the_counters_the_run_enabled);
     tcase_add_test(tc, a_reset_drops_the_tables_and_they_go_up_again_once_per_reset);
     tcase_add_test(tc, where_pmu_is_in_the_ctrl_window_one_table_serves_both);
     tcase_add_test(tc,
