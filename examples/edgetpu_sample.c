@@ -165,6 +165,8 @@ static int infer_and_check(struct npv_edgetpu *tpu, const struct network *n, str
     /* A stale output must not pass for a fresh one. */
     memset(y, 0xcc, OUTPUT_BYTES);
     npv_dma_sync_for_device(io->in, 0, INPUT_BYTES);
+    /* The fill too, or a non-coherent host's sync_for_cpu writes it back over the output. */
+    npv_dma_sync_for_device(io->out, 0, OUTPUT_BYTES);
     r = npv_edgetpu_run(tpu, exe, &io->in_va, &io->out_va);
     npv_edgetpu_unload(exe);
     if (r < 0) {

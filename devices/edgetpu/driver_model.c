@@ -322,6 +322,16 @@ int npv_edgetpu_model_invoke(struct npv_edgetpu_bound *b, const uint64_t *input_
     bool own_in = input_va == NULL, own_out = output_va == NULL;
     for (uint32_t i = 0; own_in && i < b->nr_in; i++)
         npv_dma_sync_for_device(b->in[i].dma, 0, b->in[i].len);
+    /*
+     * The outputs are cleaned too: the caller may have written them (a fill),
+     * and the CPU-side sync after the run is a clean+invalidate on arm64 (EL0
+     * has no invalidate alone: lib/memory/dma.c), which would write dirty
+     * lines back over what the chip wrote. Linux cleans a DMA_FROM_DEVICE
+     * buffer for the device the same way (arch/arm64/mm/dma-mapping.c
+     * arch_sync_dma_for_device).
+     */
+    for (uint32_t i = 0; own_out && i < b->nr_out; i++)
+        npv_dma_sync_for_device(b->out[i].dma, 0, b->out[i].len);
     r = run_exe(b, &b->main, own_in ? b->in_va : input_va, own_out ? b->out_va : output_va);
     for (uint32_t i = 0; own_out && i < b->nr_out; i++)
         npv_dma_sync_for_cpu(b->out[i].dma, 0, b->out[i].len);

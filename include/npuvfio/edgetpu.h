@@ -244,9 +244,13 @@ NPV_API const struct npv_share_ops *npv_edgetpu_share_ops(void);
  * Raspberry Pi CM4): the driver cleans the instruction chunk, the parameters
  * and its page tables for the device, and its queue memory through the ring.
  * Inputs and outputs are the caller's: call npv_dma_sync_for_device on each
- * input buffer after writing it and before npv_edgetpu_submit/run, and
+ * input buffer after writing it, and on each output buffer the CPU wrote
+ * since its last sync (a fill, say), before npv_edgetpu_submit/run; and
  * npv_dma_sync_for_cpu on each output buffer after its request completed and
- * before reading it (both are no-ops on coherent hosts).
+ * before reading it (all no-ops on coherent hosts). The output's clean is
+ * not optional: on arm64 npv_dma_sync_for_cpu is a clean+invalidate (user
+ * space has no invalidate alone), so a line the CPU left dirty is written
+ * back over what the chip wrote.
  */
 
 /*

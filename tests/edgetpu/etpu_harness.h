@@ -45,7 +45,8 @@ void etpu_open_at(struct etpu *t, const char *path, const struct npv_edgetpu_con
 void etpu_require_model(const char *why);
 /*
  * Start (or find) the device and open the driver with cfg (NULL: defaults),
- * plus the hooks named by NPV_EDGETPU_INJECT.
+ * plus the hooks named by NPV_EDGETPU_INJECT, in the completion mode
+ * NPV_EDGETPU_COMPLETION names when it is set.
  */
 void etpu_open(struct etpu *t, const struct npv_edgetpu_config *cfg);
 void etpu_close(struct etpu *t);

@@ -207,6 +207,31 @@ START_TEST(page_table_is_cleared_at_open_and_after_every_reset)
 END_TEST
 
 /*
+ * Item 5: gasket's apex_enter_reset forces the GCB idle before it resets it,
+ * by a read-modify-write of idleRegister that clears bit 32 and keeps every
+ * other bit. The model only stores the register (what the chip does without
+ * it is public nowhere), and its reset value has bit 32 clear already, so the
+ * test sets bit 32 and a marker bit itself and reads what each reset left.
+ */
+START_TEST(idle_register_is_read_modified_written_before_every_reset)
+{
+    etpu_require_model("the idle register is set through the model's BAR");
+    struct etpu t;
+    open_mode(&t, NPV_EDGETPU_POLL);
+    const uint64_t kept = EDGETPU_IDLE_REGISTER_RESET | 1ull << 33;
+    for (uint32_t k = 0; k < 2; k++) {
+        ck_assert_int_eq(npv_bar_write(t.bar2, EDGETPU_IDLE_REGISTER, 8, kept | 1ull << 32), 0);
+        ck_assert_int_eq(npv_edgetpu_reset(t.tpu), 0);
+        uint64_t idle = reg(&t, EDGETPU_IDLE_REGISTER);
+        ck_assert_msg(idle == kept, "reset %u: idleRegister %#llx, want %#llx (bit 32 cleared)", k,
+                      (unsigned long long)idle, (unsigned long long)kept);
+        expect_exact(&t, k, 1, "after a reset");
+    }
+    etpu_close(&t);
+}
+END_TEST
+
+/*
  * Item 4: an output the chip cannot write is a program error: the model
  * reports it in hib_error_status and on vector 12, not in the queue's fatal
  * word. Every wait watches it; a driver that watches the fatal word only
@@ -250,6 +275,7 @@ static Suite *suite(void)
     tcase_add_test(tc, interrupts_come_again_only_after_an_acknowledge);
     tcase_add_test(tc, msix_is_set_up_again_after_every_gcb_reset);
     tcase_add_test(tc, page_table_is_cleared_at_open_and_after_every_reset);
+    tcase_add_test(tc, idle_register_is_read_modified_written_before_every_reset);
     tcase_add_test(tc, fatal_errors_end_the_wait_in_every_mode);
     suite_add_tcase(s, tc);
     return s;

@@ -16,6 +16,11 @@
  * leaves the shadow stale and fails. The status block read by the driver's
  * error snapshot must be invalidated (sync_for_cpu) before it is read; the
  * first BAR read of the snapshot (HIB_ERROR_STATUS) follows that read.
+ * Compiled models (npv_edgetpu_model_invoke): the linked chunk, found through
+ * the driver's own level-1 tables, must be clean at every doorbell, and the
+ * driver's input and output buffers at the inference's: an output the CPU
+ * filled and nobody cleaned is written back over the chip's output by the
+ * clean+invalidate of npv_dma_sync_for_cpu on arm64.
  */
 #include <check.h>
 #include <errno.h>
@@ -24,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <npuvfio/edgetpu_model.h>
 
 #include "driver_internal.h"
 #include "etpu_harness.h"
@@ -65,6 +72,9 @@ static struct npv_edgetpu *g_tpu;
 static struct npv_edgetpu_executable *g_exe;
 static char failure[512];
 static unsigned doorbells_checked;
+/* A compiled model being invoked, and what its buffers looked like at the last doorbell. */
+static struct npv_edgetpu_bound *g_bound;
+static char io_at_doorbell[512];
 
 static void record(enum ev_kind k, struct npv_dma *dma, size_t off, size_t len)
 {
@@ -127,6 +137,70 @@ static bool device_sees(struct npv_dma *dma, size_t off, size_t len)
     return memcmp(s->view + off, (const uint8_t *)npv_dma_vaddr(dma) + off, len) == 0;
 }
 
+/* The shadowed buffer holding CPU address p, or NULL (never cleaned). */
+static struct shadow *shadow_holding(const void *p)
+{
+    for (size_t i = 0; i < MAX_SHADOWS; i++) {
+        const uint8_t *base = shadows[i].dma != NULL ? npv_dma_vaddr(shadows[i].dma) : NULL;
+        if (base != NULL && (const uint8_t *)p >= base &&
+            (const uint8_t *)p < base + shadows[i].size)
+            return &shadows[i];
+    }
+    return NULL;
+}
+
+/*
+ * An extended device VA, through the driver's level-1 tables (the chip's
+ * walk, driver_mmu.c) to the shadowed buffer mapped at its IOVA: NULL when
+ * unmapped or never cleaned.
+ */
+static struct shadow *shadow_at_va(struct npv_edgetpu *tpu, uint64_t va, size_t *off)
+{
+    if (!(va & EDGETPU_VA_EXTENDED))
+        return NULL;
+    uint64_t q = (va & ~EDGETPU_VA_EXTENDED) >> EDGETPU_PAGE_SHIFT;
+    uint64_t l0 = q / EDGETPU_L1_ENTRIES;
+    if (l0 >= tpu->nr_l0 || tpu->l1[l0].dma == NULL)
+        return NULL;
+    uint64_t pte = ((const uint64_t *)npv_dma_vaddr(tpu->l1[l0].dma))[q % EDGETPU_L1_ENTRIES];
+    if (!(pte & EDGETPU_PTE_VALID))
+        return NULL;
+    uint64_t iova = (pte & ~(uint64_t)(EDGETPU_PAGE_SIZE - 1)) | (va & (EDGETPU_PAGE_SIZE - 1));
+    for (size_t i = 0; i < MAX_SHADOWS; i++) {
+        npv_iova_t base;
+        if (shadows[i].dma == NULL || npv_dma_iova(shadows[i].dma, tpu->dom, &base) < 0)
+            continue;
+        if (iova >= base && iova - base < shadows[i].size) {
+            *off = (size_t)(iova - base);
+            return &shadows[i];
+        }
+    }
+    return NULL;
+}
+
+/* The bound model's input and output buffers against their device view, into io_at_doorbell. */
+static void check_bound_io(void)
+{
+    io_at_doorbell[0] = '\0';
+    for (int out = 0; out < 2; out++) {
+        for (uint32_t i = 0;; i++) {
+            size_t len = 0;
+            void *p = out ? npv_edgetpu_bound_output(g_bound, i, NULL, &len)
+                          : npv_edgetpu_bound_input(g_bound, i, NULL, &len);
+            if (p == NULL)
+                break;
+            struct shadow *s = shadow_holding(p);
+            size_t off = s != NULL ? (size_t)((uint8_t *)p - (uint8_t *)npv_dma_vaddr(s->dma)) : 0;
+            if (s == NULL || !device_sees(s->dma, off, len)) {
+                snprintf(io_at_doorbell, sizeof(io_at_doorbell),
+                         "%s %u (%zu bytes) not synced for the device before the doorbell",
+                         out ? "output" : "input", i, len);
+                return;
+            }
+        }
+    }
+}
+
 void __wrap_npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len)
 {
     record(EV_DEV, dma, off, len);
@@ -169,8 +243,17 @@ static void check_doorbell(size_t off, size_t len)
         uint64_t rel = d.address - tpu->instr_va;
         if (d.address < tpu->instr_va || rel > npv_dma_size(tpu->instr_dma) ||
             d.size_in_bytes > npv_dma_size(tpu->instr_dma) - rel) {
-            note_failure("descriptor %zu points outside the instruction buffer", o / sizeof(d));
-            return;
+            /* A compiled model's chunk: a buffer of its own, mapped in extended space. */
+            size_t at = 0;
+            struct shadow *c = shadow_at_va(tpu, d.address, &at);
+            if (c == NULL)
+                note_failure("descriptor %zu points at no buffer ever synced for the device",
+                             o / sizeof(d));
+            else if (d.size_in_bytes > c->size - at || !device_sees(c->dma, at, d.size_in_bytes))
+                note_failure("doorbell for slot %zu: compiled chunk (%u bytes) not synced for "
+                             "the device before it",
+                             o / sizeof(d), d.size_in_bytes);
+            continue;
         }
         if (!device_sees(tpu->instr_dma, (size_t)rel, d.size_in_bytes))
             note_failure("doorbell for slot %zu: instruction bytes [%llu, +%u) not synced for the "
@@ -185,6 +268,8 @@ static void check_doorbell(size_t off, size_t len)
         if (tpu->l1[i].dma != NULL && !device_sees(tpu->l1[i].dma, 0, EDGETPU_L1_ENTRIES * 8u))
             note_failure("doorbell: level-1 page table %u written but not synced for the device",
                          i);
+    if (g_bound != NULL)
+        check_bound_io();
     doorbells_checked++;
 }
 
@@ -320,6 +405,44 @@ START_TEST(the_status_block_is_invalidated_before_the_error_snapshot_reads_it)
 }
 END_TEST
 
+#define SPLIT_CONCAT NPV_EDGETPU_DATA "/split_concat_edgetpu.tflite"
+
+START_TEST(a_compiled_models_chunk_inputs_and_outputs_are_cleaned_before_its_doorbell)
+{
+    /* The model (started by open_watched) checks every run against the package. */
+    setenv("NPV_EDGETPU_MODEL_PACKAGES", SPLIT_CONCAT, 1);
+    struct etpu t;
+    open_watched(&t);
+    struct npv_edgetpu_model *m;
+    char why[256] = "";
+    ck_assert_msg(npv_edgetpu_model_load(t.ctx, SPLIT_CONCAT, &m, why, sizeof(why)) == 0, "%s",
+                  why);
+    struct npv_edgetpu_bound *b;
+    ck_assert_int_eq(npv_edgetpu_model_bind(t.tpu, m, &b), 0);
+    g_bound = b;
+    unsigned doorbells = doorbells_checked;
+    for (uint32_t n = 0; n < 4; n++) {
+        size_t len;
+        uint8_t *p;
+        for (uint32_t i = 0; (p = npv_edgetpu_bound_input(b, i, NULL, &len)) != NULL; i++)
+            memset(p, (int)(n * 16 + i), len);
+        /* A fill the CPU writes: its lines are dirty until cleaned. */
+        for (uint32_t i = 0; (p = npv_edgetpu_bound_output(b, i, NULL, &len)) != NULL; i++)
+            memset(p, 0xcc, len);
+        int r = npv_edgetpu_model_invoke(b, NULL, NULL);
+        ck_assert_msg(r >= 0, "invoke %u: %s", n, npv_strerror(r));
+        ck_assert_msg(failure[0] == '\0', "invoke %u: %s", n, failure);
+        ck_assert_msg(io_at_doorbell[0] == '\0', "invoke %u: %s", n, io_at_doorbell);
+        ck_assert_uint_eq(doorbells_checked, doorbells + 1 + (n == 0)); /* caching, then each */
+        doorbells = doorbells_checked;
+    }
+    g_bound = NULL;
+    npv_edgetpu_model_unbind(b);
+    npv_edgetpu_model_unload(m);
+    close_watched(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("edgetpu_noncoherent");
@@ -327,6 +450,7 @@ int main(void)
     tcase_add_test(tc, what_a_request_makes_the_chip_read_is_cleaned_before_its_doorbell);
     tcase_add_test(tc, page_tables_mapped_after_open_are_cleaned_before_the_chip_uses_them);
     tcase_add_test(tc, the_status_block_is_invalidated_before_the_error_snapshot_reads_it);
+    tcase_add_test(tc, a_compiled_models_chunk_inputs_and_outputs_are_cleaned_before_its_doorbell);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
