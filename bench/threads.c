@@ -5,8 +5,10 @@
  * threads sharing one driver, each thread with its own requests in flight,
  * against the device's model on the device core. The submitting threads
  * all run on the submitter CPU, so N threads get the CPU time one thread
- * gets: the rows show what sharing costs, not extra cores. Repetitions
- * alternate 1 and N threads; medians and spreads as elsewhere.
+ * gets: the rows show what sharing costs, not extra cores. Both move the
+ * same data: one thread cycles over all the buffer sets N threads use
+ * between them (devices/threaded.c, slot_of). Repetitions alternate 1 and N
+ * threads; medians and spreads as elsewhere.
  *
  * The testdev has a second row, "testdev rings": its lock-free path, a ring
  * per thread (npv_testdev_queue_open, docs/threads.md), no share: 1 thread

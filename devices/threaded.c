@@ -311,6 +311,7 @@ struct worker {
     struct threaded_sample *ts;
     struct npv_share *share;
     unsigned first_slot, depth;
+    unsigned rounds; /* buffer sets per request in flight (slot_of) */
     uint64_t until;
     uint64_t done, wrong;
     int err;
@@ -321,10 +322,25 @@ struct worker {
     bool live[MAX_DEPTH];
 };
 
+/*
+ * The buffer set of request i in flight entry s. Every measurement cycles
+ * over all the sample's sets, whatever the thread count: one thread with
+ * depth d in flight takes rounds = slots / d sets per entry in turn, N
+ * threads slots / (N d) each, so one thread and N threads move the same
+ * data through the caches and the rows compare sharing, not working sets
+ * (with a set per entry, four threads touched four times one thread's data).
+ * Sets of entries in flight together differ by their entry.
+ */
+static unsigned slot_of(unsigned first_slot, unsigned depth, unsigned rounds, unsigned s,
+                        uint64_t i)
+{
+    return first_slot + s + depth * (unsigned)((i / depth) % rounds);
+}
+
 static int worker_submit(struct worker *w, unsigned s, uint64_t i)
 {
     w->which[s] = i;
-    w->ts->prepare(w->ts, w->first_slot + s, i, w->req[s]);
+    w->ts->prepare(w->ts, slot_of(w->first_slot, w->depth, w->rounds, s, i), i, w->req[s]);
     int r;
     while ((r = npv_share_submit(w->share, w->req[s], i, &w->t[s])) == -EAGAIN)
         sched_yield();
@@ -357,7 +373,8 @@ static void *worker_main(void *arg)
         }
         w->done++;
         if (w->t[s].cpl.status != 0 || w->t[s].cpl.cookie != w->which[s] ||
-            !w->ts->check(w->ts, w->first_slot + s, w->which[s]))
+            !w->ts->check(w->ts, slot_of(w->first_slot, w->depth, w->rounds, s, w->which[s]),
+                          w->which[s]))
             w->wrong++;
         if (w->err == 0 && now_ns() < w->until) {
             r = worker_submit(w, s, next);
@@ -396,8 +413,9 @@ int threaded_sample_measure(struct threaded_sample *ts, unsigned nthreads, unsig
     for (unsigned i = 0; i < nthreads; i++) {
         w[i].ts = ts;
         w[i].share = share;
-        w[i].first_slot = i * depth;
+        w[i].first_slot = i * depth * (ts->slots / (nthreads * depth));
         w[i].depth = depth;
+        w[i].rounds = ts->slots / (nthreads * depth);
         w[i].until = start + duration_ns;
         if (pthread_create(&tid[i], NULL, worker_main, &w[i]) != 0) {
             r = -EAGAIN;
@@ -428,15 +446,22 @@ struct qworker {
     struct npv_ring *ring;       /* testdev */
     struct npv_rknpu_queue *rkq; /* rknpu: a core's queue instead of a ring */
     unsigned first_slot, depth;
+    unsigned rounds; /* buffer sets per entry in flight, as the share's workers (slot_of) */
     uint64_t until;
     uint64_t done, in_window, wrong;
     int err;
 };
 
+/* In order: jobs in flight are consecutive, so i mod (depth * rounds) keeps their sets apart. */
+static unsigned qslot_of(const struct qworker *w, uint64_t i)
+{
+    return w->first_slot + (unsigned)(i % ((uint64_t)w->depth * w->rounds));
+}
+
 static int qworker_push(struct qworker *w, uint64_t i)
 {
     unsigned char req[THREADED_REQ_MAX];
-    w->ts->prepare(w->ts, w->first_slot + (unsigned)(i % w->depth), i, req);
+    w->ts->prepare(w->ts, qslot_of(w, i), i, req);
     if (w->rkq != NULL) {
         struct npv_rknpu_request q;
         memcpy(&q, req, sizeof(q));
@@ -446,12 +471,16 @@ static int qworker_push(struct qworker *w, uint64_t i)
 }
 
 /*
- * At least one completion of the thread's own queue, polling (no sleep),
- * within 30 s. A look that finds nothing gives the CPU away every
- * NPV_SHARE_YIELD_EVERY looks, as the share's waiters do: these threads
- * outnumber the submitter's one CPU, and a thread spinning out its time slice
- * on an empty queue keeps the others from reaping theirs.
+ * Empty looks at a thread's own queue before it yields. Its jobs are in
+ * flight, so its completions are near: a thread that gives the CPU away
+ * after a few looks turns every batch into a context switch, about as long
+ * as a testdev batch (4 threads on one CPU, rings row: 0.85-0.88 of one
+ * thread's rate yielding every 4 looks, 0.94 every 64, 0.93-0.97 every 512
+ * or never). The scheduler still ends a spinning thread's slice.
  */
+#define QWORKER_YIELD_EVERY 256u
+
+/* At least one completion of the thread's own queue, polling (no sleep), within 30 s. */
 static int qworker_wait(struct qworker *w, struct npv_cpl *cpl)
 {
     uint64_t deadline = now_ns() + 30000000000ull;
@@ -460,12 +489,12 @@ static int qworker_wait(struct qworker *w, struct npv_cpl *cpl)
                                : npv_ring_poll(w->ring, cpl, w->depth);
         if (n != 0 || now_ns() >= deadline)
             return n;
-        if (looks % NPV_SHARE_YIELD_EVERY == 0)
+        if (looks % QWORKER_YIELD_EVERY == 0)
             sched_yield();
     }
 }
 
-/* Keep depth jobs in flight on the thread's own ring; in order, so job i is in slot i % depth. */
+/* Keep depth jobs in flight on the thread's own ring; in order, so job i's set is qslot_of(i). */
 static void *qworker_main(void *arg)
 {
     struct qworker *w = arg;
@@ -494,7 +523,7 @@ static void *qworker_main(void *arg)
         for (int k = 0; k < n; k++, reaped++) {
             w->done++;
             if (cpl[k].status != 0 || cpl[k].cookie != reaped ||
-                !w->ts->check(w->ts, w->first_slot + (unsigned)(reaped % w->depth), reaped))
+                !w->ts->check(w->ts, qslot_of(w, reaped), reaped))
                 w->wrong++;
         }
         if (more) {
@@ -536,8 +565,9 @@ int threaded_sample_measure_queues(struct threaded_sample *ts, unsigned nthreads
                                         : i == 0 ? npv_testdev_ring(ts->dev_drv)
                                                  : npv_testdev_queue_ring(q[i]),
                                 .rkq = rk ? rq[i] : NULL,
-                                .first_slot = i * depth,
+                                .first_slot = i * depth * (ts->slots / (nthreads * depth)),
                                 .depth = depth,
+                                .rounds = ts->slots / (nthreads * depth),
                                 .until = start + duration_ns};
         if (pthread_create(&tid[i], NULL, qworker_main, &w[i]) != 0) {
             r = -EAGAIN;

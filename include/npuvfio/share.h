@@ -18,11 +18,16 @@
  * ticket and yields the CPU now and then.
  *
  * Cost: one uncontended lock and unlock per submit and per poll (an atomic
- * exchange and a store, ~20-40 ns on x86-64): no system call from one
- * thread, so a polled single-thread path stays syscall-free. With several
- * threads, a thread that finds the lock taken and its ticket not done
- * yields (sched_yield) every NPV_SHARE_YIELD_EVERY failed try-locks, and a
- * blocked submit may sleep on the lock's futex.
+ * exchange and a store, ~20-40 ns on x86-64, and one load to see that no
+ * waiter sleeps): no system call from one thread, so a polled single-thread
+ * path stays syscall-free. With several threads, a thread that finds the
+ * lock taken NPV_SHARE_YIELD_EVERY times with its ticket not done sleeps on
+ * a futex until the holder lets go (at most 200 us a sleep, never past its
+ * wait's timeout), so a holder asleep in the driver (a trapped register read
+ * waiting for its reply) gets its CPU back at once; the holder pays a futex
+ * wake when anyone sleeps. A poller that routed only other threads'
+ * completions yields once, so their owners run, and a blocked submit may
+ * sleep on the lock's futex.
  *
  * Deadlines and recovery stay the driver's: a job past its deadline is
  * failed by the driver's poll (and the device reset where the driver must),
@@ -47,7 +52,7 @@
 extern "C" {
 #endif
 
-/* Failed try-locks between two yields of a thread whose ticket is pending. */
+/* Failed try-locks of a thread whose ticket is pending before it sleeps until the lock is let go. */
 #define NPV_SHARE_YIELD_EVERY 4u
 
 /* The driver behind a share: both calls are made with the share's lock held. */
