@@ -73,19 +73,22 @@ static void bump(uint64_t *c, uint64_t n)
     __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
-/*
- * Let go of the lock and wake waiters asleep on it: all of them when this
- * holder routed completions (their owners may be among them), else one.
- * Nobody asleep (one thread alone): one load, no system call.
- */
-static void share_unlock(struct npv_share *s, bool routed)
+/* Whom the holder wakes as it lets go (share_unlock). */
+enum wake {
+    WAKE_NONE, /* it will look again at once: a woken waiter would only compete */
+    WAKE_ONE,  /* it leaves the share (its submit made, its ticket done): one takes over */
+    WAKE_ALL,  /* it routed completions: their owners may be asleep */
+};
+
+/* Let go of the lock and wake as told. Nobody asleep (one thread alone): one load, no system call. */
+static void share_unlock(struct npv_share *s, enum wake wake)
 {
     pthread_mutex_unlock(&s->lock);
-    if (__atomic_load_n(&s->sleepers, __ATOMIC_SEQ_CST) == 0)
+    if (wake == WAKE_NONE || __atomic_load_n(&s->sleepers, __ATOMIC_SEQ_CST) == 0)
         return;
     __atomic_add_fetch(&s->lock_gen, 1u, __ATOMIC_SEQ_CST);
-    (void)syscall(SYS_futex, &s->lock_gen, FUTEX_WAKE_PRIVATE, routed ? INT_MAX : 1, NULL, NULL,
-                  0);
+    (void)syscall(SYS_futex, &s->lock_gen, FUTEX_WAKE_PRIVATE, wake == WAKE_ALL ? INT_MAX : 1,
+                  NULL, NULL, 0);
 }
 
 /*
@@ -145,7 +148,7 @@ int npv_share_submit(struct npv_share *s, const void *req, uint64_t cookie,
         r = s->ops->submit(s->drv, req, me);
     if (r == 0)
         bump(&s->submitted, 1);
-    share_unlock(s, false);
+    share_unlock(s, WAKE_ONE);
     return r;
 }
 
@@ -165,7 +168,9 @@ int npv_share_wait(struct npv_share *s, struct npv_share_ticket *t, uint64_t tim
             return 1;
         if (pthread_mutex_trylock(&s->lock) == 0) {
             int r = npv_share_done(t) ? 0 : poll_locked(s);
-            share_unlock(s, r > 0);
+            share_unlock(s, r > 0                       ? WAKE_ALL
+                            : r < 0 || npv_share_done(t) ? WAKE_ONE
+                                                         : WAKE_NONE);
             if (npv_share_done(t))
                 return 1;
             if (r < 0)
