@@ -25,7 +25,8 @@
  * a futex until the holder lets go (at most 200 us a sleep, never past its
  * wait's timeout), so a holder asleep in the driver (a trapped register read
  * waiting for its reply) gets its CPU back at once; the holder pays a futex
- * wake when anyone sleeps. A poller that routed only other threads'
+ * wake when anyone sleeps and it routed completions (all wake) or leaves
+ * the share (one wakes to take over). A poller that routed only other threads'
  * completions yields once, so their owners run, and a blocked submit may
  * sleep on the lock's futex.
  *
