@@ -80,15 +80,15 @@ enum wake {
     WAKE_ALL,  /* it routed completions: their owners may be asleep */
 };
 
-/* Let go of the lock and wake as told. Nobody asleep (one thread alone): one load, no system call. */
+/* Let go of the lock and wake as told. Nobody asleep (one thread alone): a load, no system call. */
 static void share_unlock(struct npv_share *s, enum wake wake)
 {
     pthread_mutex_unlock(&s->lock);
     if (wake == WAKE_NONE || __atomic_load_n(&s->sleepers, __ATOMIC_SEQ_CST) == 0)
         return;
     __atomic_add_fetch(&s->lock_gen, 1u, __ATOMIC_SEQ_CST);
-    (void)syscall(SYS_futex, &s->lock_gen, FUTEX_WAKE_PRIVATE, wake == WAKE_ALL ? INT_MAX : 1,
-                  NULL, NULL, 0);
+    (void)syscall(SYS_futex, &s->lock_gen, FUTEX_WAKE_PRIVATE, wake == WAKE_ALL ? INT_MAX : 1, NULL,
+                  NULL, 0);
 }
 
 /*
@@ -168,9 +168,12 @@ int npv_share_wait(struct npv_share *s, struct npv_share_ticket *t, uint64_t tim
             return 1;
         if (pthread_mutex_trylock(&s->lock) == 0) {
             int r = npv_share_done(t) ? 0 : poll_locked(s);
-            share_unlock(s, r > 0                       ? WAKE_ALL
-                            : r < 0 || npv_share_done(t) ? WAKE_ONE
-                                                         : WAKE_NONE);
+            enum wake wake = WAKE_NONE;
+            if (r > 0)
+                wake = WAKE_ALL;
+            else if (r < 0 || npv_share_done(t))
+                wake = WAKE_ONE;
+            share_unlock(s, wake);
             if (npv_share_done(t))
                 return 1;
             if (r < 0)
