@@ -41,8 +41,8 @@ struct npv_edgetpu_executable;
 
 /*
  * The completion rule, the chip's in every mode (libedgetpu
- * single_queue_dma_scheduler.cc and mmio_driver.cc; ../shared/hw/edgetpu.md
- * section 8): a request is finished when BOTH its status block says the queue
+ * single_queue_dma_scheduler.cc and mmio_driver.cc; the project's
+ * docs/hardware-sources.md): a request is finished when BOTH its status block says the queue
  * consumed its instruction chunk AND SC_HOST_0's counter (sc_host_int_count
  * field 0) counted it, the program's last step after its outputs drained.
  * The status block alone only says the chunk was read: the outputs may not
