@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-/* Failed try-locks of a thread whose ticket is pending before it sleeps until the lock is let go. */
+/* Failed try-locks of a pending ticket's thread before it sleeps until the lock is let go. */
 #define NPV_SHARE_YIELD_EVERY 4u
 
 /* The driver behind a share: both calls are made with the share's lock held. */
