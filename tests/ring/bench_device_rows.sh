@@ -18,7 +18,8 @@ rc=0
 if [ "$rc" -gt 1 ] || [ ! -s "$tmp/full.json" ]; then
     cat "$tmp/full.out"; echo "FAIL: the short run failed (exit $rc)"; exit 1
 fi
-grep -q "of the p50: model compute [0-9]* ns per iteration, host overhead (p50 - compute: driver and transport) [0-9]* ns" "$tmp/full.out" ||
+# The overhead may be negative on a starved machine (mean compute against median p50, below).
+grep -q "of the p50: model compute [0-9]* ns per iteration, host overhead (p50 - compute: driver and transport) -\{0,1\}[0-9]* ns" "$tmp/full.out" ||
     { cat "$tmp/full.out"; echo "FAIL: no compute/overhead line in the table"; exit 1; }
 grep -q "Device samples, open loop" "$tmp/full.out" ||
     { cat "$tmp/full.out"; echo "FAIL: no open-loop device table"; exit 1; }
