@@ -80,15 +80,20 @@ enum wake {
     WAKE_ALL,  /* it routed completions: their owners may be asleep */
 };
 
-/* Let go of the lock and wake as told. Nobody asleep (one thread alone): a load, no system call. */
-static void share_unlock(struct npv_share *s, enum wake wake)
+/* Wake as told. Nobody asleep (one thread alone): a load, no system call. */
+static void share_wake(struct npv_share *s, enum wake wake)
 {
-    pthread_mutex_unlock(&s->lock);
     if (wake == WAKE_NONE || __atomic_load_n(&s->sleepers, __ATOMIC_SEQ_CST) == 0)
         return;
     __atomic_add_fetch(&s->lock_gen, 1u, __ATOMIC_SEQ_CST);
     (void)syscall(SYS_futex, &s->lock_gen, FUTEX_WAKE_PRIVATE, wake == WAKE_ALL ? INT_MAX : 1, NULL,
                   NULL, 0);
+}
+
+static void share_unlock(struct npv_share *s, enum wake wake)
+{
+    pthread_mutex_unlock(&s->lock);
+    share_wake(s, wake);
 }
 
 /*
@@ -105,7 +110,7 @@ static void share_sleep(struct npv_share *s, const struct npv_share_ticket *t, u
     if (!npv_share_done(t) && now < until_ns) {
         uint64_t ns = until_ns - now < SLEEP_MAX_NS ? until_ns - now : SLEEP_MAX_NS;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ns};
-        /* Still taken? (A look, not a take: trylock would queue nobody but could steal.) */
+        /* Free already? It was let go before we counted ourselves: look again, no sleep. */
         if (pthread_mutex_trylock(&s->lock) == 0)
             pthread_mutex_unlock(&s->lock);
         else
@@ -203,8 +208,10 @@ int npv_share_wait(struct npv_share *s, struct npv_share_ticket *t, uint64_t tim
             uint64_t now = npv_now_ns();
             if (deadline == 0)
                 deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
-            else if (now >= deadline)
+            else if (now >= deadline) {
+                share_wake(s, WAKE_ONE); /* leaving: a sleeper takes over the polling */
                 return npv_share_done(t);
+            }
         }
     }
 }
