@@ -235,7 +235,10 @@ NPV_API uint16_t npv_vus_pci_command(struct npv_vus *srv)
 void npv_vus_set_conn(struct npv_vus *srv, int fd)
 {
     pthread_mutex_lock(&srv->conn_lock);
+    pthread_mutex_lock(&srv->send_lock);
     srv->conn_fd = fd;
+    atomic_fetch_add(&srv->conn_gen, 1);
+    pthread_mutex_unlock(&srv->send_lock);
     srv->versioned = false;
     srv->kick = false;
     srv->write_multi = false;
@@ -278,9 +281,16 @@ void npv_vus_drop_conn(struct npv_vus *srv)
 int npv_vus_send_locked(struct npv_vus *srv, struct npv_vu_hdr *hdr, const struct iovec *iov,
                         unsigned iovcnt, const int *fds, unsigned nr_fds)
 {
+    return npv_vus_send_to(srv, NPV_VUS_ANY_CONN, hdr, iov, iovcnt, fds, nr_fds);
+}
+
+int npv_vus_send_to(struct npv_vus *srv, uint64_t conn_gen, struct npv_vu_hdr *hdr,
+                    const struct iovec *iov, unsigned iovcnt, const int *fds, unsigned nr_fds)
+{
     int r;
     pthread_mutex_lock(&srv->send_lock);
-    if (srv->conn_fd < 0)
+    if (srv->conn_fd < 0 ||
+        (conn_gen != NPV_VUS_ANY_CONN && conn_gen != atomic_load(&srv->conn_gen)))
         r = -ENOTCONN;
     else
         r = npv_vu_sendv(srv->conn_fd, hdr, iov, iovcnt, fds, nr_fds, NPV_VUS_MSG_TIMEOUT);

@@ -294,7 +294,8 @@ static int dma_msg_twin(struct npv_vus *srv, struct npv_vu_hdr *h, const struct 
 }
 
 /* One DMA_READ or DMA_WRITE round trip of at most the client's max_data_xfer_size. */
-static int dma_msg_chunk(struct npv_vus *srv, uint16_t cmd, uint64_t iova, void *buf, uint64_t len)
+static int dma_msg_chunk(struct npv_vus *srv, uint64_t conn_gen, uint16_t cmd, uint64_t iova,
+                         void *buf, uint64_t len)
 {
     struct npv_vu_dma_access a = {.address = iova, .count = len};
     struct iovec iov[2] = {{.iov_base = &a, .iov_len = sizeof(a)},
@@ -318,7 +319,7 @@ static int dma_msg_chunk(struct npv_vus *srv, uint16_t cmd, uint64_t iova, void 
         return dma_msg_twin(srv, &h, iov, iovcnt, buf, len, iova);
 
     /* One socket: the event loop reads the reply among the client's requests and hands it over. */
-    r = npv_vus_send_locked(srv, &h, iov, iovcnt, NULL, 0);
+    r = npv_vus_send_to(srv, conn_gen, &h, iov, iovcnt, NULL, 0);
     pthread_mutex_lock(&srv->wait_lock);
     if (r == 0) {
         struct timespec ts;
@@ -340,7 +341,8 @@ static int dma_msg_chunk(struct npv_vus *srv, uint16_t cmd, uint64_t iova, void 
     return r;
 }
 
-static int dma_msg(struct npv_vus *srv, uint16_t cmd, uint64_t iova, void *buf, uint64_t len)
+static int dma_msg(struct npv_vus *srv, uint64_t conn_gen, uint16_t cmd, uint64_t iova, void *buf,
+                   uint64_t len)
 {
     if (srv->loop_running && pthread_equal(pthread_self(), srv->loop_thread))
         return -EDEADLK; /* the loop thread is the one that would read the reply */
@@ -351,10 +353,11 @@ static int dma_msg(struct npv_vus *srv, uint16_t cmd, uint64_t iova, void *buf, 
     if (max == 0)
         return -EINVAL;
     pthread_mutex_lock(&srv->dma_msg_lock);
-    int r = 0;
+    /* twin_fd cannot change while we hold dma_msg_lock; a later client's would be its own. */
+    int r = conn_gen == atomic_load(&srv->conn_gen) ? 0 : -ENOTCONN;
     for (uint64_t done = 0; done < len && r == 0;) {
         uint64_t n = len - done < max ? len - done : max;
-        r = dma_msg_chunk(srv, cmd, iova + done, (uint8_t *)buf + done, n);
+        r = dma_msg_chunk(srv, conn_gen, cmd, iova + done, (uint8_t *)buf + done, n);
         done += n;
     }
     pthread_mutex_unlock(&srv->dma_msg_lock);
@@ -381,9 +384,15 @@ static int dma_copy(struct npv_vus *srv, npv_iova_t iova, void *buf, uint64_t le
         npv_vus_dma_end(srv);
         return 0;
     }
+    /*
+     * The mapping is the current client's while we hold the lock (a dropped
+     * client's are unmapped before the next is accepted), so is this generation.
+     */
+    uint64_t conn_gen = atomic_load(&srv->conn_gen);
     /* Not under the lock: the client's unmap must not wait for our round trip. */
     npv_vus_dma_end(srv);
-    return dma_msg(srv, write ? NPV_VU_CMD_DMA_WRITE : NPV_VU_CMD_DMA_READ, iova, buf, len);
+    return dma_msg(srv, conn_gen, write ? NPV_VU_CMD_DMA_WRITE : NPV_VU_CMD_DMA_READ, iova, buf,
+                   len);
 }
 
 NPV_API int npv_vus_dma_read(struct npv_vus *srv, npv_iova_t iova, void *buf, uint64_t len)

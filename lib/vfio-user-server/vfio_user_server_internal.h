@@ -4,6 +4,7 @@
 #define NPV_VFIO_USER_SERVER_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -63,6 +64,13 @@ struct npv_vus {
     pthread_mutex_t conn_lock;
     pthread_mutex_t send_lock;
     int conn_fd;
+    /*
+     * Bumped with both locks held as each client is accepted. Message DMA
+     * takes it with its mapping and sends only while it is unchanged: a
+     * round trip begun for a client that left must never reach the next one
+     * (that client would read a stray command, or another client's data).
+     */
+    _Atomic uint64_t conn_gen;
     bool versioned;
     bool kick; /* npv_vus_disconnect asked for a drop */
     struct npv_vu_caps peer;
@@ -115,6 +123,10 @@ int npv_vus_reply(struct npv_vus *srv, const struct npv_vu_msg *m, const void *b
                   const int *fds, unsigned nr_fds);
 int npv_vus_send_locked(struct npv_vus *srv, struct npv_vu_hdr *hdr, const struct iovec *iov,
                         unsigned iovcnt, const int *fds, unsigned nr_fds);
+/* As npv_vus_send_locked, but -ENOTCONN unless the client is still the one of conn_gen. */
+#define NPV_VUS_ANY_CONN UINT64_MAX
+int npv_vus_send_to(struct npv_vus *srv, uint64_t conn_gen, struct npv_vu_hdr *hdr,
+                    const struct iovec *iov, unsigned iovcnt, const int *fds, unsigned nr_fds);
 /* Serve the current conn_fd until it closes or fails. */
 void npv_vus_serve_conn(struct npv_vus *srv);
 /* Make fd the connection (tests and fuzzers use a socketpair end). */
