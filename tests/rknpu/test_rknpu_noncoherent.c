@@ -36,7 +36,8 @@
  *
  * How it was shown to fail (report rknpu-sync.md): with the driver's clean
  * of the laid-out command list (driver_job.c submit) deleted, every job is
- * caught at its start ("regcmd ... not synced"); with the sample's invalidate
+ * caught at its start ("regcmd ... not synced"), and with the queue's
+ * (driver_queue.c) every queued job; with the sample's invalidate
  * of C (sample.c rknpu_sample_mm_check) deleted, every job's result
  * mismatches; with its clean of the inputs (sample.c pack_inputs) deleted,
  * the first job is caught at its start.
@@ -202,7 +203,8 @@ void __wrap_npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len)
 /* The shadow holding [iova, iova + len) of the device's domain, and its offset there. */
 static struct shadow *shadow_at(uint32_t iova, uint64_t len, size_t *off)
 {
-    struct npv_domain *dom = g_npu->attached;
+    /* Queue mode keeps the attachment in qsw (driver_queue.c), no other thread runs here. */
+    struct npv_domain *dom = g_npu->queues_open != 0 ? g_npu->qsw.attached : g_npu->attached;
     void *va = NULL;
     if (dom == NULL || npv_domain_iova_to_vaddr(dom, iova, &va) < 0)
         return NULL;
@@ -411,6 +413,35 @@ START_TEST(the_cli_sample_run_cleans_and_invalidates_what_it_should)
 }
 END_TEST
 
+/*
+ * A queue per core lays its jobs out in its own slots of the command memory
+ * (driver_queue.c): cleaned before each start too. Its completions go through
+ * the queue's own tracker, so only the starts are checked here.
+ */
+START_TEST(a_core_queue_cleans_its_command_list_before_each_start)
+{
+    watch();
+    struct rknpu_sample_mm *s;
+    ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &INT8_BIAS, 0, 0, 11, &s), 0);
+    struct npv_rknpu_queue *q;
+    ck_assert_int_eq(npv_rknpu_queue_open(t.npu, 1, 0, &q), 0);
+    for (unsigned i = 0; i < 6; i++) {
+        rknpu_sample_mm_poison(s);
+        struct npv_rknpu_job job = {.tasks = &s->task, .nr_tasks = 1, .cookie = i};
+        ck_assert_int_eq(npv_rknpu_queue_submit(q, &job), 0);
+        struct npv_cpl cpl;
+        ck_assert_int_eq(npv_rknpu_queue_wait(q, 1, GENEROUS_NS, &cpl, 1), 1);
+        ck_assert_int_eq(cpl.status, 0);
+        ck_assert_msg(failure[0] == '\0', "job %u: %s", i, failure);
+        ck_assert_uint_eq(rknpu_sample_mm_check(s), 0);
+    }
+    ck_assert_uint_eq(starts_checked, 6);
+    npv_rknpu_queue_close(q);
+    rknpu_sample_mm_free(s);
+    unwatch();
+}
+END_TEST
+
 /* The checks themselves: an input written and not cleaned is caught at the start. */
 START_TEST(an_input_written_after_its_clean_is_caught_at_the_start)
 {
@@ -471,6 +502,7 @@ int main(void)
     tcase_add_test(tc, what_a_job_reads_and_writes_is_cleaned_before_its_core_starts);
     tcase_add_test(tc, a_chain_of_tasks_over_three_cores_is_clean_at_each_start);
     tcase_add_test(tc, the_cli_sample_run_cleans_and_invalidates_what_it_should);
+    tcase_add_test(tc, a_core_queue_cleans_its_command_list_before_each_start);
     tcase_add_test(tc, an_input_written_after_its_clean_is_caught_at_the_start);
     tcase_add_test(tc, an_output_read_without_an_invalidate_is_stale);
     tcase_add_test(tc, a_sync_outside_the_buffer_is_refused);
