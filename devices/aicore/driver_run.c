@@ -281,7 +281,11 @@ static void reset_core_state(struct npv_aicore_run *run)
     run->status = 0;
     /* The records are reused across runs: a stale ready flag would be taken for this run's. */
     memset(run->workers, 0, run->nr_cores * sizeof(*run->workers));
-    /* The device reads (and writes) them: cleaned before LAUNCH, as the payloads before DMB. */
+    /*
+     * Step 1 of ../shared/hw/aicore.md section 2: cleared before the launch; the
+     * sub-cores write them by DMA, so cleaned too (a dirty zero line would be
+     * written back over a sub-core's ready record).
+     */
     npv_dma_sync_for_device(run->dma, WORKERS_OFF, run->nr_cores * sizeof(*run->workers));
 }
 
