@@ -200,6 +200,11 @@ static void fill(struct graph *g, uint32_t seed)
         memset(io->w, 0xff, sizeof(io->w));
     }
 #undef NEXT
+    /*
+     * The device reads the inputs and writes the outputs by DMA: on a host
+     * whose DMA does not snoop the caches, clean them (a no-op where it does).
+     */
+    npv_dma_sync_for_device(g->dma, 0, npv_dma_size(g->dma));
 }
 
 static uint32_t differ(const float *got, const float *want, uint32_t n)
@@ -215,6 +220,8 @@ static uint32_t check(const struct graph *g)
 {
     float prod[MM_M * MM_N], out[MM_M * MM_N], w[VEC_N];
     uint32_t bad = 0;
+    /* What the device wrote, past any line the CPU still caches. */
+    npv_dma_sync_for_cpu(g->dma, 0, npv_dma_size(g->dma));
     for (uint32_t c = 0; c < g->clusters; c++) {
         const struct cluster_io *io = &g->io[c];
         for (uint32_t i = 0; i < MM_M; i++)

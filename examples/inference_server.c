@@ -426,6 +426,8 @@ static void stage_input(struct worker *w, const struct request *rq)
         for (uint32_t k = 0; k < INFER_RK_K; k++)
             a[npv_rknpu_matmul_a_index(NPV_RKNPU_INT8, INFER_RK_M, INFER_RK_K, i, k)] =
                 (int8_t)rq->data[i * INFER_RK_K + k];
+    /* The RK3588's NPU does not snoop the CPU's caches: clean A (a no-op where DMA is coherent). */
+    npv_rknpu_mem_sync_for_device(w->a, 0, npv_rknpu_mem_size(w->a));
 }
 
 static void collect_output(struct worker *w)
@@ -435,6 +437,8 @@ static void collect_output(struct worker *w)
         memcpy(w->out_buf, npv_dma_vaddr(w->out), INFER_ETPU_OUTPUT);
         return;
     }
+    /* The NPU's writes, not lines the CPU still caches. */
+    npv_rknpu_mem_sync_for_cpu(w->c, 0, npv_rknpu_mem_size(w->c));
     const int32_t *c = npv_rknpu_mem_vaddr(w->c);
     for (uint32_t i = 0; i < INFER_RK_M; i++)
         for (uint32_t j = 0; j < INFER_RK_N; j++)
@@ -668,6 +672,7 @@ static int rk_setup(struct server *srv)
         for (uint32_t j = 0; j < INFER_RK_N; j++)
             b[npv_rknpu_matmul_b_index(NPV_RKNPU_INT8, INFER_RK_K, INFER_RK_N, k, j)] =
                 infer_rk_b(k, j);
+    npv_rknpu_mem_sync_for_device(srv->b, 0, npv_rknpu_mem_size(srv->b));
     r = npv_share_new(npv_rknpu_share_ops(), srv->npu, &srv->share);
     return r < 0 ? fail("the share", r) : 0;
 }

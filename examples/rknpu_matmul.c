@@ -116,6 +116,13 @@ static void pack(struct tenant *t)
         for (uint32_t j = 0; j < N; j++)
             b[npv_rknpu_matmul_b_index(NPV_RKNPU_INT8, K, N, k, j)] = t->b_rows[k][j];
     memcpy(npv_rknpu_mem_vaddr(t->bias), t->bias_host, sizeof(t->bias_host));
+    /*
+     * Out of the CPU's caches before the NPU reads them: the RK3588's NPU
+     * does not snoop them (no-ops on a coherent host).
+     */
+    npv_rknpu_mem_sync_for_device(t->a, 0, npv_rknpu_mem_size(t->a));
+    npv_rknpu_mem_sync_for_device(t->b, 0, npv_rknpu_mem_size(t->b));
+    npv_rknpu_mem_sync_for_device(t->bias, 0, npv_rknpu_mem_size(t->bias));
 }
 
 static int tenant_setup(struct npv_rknpu *npu, struct tenant *t)
@@ -173,6 +180,8 @@ static int slice_task(const struct tenant *t, uint32_t j0, uint32_t n, uint64_t 
 /* Elements of C that differ from the CPU's result. */
 static uint32_t check(const struct tenant *t)
 {
+    /* The NPU's writes, not lines the CPU still caches, once the job completed. */
+    npv_rknpu_mem_sync_for_cpu(t->c, 0, npv_rknpu_mem_size(t->c));
     const int32_t *c = npv_rknpu_mem_vaddr(t->c);
     uint32_t bad = 0;
     for (uint32_t i = 0; i < M; i++)
@@ -221,6 +230,8 @@ static int run_mask(struct npv_rknpu *npu, struct tenant *tenants, uint32_t core
         const struct plan *p = &plans[it % TENANTS];
         /* A job that did nothing must not pass on the previous job's result. */
         memset(npv_rknpu_mem_vaddr(t->c), 0x5a, npv_rknpu_mem_size(t->c));
+        /* Cleaned, or the invalidate after the job writes the fill back over the result. */
+        npv_rknpu_mem_sync_for_device(t->c, 0, npv_rknpu_mem_size(t->c));
         struct npv_rknpu_job job = {
             .tasks = p->tasks,
             .nr_tasks = p->nr_tasks,

@@ -193,6 +193,14 @@ static int step_ready(struct npv_aicore_run *run, uint32_t rank)
 {
     struct aicore_core_run *c = &run->cores[rank];
     volatile struct aicore_handshake *w = &run->workers[rank];
+    size_t w_off = (size_t)((const uint8_t *)w - (const uint8_t *)npv_dma_vaddr(run->dma));
+    /*
+     * The sub-core writes the record and flushes its line (../shared/hw/aicore.md
+     * section 2 step 2; the AICPU invalidates host-DMA'd memory before reading it,
+     * "cache rules" there): here the host reads it across DMA, so past its own
+     * cached line first on a non-coherent host.
+     */
+    npv_dma_sync_for_cpu(run->dma, w_off, sizeof(*w));
     uint32_t done = w->done;
     if (done == 0)
         return 0;
@@ -202,6 +210,8 @@ static int step_ready(struct npv_aicore_run *run, uint32_t rank)
     if (ready < 0)
         return ready;
     w->task = c->payload_iova;
+    /* The sub-core invalidates and reads `task` once its window opens (step 5): cleaned first. */
+    npv_dma_sync_for_device(run->dma, w_off, sizeof(*w));
     atomic_thread_fence(memory_order_release); /* the payload pointer before the window opens */
     /*
      * Open the window (a2a3: FAST_PATH, then DMB = IDLE). That is the
@@ -239,6 +249,11 @@ static int step_exiting(struct npv_aicore_run *run, struct aicore_core_run *c)
 static int check_record(struct npv_aicore_run *run, bool all_exited)
 {
     volatile struct aicore_result *rec = run->result_rec;
+    /* Written by the device's DMA: past the CPU's cached line ("cache rules", as above). */
+    npv_dma_sync_for_cpu(
+        run->dma,
+        (size_t)((const uint8_t *)run->result_rec - (const uint8_t *)npv_dma_vaddr(run->dma)),
+        sizeof(*rec));
     if (rec->epoch != run->epoch)
         return -EINPROGRESS; /* stale: a previous run's, or none yet */
     atomic_thread_fence(memory_order_acquire);

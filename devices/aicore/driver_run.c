@@ -41,6 +41,12 @@ static int run_init(struct npv_aicore *ac, struct npv_aicore_run *run, unsigned 
         return r;
     uint8_t *va = npv_dma_vaddr(run->dma);
     memset(va, 0, SLOT_BYTES);
+    /*
+     * Cleaned: on a non-coherent arm64 host a dirty zero line left here would
+     * be written back over a record the device wrote, at an eviction or at
+     * the clean+invalidate before the driver reads it (driver_dispatch.c).
+     */
+    npv_dma_sync_for_device(run->dma, 0, SLOT_BYTES);
     run->workers = (struct aicore_handshake *)(va + WORKERS_OFF);
     run->workers_iova = run->iova + WORKERS_OFF;
     run->result_rec = (struct aicore_result *)(va + RESULT_OFF);
@@ -275,6 +281,12 @@ static void reset_core_state(struct npv_aicore_run *run)
     run->status = 0;
     /* The records are reused across runs: a stale ready flag would be taken for this run's. */
     memset(run->workers, 0, run->nr_cores * sizeof(*run->workers));
+    /*
+     * Step 1 of ../shared/hw/aicore.md section 2: cleared before the launch; the
+     * sub-cores write them by DMA, so cleaned too (a dirty zero line would be
+     * written back over a sub-core's ready record).
+     */
+    npv_dma_sync_for_device(run->dma, WORKERS_OFF, run->nr_cores * sizeof(*run->workers));
 }
 
 /* The sub-cores the run was prepared for are the ones the device launches now, rank by rank. */

@@ -41,6 +41,13 @@ int aicore_table_ensure(struct npv_aicore *ac, struct aicore_table *t)
         t->owned = true;
     }
     t->uploads++;
+    /*
+     * The copy engine reads the image by DMA: out of the CPU's caches first on
+     * a non-coherent host, the DMA API's rule for memory a device reads
+     * (npv_dma_sync_for_device, dma.h; a no-op where DMA is coherent).
+     */
+    npv_dma_sync_for_device(
+        ac->staging, (size_t)((uint8_t *)t->host - (uint8_t *)npv_dma_vaddr(ac->staging)), t->len);
     int r = ac->ops->copy_h2d(ac, ac->ops->arg, t->addr, t->host_iova, t->len);
     if (r == 0) {
         t->committed = true;

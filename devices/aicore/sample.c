@@ -164,6 +164,11 @@ void aicore_sample_fill(struct aicore_sample_graph *g, uint32_t seed)
         for (unsigned o = SAMPLE_X; o <= SAMPLE_Z; o++)
             memset(buf(g, c, o), 0xff, BUF_BYTES); /* NaN: a result never written cannot match */
     }
+    /*
+     * Inputs and the NaN fills out of the CPU's caches before the device reads
+     * or writes them (a non-coherent host; a no-op where DMA is coherent).
+     */
+    npv_dma_sync_for_device(g->dma, 0, npv_dma_size(g->dma));
 }
 
 static void vadd(const float *a, const float *b, float *c)
@@ -200,6 +205,8 @@ uint64_t aicore_sample_check(const struct aicore_sample_graph *g)
 {
     float x[AICORE_SAMPLE_ELEMS], y[AICORE_SAMPLE_ELEMS], z[AICORE_SAMPLE_ELEMS];
     uint64_t bad = 0;
+    /* The device's writes, past any line the CPU still caches. */
+    npv_dma_sync_for_cpu(g->dma, 0, npv_dma_size(g->dma));
     for (uint32_t c = 0; c < g->clusters; c++) {
         const float *px = buf(g, c, SAMPLE_A), *py = buf(g, c, SAMPLE_B);
         if (g->task_x[c] >= 0) {

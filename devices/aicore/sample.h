@@ -49,9 +49,12 @@ int aicore_sample_build_in(struct npv_aicore *ac, bool pmu, struct npv_dma *dma,
                            struct aicore_sample_graph *g);
 size_t aicore_sample_len(struct npv_aicore *ac);
 void aicore_sample_free(struct npv_aicore *ac, struct aicore_sample_graph *g);
-/* Fresh inputs for seed; the outputs poisoned so a stale one cannot pass. */
+/*
+ * Fresh inputs for seed; the outputs poisoned so a stale one cannot pass; all
+ * synced for the device (npv_dma_sync_for_device: a non-coherent host).
+ */
 void aicore_sample_fill(struct aicore_sample_graph *g, uint32_t seed);
-/* Bytes of the outputs that differ from the CPU reference. */
+/* Bytes of the outputs that differ from the CPU reference, read after npv_dma_sync_for_cpu. */
 uint64_t aicore_sample_check(const struct aicore_sample_graph *g);
 /* Bytes the device writes per run. */
 uint64_t aicore_sample_bytes(const struct aicore_sample_graph *g);

@@ -295,3 +295,36 @@ uint32_t npv_rknpu_mem_domain(const struct npv_rknpu_mem *mem)
 {
     return mem->domain_id;
 }
+
+/*
+ * The vendor's RKNPU_MEM_SYNC (rknpu_gem_sync_ioctl: dma_sync_single_range_for_device
+ * / _for_cpu over offset and size) and rocket's FINI_BO / PREP_BO (rocket_gem.c:
+ * dma_sync_sgtable_for_device / _for_cpu) on the buffer's npv_dma: no-ops in
+ * lib/memory while every domain it is mapped in is coherent. The range is checked
+ * here (model choice): lib/memory clamps silently, a caller's wrong offset should
+ * be an error, not a sync of less than was asked.
+ */
+static bool mem_range_ok(const struct npv_rknpu_mem *mem, uint64_t off, uint64_t len)
+{
+    return off <= mem->size && len <= mem->size - off;
+}
+
+int npv_rknpu_mem_sync_for_device(struct npv_rknpu_mem *mem, uint64_t off, uint64_t len)
+{
+    if (mem == NULL)
+        return -EINVAL;
+    if (!mem_range_ok(mem, off, len))
+        return -ERANGE;
+    npv_dma_sync_for_device(mem->dma, (size_t)off, (size_t)len);
+    return 0;
+}
+
+int npv_rknpu_mem_sync_for_cpu(struct npv_rknpu_mem *mem, uint64_t off, uint64_t len)
+{
+    if (mem == NULL)
+        return -EINVAL;
+    if (!mem_range_ok(mem, off, len))
+        return -ERANGE;
+    npv_dma_sync_for_cpu(mem->dma, (size_t)off, (size_t)len);
+    return 0;
+}

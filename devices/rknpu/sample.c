@@ -42,6 +42,11 @@ static void pack_inputs(struct rknpu_sample_mm *s)
         else
             memcpy(bias, s->biasf, (size_t)mm->n * 4u);
     }
+    /* What the NPU reads, out of the CPU's caches (a non-coherent host: rknpu.h). */
+    (void)npv_rknpu_mem_sync_for_device(s->a, 0, npv_rknpu_mem_size(s->a));
+    (void)npv_rknpu_mem_sync_for_device(s->b, 0, npv_rknpu_mem_size(s->b));
+    if (s->bias != NULL)
+        (void)npv_rknpu_mem_sync_for_device(s->bias, 0, npv_rknpu_mem_size(s->bias));
 }
 
 static int draw_inputs(struct rknpu_sample_mm *s, uint32_t seed)
@@ -172,11 +177,19 @@ void rknpu_sample_mm_poison(struct rknpu_sample_mm *s)
     size_t n = (size_t)s->mm.m * s->mm.n;
     for (size_t i = 0; i < n; i++)
         c[i] = 0x7fbadbadu;
+    /*
+     * Cleaned too: on a non-coherent arm64 host the invalidate before the
+     * check is a clean+invalidate (EL0 has no plain invalidate), which would
+     * write these dirty lines back over the NPU's result.
+     */
+    (void)npv_rknpu_mem_sync_for_device(s->c, 0, (uint64_t)n * 4u);
 }
 
 uint64_t rknpu_sample_mm_check(const struct rknpu_sample_mm *s)
 {
     const struct npv_rknpu_matmul *mm = &s->mm;
+    /* The NPU's writes, past any line the CPU still caches (rknpu.h, non-coherent hosts). */
+    (void)npv_rknpu_mem_sync_for_cpu(s->c, 0, (uint64_t)mm->m * mm->n * 4u);
     const void *c = npv_rknpu_mem_vaddr(s->c);
     uint64_t bad = 0;
     for (uint32_t i = 0; i < mm->m; i++)

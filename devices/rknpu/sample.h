@@ -45,8 +45,10 @@ struct rknpu_sample_shape {
 
 /*
  * Buffers of the shape in domain_id (mem flags as npv_rknpu_mem_create),
- * inputs drawn from seed and packed, C cleared, register commands built.
- * 0 or a negative errno (nothing left allocated).
+ * inputs drawn from seed, packed and synced for the device, C poisoned,
+ * register commands built. 0 or a negative errno (nothing left allocated).
+ * As a user on a non-coherent host must (rknpu.h): every buffer the CPU
+ * wrote is synced for the device, C is synced for the CPU before it is read.
  */
 int rknpu_sample_mm_new(struct npv_rknpu *npu, const struct rknpu_sample_shape *shape,
                         uint32_t domain_id, unsigned mem_flags, uint32_t seed,
@@ -61,9 +63,15 @@ int rknpu_sample_mm_new_wrapped(struct npv_rknpu *npu, const struct rknpu_sample
                                 uint32_t domain_id, struct npv_dma *const dma[4], uint32_t seed,
                                 struct rknpu_sample_mm **out);
 void rknpu_sample_mm_free(struct rknpu_sample_mm *s);
-/* Fill C with a pattern no correct result has (so a job that did nothing is caught). */
+/*
+ * Fill C with a pattern no correct result has (so a job that did nothing is
+ * caught), synced for the device. Before the job is submitted.
+ */
 void rknpu_sample_mm_poison(struct rknpu_sample_mm *s);
-/* Elements of C that differ from the CPU reference (beyond the fp16 tolerance). */
+/*
+ * Elements of C that differ from the CPU reference (beyond the fp16
+ * tolerance); C is synced for the CPU first. After the job completed.
+ */
 uint64_t rknpu_sample_mm_check(const struct rknpu_sample_mm *s);
 
 #endif

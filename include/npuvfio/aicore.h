@@ -37,6 +37,13 @@
  * Serving: operands may live in caller memory (npv_aicore_mem_map), and a
  * run may carry a budget from its preparation (npv_aicore_prepare_within)
  * besides the per-task deadline from dispatch (task_timeout_ns).
+ *
+ * Non-coherent hosts: the driver syncs its own DMA memory (table images,
+ * handshake records, payloads, the result record). Operands are the
+ * caller's npv_dma: npv_dma_sync_for_device on inputs, and on any fill of an
+ * output, before npv_aicore_launch; npv_dma_sync_for_cpu on outputs after
+ * the run finished, before reading them (npuvfio/dma.h; no-ops where DMA is
+ * coherent).
  */
 #ifndef NPUVFIO_AICORE_H
 #define NPUVFIO_AICORE_H

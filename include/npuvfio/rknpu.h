@@ -44,6 +44,11 @@
  * (npv_dma_wrap of its own tensors or of a file mapping) into a domain, as
  * npv_rknpu_mem_create does with the driver's own memory.
  *
+ * Non-coherent hosts (the RK3588's NPU does not snoop the CPU caches): the
+ * caller cleans what the CPU wrote before a submit and invalidates what the
+ * NPU wrote before reading it, npv_rknpu_mem_sync_for_device / _for_cpu
+ * (below); no-ops where DMA is coherent.
+ *
  * Thread-safety: one npv_rknpu (with its buffers and jobs) is used by one
  * thread at a time, npv_rknpu_mem_wrap / _unwrap and npv_rknpu_submit_within
  * included; different npv_rknpu are independent. The accessors of a
@@ -180,6 +185,42 @@ NPV_API void *npv_rknpu_mem_vaddr(const struct npv_rknpu_mem *mem);
 NPV_API npv_iova_t npv_rknpu_mem_iova(const struct npv_rknpu_mem *mem);
 NPV_API uint64_t npv_rknpu_mem_size(const struct npv_rknpu_mem *mem);
 NPV_API uint32_t npv_rknpu_mem_domain(const struct npv_rknpu_mem *mem);
+
+/*
+ * Cache maintenance of a buffer, for hosts whose DMA does not snoop the CPU
+ * caches. The RK3588's NPU is such a master: the vendor driver gives user
+ * space RKNPU_MEM_SYNC (rknpu_gem_sync_ioctl / rknpu_mem_sync_ioctl:
+ * RKNPU_MEM_SYNC_TO_DEVICE, _FROM_DEVICE over an offset and a size) and
+ * mainline rocket DRM_IOCTL_ROCKET_FINI_BO / PREP_BO (rocket_gem.c:
+ * dma_sync_sgtable_for_device / _for_cpu). These are the same two
+ * directions on [off, off + len) of the buffer, as two calls like
+ * npv_dma_sync_for_device / _for_cpu underneath (the direction is the
+ * moment: before a submit, after a completion; one call with a flag would
+ * only add a branch).
+ *
+ * The rule: after the CPU writes anything the NPU will read (inputs,
+ * weights, bias; and any fill of an output buffer, which a later
+ * invalidate would otherwise write back over the NPU's result), call
+ * npv_rknpu_mem_sync_for_device on those bytes before npv_rknpu_submit;
+ * after the job's completion and before the CPU reads what the NPU wrote,
+ * call npv_rknpu_mem_sync_for_cpu on those bytes. The driver syncs its own
+ * command memory (the laid-out register-command lists); it cannot sync the
+ * buffers a job names, since it does not parse register commands for
+ * addresses. A wrapped buffer (npv_rknpu_mem_wrap) may equally be synced
+ * with npv_dma_sync_for_device / _for_cpu on the caller's npv_dma: the
+ * same call.
+ *
+ * No-ops, costing a look at the buffer's mappings, while every domain the
+ * buffer is mapped in is cache coherent (VFIO_DMA_CC_IOMMU, or vfio-user:
+ * the device model shares the host's memory); DC CVAC / DC CIVAC by line
+ * on an arm64 host otherwise (npv_dma_sync_for_device(3)). 0, -EINVAL for
+ * a NULL buffer, -ERANGE when [off, off + len) is not inside the buffer
+ * (npv_rknpu_mem_size; nothing is synced then: the vendor 0.9.x ioctl does
+ * not check the range, the refusal is a model choice). Lock-free: from any
+ * thread while the buffer lives.
+ */
+NPV_API int npv_rknpu_mem_sync_for_device(struct npv_rknpu_mem *mem, uint64_t off, uint64_t len);
+NPV_API int npv_rknpu_mem_sync_for_cpu(struct npv_rknpu_mem *mem, uint64_t off, uint64_t len);
 
 /*
  * One task: a register-command list without its 4-word trailer (the driver

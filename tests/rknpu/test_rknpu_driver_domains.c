@@ -59,6 +59,8 @@ static uint64_t run_in_big(struct rknpu_sample_mm *s, struct npv_rknpu_mem *big,
     memcpy(base + off_b, npv_rknpu_mem_vaddr(s->b), sz.b);
     memcpy(base + off_bias, npv_rknpu_mem_vaddr(s->bias), sz.bias);
     memset(base + off_c, 0x5a, sz.c);
+    /* As a user on a non-coherent host (rknpu.h): what the CPU wrote, out of its caches. */
+    ck_assert_int_eq(npv_rknpu_mem_sync_for_device(big, at, off_c + sz.c), 0);
     struct npv_rknpu_matmul mm = s->mm;
     mm.a = iova;
     mm.b = iova + off_b;
@@ -69,6 +71,7 @@ static uint64_t run_in_big(struct rknpu_sample_mm *s, struct npv_rknpu_mem *big,
     ck_assert_int_gt(npv_rknpu_matmul_task(&mm, words, NPV_RKNPU_MATMUL_MAX_WORDS, &task), 0);
     int r = rk_run_tasks(&t, &task, 1, 1u << core, npv_rknpu_mem_domain(big), GENEROUS_NS);
     ck_assert_msg(r == 0, "job in domain %u: %s", npv_rknpu_mem_domain(big), npv_strerror(r));
+    ck_assert_int_eq(npv_rknpu_mem_sync_for_cpu(big, at + off_c, sz.c), 0);
     memcpy(npv_rknpu_mem_vaddr(s->c), base + off_c, sz.c);
     return rknpu_sample_mm_check(s);
 }

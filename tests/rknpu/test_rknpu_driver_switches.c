@@ -123,11 +123,14 @@ static void slot_poison(struct domain_slots *ds, unsigned i)
     uint32_t *c = slot_c(ds, i);
     for (size_t e = 0; e < (size_t)SHAPE.m * SHAPE.n; e++)
         c[e] = 0x7fbadbadu;
+    /* As a user on a non-coherent host (rknpu.h): the fill out of the CPU's caches. */
+    ck_assert_int_eq(npv_rknpu_mem_sync_for_device(ds->c, i * ds->c_bytes, ds->c_bytes), 0);
 }
 
 /* Mismatches of a slot against the CPU reference (through ref's own C, which no job writes). */
 static uint64_t slot_check(struct domain_slots *ds, unsigned i)
 {
+    ck_assert_int_eq(npv_rknpu_mem_sync_for_cpu(ds->c, i * ds->c_bytes, ds->c_bytes), 0);
     memcpy(npv_rknpu_mem_vaddr(ds->ref->c), slot_c(ds, i), (size_t)SHAPE.m * SHAPE.n * 4u);
     return rknpu_sample_mm_check(ds->ref);
 }

@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Non-coherent hosts, for the AICore driver: what the host writes that the
+ * device reads by DMA (the table images the copy engine takes, the cleared
+ * handshake records, the payload pointer in each record, the task payloads,
+ * the operands) must be cleaned before the register write that lets the
+ * device read it, and what the device writes (ready records, the result
+ * record, the outputs) invalidated before the host reads it. Made
+ * observable on a coherent machine as rknpu_noncoherent and
+ * edgetpu_noncoherent do: linked with -Wl,--wrap for npv_dma_alloc /
+ * npv_dma_free / npv_dma_sync_for_device / npv_dma_sync_for_cpu /
+ * npv_bar_write / npv_inflight_complete (the libraries are linked
+ * statically), every DMA buffer made while watched gets a "device view",
+ * zero at allocation, copied at each clean and taking the device's own
+ * writes when a run ends.
+ *
+ * The moments (devices/aicore/driver*.c, ../shared/hw/aicore.md):
+ * COPY_GO (the copy engine reads COPY_LEN bytes at COPY_HOST_IOVA); LAUNCH
+ * (the device reads the handshake records the driver cleared); the
+ * FAST_PATH open of a sub-core's window (the sub-core reads the payload
+ * pointer the driver wrote into its record, having written the record the
+ * driver read: an invalidate of that record since LAUNCH must come before);
+ * DMB = token (the sub-core reads the payload slot and the task's operands,
+ * and writes its output); the run's end (npv_inflight_complete on the
+ * driver's run tracker, after it read the result record: an invalidate of
+ * the record since LAUNCH must come before). At the end each output's
+ * memory is put back to the bytes the CPU cached at its dispatch until a
+ * sync_for_cpu covers it: a read without an invalidate sees the stale NaN.
+ *
+ * How it was shown to fail: see the report (rknpu-sync.md) -- each sync the
+ * driver and the sample do, deleted in turn.
+ */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aic_driver.h"
+#include "aicore/driver_internal.h"
+
+int __real_npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
+                         struct npv_dma **out);
+void __real_npv_dma_free(struct npv_dma *dma);
+void __real_npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len);
+void __real_npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len);
+int __real_npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t val);
+int __real_npv_inflight_complete(struct npv_inflight *t, uint32_t end);
+int __wrap_npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
+                         struct npv_dma **out);
+void __wrap_npv_dma_free(struct npv_dma *dma);
+void __wrap_npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len);
+void __wrap_npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len);
+int __wrap_npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t val);
+int __wrap_npv_inflight_complete(struct npv_inflight *t, uint32_t end);
+
+#define MAX_SHADOWS 32
+#define MAX_OUT     (3 * AICORE_SAMPLE_MAX_CLUSTERS)
+
+struct shadow {
+    struct npv_dma *dma;
+    size_t size;
+    uint8_t *view;  /* the device's view */
+    uint8_t *dev;   /* what the device wrote, where `stale` is set */
+    uint8_t *stale; /* 1: the CPU still sees its cached byte */
+};
+static struct shadow shadows[MAX_SHADOWS];
+
+struct out {
+    struct shadow *s;
+    size_t off, len;
+    uint8_t *cpu; /* the output's bytes as the CPU cached them at its dispatch */
+};
+
+static bool watching;           /* shadow new buffers */
+static struct npv_aicore *g_ac; /* checks run while it is set */
+static struct npv_aicore_run *g_run;
+static uint64_t copy_iova, copy_len, workers_iova;
+static bool rank_invalidated[AICORE_MAX_SUBCORES], result_invalidated;
+static struct out outs[MAX_OUT];
+static unsigned nr_outs;
+static char failure[512];
+static unsigned copies_checked, launches_checked, windows_checked, dispatches_checked, ends_checked;
+
+static void note_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note_failure(const char *fmt, ...)
+{
+    if (failure[0] != '\0')
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(failure, sizeof(failure), fmt, ap);
+    va_end(ap);
+}
+
+static struct shadow *shadow_of(const struct npv_dma *dma)
+{
+    for (size_t i = 0; dma != NULL && i < MAX_SHADOWS; i++)
+        if (shadows[i].dma == dma)
+            return &shadows[i];
+    return NULL;
+}
+
+static uint8_t *mem_of(const struct shadow *s)
+{
+    return npv_dma_vaddr(s->dma);
+}
+
+static bool range_in(const struct shadow *s, size_t off, size_t len)
+{
+    return off <= s->size && len <= s->size - off;
+}
+
+static bool covers(size_t off, size_t len, size_t at, size_t n)
+{
+    return off <= at && at + n <= off + len;
+}
+
+int __wrap_npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
+                         struct npv_dma **out)
+{
+    int r = __real_npv_dma_alloc(ctx, size, opts, out);
+    if (r < 0 || !watching)
+        return r;
+    for (size_t i = 0; i < MAX_SHADOWS; i++) {
+        struct shadow *s = &shadows[i];
+        if (s->dma != NULL)
+            continue;
+        size_t n = npv_dma_size(*out);
+        /* Fresh DMA memory is zero, as the device sees it before any clean. */
+        *s = (struct shadow){.dma = *out,
+                             .size = n,
+                             .view = calloc(1, n),
+                             .dev = calloc(1, n),
+                             .stale = calloc(1, n)};
+        ck_assert(s->view != NULL && s->dev != NULL && s->stale != NULL);
+        return r;
+    }
+    note_failure("more than %d buffers to shadow", MAX_SHADOWS);
+    return r;
+}
+
+void __wrap_npv_dma_free(struct npv_dma *dma)
+{
+    struct shadow *s = shadow_of(dma);
+    if (s != NULL) {
+        for (unsigned i = 0; i < nr_outs; i++)
+            if (outs[i].s == s)
+                outs[i].s = NULL;
+        free(s->view);
+        free(s->dev);
+        free(s->stale);
+        *s = (struct shadow){0};
+    }
+    __real_npv_dma_free(dma);
+}
+
+void __wrap_npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len)
+{
+    struct shadow *s = shadow_of(dma);
+    if (s != NULL && range_in(s, off, len)) {
+        memcpy(s->view + off, mem_of(s) + off, len);
+        memset(s->stale + off, 0, len);
+    }
+    __real_npv_dma_sync_for_device(dma, off, len);
+}
+
+void __wrap_npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len)
+{
+    struct shadow *s = shadow_of(dma);
+    if (s != NULL && range_in(s, off, len)) {
+        uint8_t *m = mem_of(s);
+        for (size_t i = off; i < off + len; i++)
+            if (s->stale[i]) {
+                m[i] = s->dev[i];
+                s->stale[i] = 0;
+            }
+        /* The driver's invalidates of the records the device writes, for the checks below. */
+        if (g_run != NULL && dma == g_run->dma) {
+            size_t res = (size_t)(g_run->result_iova - g_run->iova);
+            result_invalidated |= covers(off, len, res, sizeof(struct aicore_result));
+            for (uint32_t r = 0; r < g_run->nr_cores; r++)
+                rank_invalidated[r] |= covers(off, len,
+                                              (size_t)(g_run->workers_iova - g_run->iova) +
+                                                  r * sizeof(struct aicore_handshake),
+                                              sizeof(struct aicore_handshake));
+        }
+    }
+    __real_npv_dma_sync_for_cpu(dma, off, len);
+}
+
+static struct shadow *shadow_at(uint64_t iova, uint64_t len, size_t *off)
+{
+    void *va = NULL;
+    if (npv_domain_iova_to_vaddr(g_ac->dom, iova, &va) < 0)
+        return NULL;
+    for (size_t i = 0; i < MAX_SHADOWS; i++) {
+        struct shadow *s = &shadows[i];
+        if (s->dma == NULL || (uint8_t *)va < mem_of(s) || (uint8_t *)va >= mem_of(s) + s->size)
+            continue;
+        *off = (size_t)((uint8_t *)va - mem_of(s));
+        return range_in(s, *off, len) ? s : NULL;
+    }
+    return NULL;
+}
+
+/* [iova, + len) as the device is about to read it: equal to its view. */
+static void check_clean(const char *what, uint64_t iova, uint64_t len)
+{
+    size_t off;
+    struct shadow *s = shadow_at(iova, len, &off);
+    if (s == NULL)
+        note_failure("%s at IOVA 0x%llx (+%llu) is in no buffer made by the test", what,
+                     (unsigned long long)iova, (unsigned long long)len);
+    else if (memcmp(s->view + off, mem_of(s) + off, (size_t)len) != 0)
+        note_failure("%s (%llu bytes at IOVA 0x%llx) not synced for the device before the device "
+                     "reads it",
+                     what, (unsigned long long)len, (unsigned long long)iova);
+}
+
+/* An operand this run's device wrote already (a dependency's output): the device's own bytes. */
+static bool written_this_run(uint64_t iova, uint64_t len)
+{
+    size_t off;
+    struct shadow *s = shadow_at(iova, len, &off);
+    for (unsigned i = 0; s != NULL && i < nr_outs; i++)
+        if (outs[i].s == s && off < outs[i].off + outs[i].len && outs[i].off < off + len)
+            return true;
+    return false;
+}
+
+static void on_launch(void)
+{
+    g_run = NULL;
+    for (unsigned s = 0; s < NPV_AICORE_SLOTS; s++)
+        if (g_ac->runs[s].workers_iova == workers_iova)
+            g_run = &g_ac->runs[s];
+    if (g_run == NULL) {
+        note_failure("LAUNCH names records of no slot");
+        return;
+    }
+    memset(rank_invalidated, 0, sizeof(rank_invalidated));
+    result_invalidated = false;
+    nr_outs = 0;
+    check_clean("the cleared handshake records", g_run->workers_iova,
+                (uint64_t)g_run->nr_cores * sizeof(struct aicore_handshake));
+    launches_checked++;
+}
+
+static int rank_of(uint32_t phys)
+{
+    for (uint32_t r = 0; g_run != NULL && r < g_run->nr_cores; r++)
+        if (g_run->cores[r].phys == phys)
+            return (int)r;
+    return -1;
+}
+
+static void on_window_open(uint32_t phys)
+{
+    int r = rank_of(phys);
+    if (r < 0)
+        return;
+    uint64_t rec = g_run->workers_iova + (uint64_t)r * sizeof(struct aicore_handshake);
+    if (!rank_invalidated[r])
+        note_failure("sub-core %u's ready record read without a sync for the CPU since LAUNCH",
+                     phys);
+    check_clean("a handshake record's payload pointer", rec, sizeof(struct aicore_handshake));
+    windows_checked++;
+}
+
+static void on_dispatch(uint32_t phys, uint32_t token)
+{
+    int r = rank_of(phys);
+    if (r < 0)
+        return;
+    uint64_t slot =
+        g_run->cores[r].payload_iova + (token & 1u) * sizeof(struct aicore_task_payload);
+    check_clean("a task payload", slot, sizeof(struct aicore_task_payload));
+    size_t off;
+    struct shadow *s = shadow_at(slot, sizeof(struct aicore_task_payload), &off);
+    if (s == NULL)
+        return;
+    struct aicore_task_payload p;
+    memcpy(&p, s->view + off, sizeof(p)); /* what the sub-core reads */
+    uint64_t a = 4ull * p.n, b = a, c = a;
+    if (p.kernel == AICORE_KERNEL_MATMUL) {
+        a = 4ull * p.m * p.k;
+        b = 4ull * p.k * p.n;
+        c = 4ull * p.m * p.n;
+    }
+    if (!written_this_run(p.a, a))
+        check_clean("an input operand (a)", p.a, a);
+    if (!written_this_run(p.b, b))
+        check_clean("an input operand (b)", p.b, b);
+    check_clean("an output operand", p.c, c);
+    struct shadow *o = shadow_at(p.c, c, &off);
+    if (o != NULL && nr_outs < MAX_OUT) {
+        struct out *x = &outs[nr_outs++];
+        *x = (struct out){.s = o, .off = off, .len = (size_t)c, .cpu = malloc((size_t)c)};
+        ck_assert_ptr_nonnull(x->cpu);
+        memcpy(x->cpu, mem_of(o) + off, x->len);
+    }
+    dispatches_checked++;
+}
+
+int __wrap_npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t val)
+{
+    if (g_ac != NULL && bar == g_ac->global) {
+        if (off == AICORE_REG_COPY_HOST_IOVA)
+            copy_iova = val;
+        else if (off == AICORE_REG_COPY_LEN)
+            copy_len = val;
+        else if (off == AICORE_REG_COPY_GO) {
+            check_clean("a table image", copy_iova, copy_len);
+            copies_checked++;
+        } else if (off == AICORE_REG_RUN_WORKERS)
+            workers_iova = val;
+        else if (off == AICORE_REG_LAUNCH)
+            on_launch();
+    } else if (g_ac != NULL && bar == g_ac->ctrl && g_run != NULL) {
+        uint32_t phys = (uint32_t)(off / g_ac->stride), reg = (uint32_t)(off % g_ac->stride);
+        if (reg == AICORE_CTRL_FAST_PATH && val == AICORE_FAST_PATH_OPEN)
+            on_window_open(phys);
+        else if (reg == AICORE_CTRL_DMB && val >= 1 && val <= AICORE_TOKEN_MAX)
+            on_dispatch(phys, (uint32_t)val);
+    }
+    return __real_npv_bar_write(bar, off, width, val);
+}
+
+/* The run ended: its records and outputs hold the device's writes; the CPU's lines are stale. */
+int __wrap_npv_inflight_complete(struct npv_inflight *t, uint32_t end)
+{
+    if (g_ac != NULL && t == g_ac->stats && g_run != NULL) {
+        if (!result_invalidated && g_run->status == 0)
+            note_failure("the result record read without a sync for the CPU since LAUNCH");
+        struct shadow *s = shadow_of(g_run->dma);
+        if (s != NULL) {
+            size_t w = (size_t)(g_run->workers_iova - g_run->iova);
+            size_t res = (size_t)(g_run->result_iova - g_run->iova);
+            size_t wl = g_run->nr_cores * sizeof(struct aicore_handshake);
+            memcpy(s->view + w, mem_of(s) + w, wl);
+            memcpy(s->view + res, mem_of(s) + res, sizeof(struct aicore_result));
+        }
+        for (unsigned i = 0; i < nr_outs; i++) {
+            struct out *x = &outs[i];
+            if (x->s != NULL) {
+                uint8_t *m = mem_of(x->s) + x->off;
+                memcpy(x->s->dev + x->off, m, x->len);
+                memcpy(x->s->view + x->off, m, x->len);
+                memset(x->s->stale + x->off, 1, x->len);
+                memcpy(m, x->cpu, x->len);
+            }
+            free(x->cpu);
+        }
+        nr_outs = 0;
+        g_run = NULL;
+        ends_checked++;
+    }
+    return __real_npv_inflight_complete(t, end);
+}
+
+static struct aicd d;
+
+static void watch(void)
+{
+    aic_require_model("the non-coherence checks need the model");
+    failure[0] = '\0';
+    copies_checked = launches_checked = windows_checked = dispatches_checked = ends_checked = 0;
+    watching = true;
+    aicd_open(&d, NULL, NULL);
+    g_ac = d.ac;
+}
+
+static void unwatch(void)
+{
+    g_ac = NULL;
+    g_run = NULL;
+    aicd_close(&d);
+    watching = false;
+}
+
+START_TEST(what_the_device_reads_is_cleaned_and_what_it_writes_invalidated)
+{
+    watch();
+    for (uint32_t i = 0; i < 6; i++) {
+        bool exact = false;
+        int r = aicd_run(&d, i % NPV_AICORE_SLOTS, i % 2 == 1, 100 + i, &exact);
+        ck_assert_msg(r == 0, "run %u: %s", i, npv_strerror(r));
+        ck_assert_msg(failure[0] == '\0', "run %u: %s", i, failure);
+        ck_assert_msg(exact, "run %u: outputs differ (read without an invalidate?)", i);
+    }
+    ck_assert_uint_ge(copies_checked, 1);
+    ck_assert_uint_eq(launches_checked, 6);
+    ck_assert_uint_eq(ends_checked, 6);
+    ck_assert_uint_eq(windows_checked, 6u * d.ac->nr_usable); /* every sub-core, every run */
+    ck_assert_uint_eq(dispatches_checked, 6 * d.g[0].desc.nr_tasks);
+    unwatch();
+}
+END_TEST
+
+START_TEST(tables_uploaded_again_after_a_reset_are_cleaned_first)
+{
+    watch();
+    bool exact = false;
+    ck_assert_int_eq(aicd_run(&d, 0, true, 7, &exact), 0);
+    ck_assert(exact);
+    unsigned before = copies_checked;
+    ck_assert_int_eq(npv_aicore_reset(d.ac), 0);
+    ck_assert_int_eq(aicd_run(&d, 1, true, 8, &exact), 0);
+    ck_assert(exact);
+    ck_assert_uint_gt(copies_checked, before);
+    ck_assert_msg(failure[0] == '\0', "%s", failure);
+    unwatch();
+}
+END_TEST
+
+/* The checks themselves: an output read without an invalidate is the CPU's stale NaN. */
+START_TEST(an_output_read_without_an_invalidate_is_stale)
+{
+    watch();
+    struct npv_aicore_run *run;
+    ck_assert_int_eq(aicd_prepare(&d, 0, false, 3, &run), 0);
+    ck_assert_int_eq(npv_aicore_launch(run), 0);
+    ck_assert_int_eq(npv_aicore_wait(run, AIC_GENEROUS_NS), 0);
+    ck_assert_msg(failure[0] == '\0', "%s", failure);
+    struct aicore_sample_graph *g = &d.g[0];
+    int32_t t = g->task_x[0] >= 0 ? g->task_x[0] : g->task_y[0];
+    ck_assert_int_ge(t, 0);
+    const float *out =
+        (const float *)((const uint8_t *)npv_dma_vaddr(g->dma) + (g->tasks[t].c - g->iova));
+    ck_assert(isnan(out[0])); /* the poison the CPU cached */
+    npv_dma_sync_for_cpu(g->dma, 0, npv_dma_size(g->dma));
+    ck_assert(!isnan(out[0]));
+    ck_assert_uint_eq(aicore_sample_check(g), 0);
+    ck_assert_int_eq(npv_aicore_release(run), 0);
+    unwatch();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("aicore_noncoherent");
+    TCase *tc = tcase_create("sync");
+    tcase_add_test(tc, what_the_device_reads_is_cleaned_and_what_it_writes_invalidated);
+    tcase_add_test(tc, tables_uploaded_again_after_a_reset_are_cleaned_first);
+    tcase_add_test(tc, an_output_read_without_an_invalidate_is_stale);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
