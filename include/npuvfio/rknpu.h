@@ -217,7 +217,8 @@ NPV_API uint32_t npv_rknpu_mem_domain(const struct npv_rknpu_mem *mem);
  * a NULL buffer, -ERANGE when [off, off + len) is not inside the buffer
  * (npv_rknpu_mem_size; nothing is synced then: the vendor 0.9.x ioctl does
  * not check the range, the refusal is a model choice). Lock-free: from any
- * thread while the buffer lives.
+ * thread while the buffer lives and its npv_dma is not being mapped or
+ * unmapped (npv_rknpu_mem_wrap / _unwrap, npv_dma_map of a wrapped one).
  */
 NPV_API int npv_rknpu_mem_sync_for_device(struct npv_rknpu_mem *mem, uint64_t off, uint64_t len);
 NPV_API int npv_rknpu_mem_sync_for_cpu(struct npv_rknpu_mem *mem, uint64_t off, uint64_t len);

@@ -27,204 +27,97 @@
  * memory is put back to the bytes the CPU cached at its dispatch until a
  * sync_for_cpu covers it: a read without an invalidate sees the stale NaN.
  *
- * How it was shown to fail: see the report (rknpu-sync.md) -- each sync the
- * driver and the sample do, deleted in turn.
+ * The shadow bookkeeping is tests/common/dma_shadow.c's. How it was shown to
+ * fail: each sync the driver and the sample do, deleted in turn, fails a
+ * check here (the table image, the cleared records, the payload pointer, the
+ * payload, the inputs at their moment; the ready and result records'
+ * invalidates; the outputs read stale) -- except the clean of a slot's zero
+ * fill at init, which leaves no value to compare (devices/aicore/README.md).
  */
 #include <check.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "aic_driver.h"
 #include "aicore/driver_internal.h"
+#include "dma_shadow.h"
 
-int __real_npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
-                         struct npv_dma **out);
-void __real_npv_dma_free(struct npv_dma *dma);
-void __real_npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len);
-void __real_npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len);
+/* The real calls, reached through the linker's --wrap (the DMA ones: dma_shadow.c). */
 int __real_npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t val);
 int __real_npv_inflight_complete(struct npv_inflight *t, uint32_t end);
-int __wrap_npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
-                         struct npv_dma **out);
-void __wrap_npv_dma_free(struct npv_dma *dma);
-void __wrap_npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len);
-void __wrap_npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len);
 int __wrap_npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t val);
 int __wrap_npv_inflight_complete(struct npv_inflight *t, uint32_t end);
 
-#define MAX_SHADOWS 32
-#define MAX_OUT     (3 * AICORE_SAMPLE_MAX_CLUSTERS)
-
-struct shadow {
-    struct npv_dma *dma;
-    size_t size;
-    uint8_t *view;  /* the device's view */
-    uint8_t *dev;   /* what the device wrote, where `stale` is set */
-    uint8_t *stale; /* 1: the CPU still sees its cached byte */
-};
-static struct shadow shadows[MAX_SHADOWS];
+#define MAX_OUT (3 * AICORE_SAMPLE_MAX_CLUSTERS)
 
 struct out {
-    struct shadow *s;
+    struct dma_shadow *s;
     size_t off, len;
     uint8_t *cpu; /* the output's bytes as the CPU cached them at its dispatch */
 };
 
-static bool watching;           /* shadow new buffers */
 static struct npv_aicore *g_ac; /* checks run while it is set */
 static struct npv_aicore_run *g_run;
 static uint64_t copy_iova, copy_len, workers_iova;
 static bool rank_invalidated[AICORE_MAX_SUBCORES], result_invalidated;
 static struct out outs[MAX_OUT];
 static unsigned nr_outs;
-static char failure[512];
 static unsigned copies_checked, launches_checked, windows_checked, dispatches_checked, ends_checked;
-
-static void note_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note_failure(const char *fmt, ...)
-{
-    if (failure[0] != '\0')
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(failure, sizeof(failure), fmt, ap);
-    va_end(ap);
-}
-
-static struct shadow *shadow_of(const struct npv_dma *dma)
-{
-    for (size_t i = 0; dma != NULL && i < MAX_SHADOWS; i++)
-        if (shadows[i].dma == dma)
-            return &shadows[i];
-    return NULL;
-}
-
-static uint8_t *mem_of(const struct shadow *s)
-{
-    return npv_dma_vaddr(s->dma);
-}
-
-static bool range_in(const struct shadow *s, size_t off, size_t len)
-{
-    return off <= s->size && len <= s->size - off;
-}
 
 static bool covers(size_t off, size_t len, size_t at, size_t n)
 {
     return off <= at && at + n <= off + len;
 }
 
-int __wrap_npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
-                         struct npv_dma **out)
+/* A buffer freed: no run's output any more. */
+static void forget_outputs(struct dma_shadow *s)
 {
-    int r = __real_npv_dma_alloc(ctx, size, opts, out);
-    if (r < 0 || !watching)
-        return r;
-    for (size_t i = 0; i < MAX_SHADOWS; i++) {
-        struct shadow *s = &shadows[i];
-        if (s->dma != NULL)
-            continue;
-        size_t n = npv_dma_size(*out);
-        /* Fresh DMA memory is zero, as the device sees it before any clean. */
-        *s = (struct shadow){.dma = *out,
-                             .size = n,
-                             .view = calloc(1, n),
-                             .dev = calloc(1, n),
-                             .stale = calloc(1, n)};
-        ck_assert(s->view != NULL && s->dev != NULL && s->stale != NULL);
-        return r;
-    }
-    note_failure("more than %d buffers to shadow", MAX_SHADOWS);
-    return r;
+    for (unsigned i = 0; i < nr_outs; i++)
+        if (outs[i].s == s)
+            outs[i].s = NULL;
 }
 
-void __wrap_npv_dma_free(struct npv_dma *dma)
+/* The driver's invalidates of the records the device writes, for the checks below. */
+static void note_invalidate(struct npv_dma *dma, size_t off, size_t len)
 {
-    struct shadow *s = shadow_of(dma);
-    if (s != NULL) {
-        for (unsigned i = 0; i < nr_outs; i++)
-            if (outs[i].s == s)
-                outs[i].s = NULL;
-        free(s->view);
-        free(s->dev);
-        free(s->stale);
-        *s = (struct shadow){0};
-    }
-    __real_npv_dma_free(dma);
+    if (g_run == NULL || dma != g_run->dma)
+        return;
+    size_t res = (size_t)(g_run->result_iova - g_run->iova);
+    result_invalidated |= covers(off, len, res, sizeof(struct aicore_result));
+    for (uint32_t r = 0; r < g_run->nr_cores; r++)
+        rank_invalidated[r] |= covers(off, len,
+                                      (size_t)(g_run->workers_iova - g_run->iova) +
+                                          r * sizeof(struct aicore_handshake),
+                                      sizeof(struct aicore_handshake));
 }
 
-void __wrap_npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len)
+static struct dma_shadow *shadow_at(uint64_t iova, uint64_t len, size_t *off)
 {
-    struct shadow *s = shadow_of(dma);
-    if (s != NULL && range_in(s, off, len)) {
-        memcpy(s->view + off, mem_of(s) + off, len);
-        memset(s->stale + off, 0, len);
-    }
-    __real_npv_dma_sync_for_device(dma, off, len);
-}
-
-void __wrap_npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len)
-{
-    struct shadow *s = shadow_of(dma);
-    if (s != NULL && range_in(s, off, len)) {
-        uint8_t *m = mem_of(s);
-        for (size_t i = off; i < off + len; i++)
-            if (s->stale[i]) {
-                m[i] = s->dev[i];
-                s->stale[i] = 0;
-            }
-        /* The driver's invalidates of the records the device writes, for the checks below. */
-        if (g_run != NULL && dma == g_run->dma) {
-            size_t res = (size_t)(g_run->result_iova - g_run->iova);
-            result_invalidated |= covers(off, len, res, sizeof(struct aicore_result));
-            for (uint32_t r = 0; r < g_run->nr_cores; r++)
-                rank_invalidated[r] |= covers(off, len,
-                                              (size_t)(g_run->workers_iova - g_run->iova) +
-                                                  r * sizeof(struct aicore_handshake),
-                                              sizeof(struct aicore_handshake));
-        }
-    }
-    __real_npv_dma_sync_for_cpu(dma, off, len);
-}
-
-static struct shadow *shadow_at(uint64_t iova, uint64_t len, size_t *off)
-{
-    void *va = NULL;
-    if (npv_domain_iova_to_vaddr(g_ac->dom, iova, &va) < 0)
-        return NULL;
-    for (size_t i = 0; i < MAX_SHADOWS; i++) {
-        struct shadow *s = &shadows[i];
-        if (s->dma == NULL || (uint8_t *)va < mem_of(s) || (uint8_t *)va >= mem_of(s) + s->size)
-            continue;
-        *off = (size_t)((uint8_t *)va - mem_of(s));
-        return range_in(s, *off, len) ? s : NULL;
-    }
-    return NULL;
+    return dma_shadow_at(g_ac->dom, iova, len, off);
 }
 
 /* [iova, + len) as the device is about to read it: equal to its view. */
 static void check_clean(const char *what, uint64_t iova, uint64_t len)
 {
     size_t off;
-    struct shadow *s = shadow_at(iova, len, &off);
+    struct dma_shadow *s = shadow_at(iova, len, &off);
     if (s == NULL)
-        note_failure("%s at IOVA 0x%llx (+%llu) is in no buffer made by the test", what,
-                     (unsigned long long)iova, (unsigned long long)len);
-    else if (memcmp(s->view + off, mem_of(s) + off, (size_t)len) != 0)
-        note_failure("%s (%llu bytes at IOVA 0x%llx) not synced for the device before the device "
-                     "reads it",
-                     what, (unsigned long long)len, (unsigned long long)iova);
+        dma_shadow_fail("%s at IOVA 0x%llx (+%llu) is in no buffer made by the test", what,
+                        (unsigned long long)iova, (unsigned long long)len);
+    else if (!dma_shadow_device_sees(s, off, (size_t)len))
+        dma_shadow_fail(
+            "%s (%llu bytes at IOVA 0x%llx) not synced for the device before the device "
+            "reads it",
+            what, (unsigned long long)len, (unsigned long long)iova);
 }
 
 /* An operand this run's device wrote already (a dependency's output): the device's own bytes. */
 static bool written_this_run(uint64_t iova, uint64_t len)
 {
     size_t off;
-    struct shadow *s = shadow_at(iova, len, &off);
+    struct dma_shadow *s = shadow_at(iova, len, &off);
     for (unsigned i = 0; s != NULL && i < nr_outs; i++)
         if (outs[i].s == s && off < outs[i].off + outs[i].len && outs[i].off < off + len)
             return true;
@@ -238,7 +131,7 @@ static void on_launch(void)
         if (g_ac->runs[s].workers_iova == workers_iova)
             g_run = &g_ac->runs[s];
     if (g_run == NULL) {
-        note_failure("LAUNCH names records of no slot");
+        dma_shadow_fail("LAUNCH names records of no slot");
         return;
     }
     memset(rank_invalidated, 0, sizeof(rank_invalidated));
@@ -264,8 +157,8 @@ static void on_window_open(uint32_t phys)
         return;
     uint64_t rec = g_run->workers_iova + (uint64_t)r * sizeof(struct aicore_handshake);
     if (!rank_invalidated[r])
-        note_failure("sub-core %u's ready record read without a sync for the CPU since LAUNCH",
-                     phys);
+        dma_shadow_fail("sub-core %u's ready record read without a sync for the CPU since LAUNCH",
+                        phys);
     check_clean("a handshake record's payload pointer", rec, sizeof(struct aicore_handshake));
     windows_checked++;
 }
@@ -279,7 +172,7 @@ static void on_dispatch(uint32_t phys, uint32_t token)
         g_run->cores[r].payload_iova + (token & 1u) * sizeof(struct aicore_task_payload);
     check_clean("a task payload", slot, sizeof(struct aicore_task_payload));
     size_t off;
-    struct shadow *s = shadow_at(slot, sizeof(struct aicore_task_payload), &off);
+    struct dma_shadow *s = shadow_at(slot, sizeof(struct aicore_task_payload), &off);
     if (s == NULL)
         return;
     struct aicore_task_payload p;
@@ -295,12 +188,12 @@ static void on_dispatch(uint32_t phys, uint32_t token)
     if (!written_this_run(p.b, b))
         check_clean("an input operand (b)", p.b, b);
     check_clean("an output operand", p.c, c);
-    struct shadow *o = shadow_at(p.c, c, &off);
+    struct dma_shadow *o = shadow_at(p.c, c, &off);
     if (o != NULL && nr_outs < MAX_OUT) {
         struct out *x = &outs[nr_outs++];
         *x = (struct out){.s = o, .off = off, .len = (size_t)c, .cpu = malloc((size_t)c)};
         ck_assert_ptr_nonnull(x->cpu);
-        memcpy(x->cpu, mem_of(o) + off, x->len);
+        memcpy(x->cpu, dma_shadow_mem(o) + off, x->len);
     }
     dispatches_checked++;
 }
@@ -334,24 +227,18 @@ int __wrap_npv_inflight_complete(struct npv_inflight *t, uint32_t end)
 {
     if (g_ac != NULL && t == g_ac->stats && g_run != NULL) {
         if (!result_invalidated && g_run->status == 0)
-            note_failure("the result record read without a sync for the CPU since LAUNCH");
-        struct shadow *s = shadow_of(g_run->dma);
+            dma_shadow_fail("the result record read without a sync for the CPU since LAUNCH");
+        struct dma_shadow *s = dma_shadow_of(g_run->dma);
         if (s != NULL) {
-            size_t w = (size_t)(g_run->workers_iova - g_run->iova);
-            size_t res = (size_t)(g_run->result_iova - g_run->iova);
-            size_t wl = g_run->nr_cores * sizeof(struct aicore_handshake);
-            memcpy(s->view + w, mem_of(s) + w, wl);
-            memcpy(s->view + res, mem_of(s) + res, sizeof(struct aicore_result));
+            dma_shadow_device_owns(s, (size_t)(g_run->workers_iova - g_run->iova),
+                                   g_run->nr_cores * sizeof(struct aicore_handshake));
+            dma_shadow_device_owns(s, (size_t)(g_run->result_iova - g_run->iova),
+                                   sizeof(struct aicore_result));
         }
         for (unsigned i = 0; i < nr_outs; i++) {
             struct out *x = &outs[i];
-            if (x->s != NULL) {
-                uint8_t *m = mem_of(x->s) + x->off;
-                memcpy(x->s->dev + x->off, m, x->len);
-                memcpy(x->s->view + x->off, m, x->len);
-                memset(x->s->stale + x->off, 1, x->len);
-                memcpy(m, x->cpu, x->len);
-            }
+            if (x->s != NULL)
+                dma_shadow_device_wrote(x->s, x->off, x->len, x->cpu);
             free(x->cpu);
         }
         nr_outs = 0;
@@ -366,9 +253,9 @@ static struct aicd d;
 static void watch(void)
 {
     aic_require_model("the non-coherence checks need the model");
-    failure[0] = '\0';
     copies_checked = launches_checked = windows_checked = dispatches_checked = ends_checked = 0;
-    watching = true;
+    dma_shadow_set_hooks(note_invalidate, forget_outputs);
+    dma_shadow_watch(true);
     aicd_open(&d, NULL, NULL);
     g_ac = d.ac;
 }
@@ -378,7 +265,7 @@ static void unwatch(void)
     g_ac = NULL;
     g_run = NULL;
     aicd_close(&d);
-    watching = false;
+    dma_shadow_watch(false);
 }
 
 START_TEST(what_the_device_reads_is_cleaned_and_what_it_writes_invalidated)
@@ -388,7 +275,7 @@ START_TEST(what_the_device_reads_is_cleaned_and_what_it_writes_invalidated)
         bool exact = false;
         int r = aicd_run(&d, i % NPV_AICORE_SLOTS, i % 2 == 1, 100 + i, &exact);
         ck_assert_msg(r == 0, "run %u: %s", i, npv_strerror(r));
-        ck_assert_msg(failure[0] == '\0', "run %u: %s", i, failure);
+        ck_assert_msg(dma_shadow_failure()[0] == '\0', "run %u: %s", i, dma_shadow_failure());
         ck_assert_msg(exact, "run %u: outputs differ (read without an invalidate?)", i);
     }
     ck_assert_uint_ge(copies_checked, 1);
@@ -411,7 +298,7 @@ START_TEST(tables_uploaded_again_after_a_reset_are_cleaned_first)
     ck_assert_int_eq(aicd_run(&d, 1, true, 8, &exact), 0);
     ck_assert(exact);
     ck_assert_uint_gt(copies_checked, before);
-    ck_assert_msg(failure[0] == '\0', "%s", failure);
+    ck_assert_msg(dma_shadow_failure()[0] == '\0', "%s", dma_shadow_failure());
     unwatch();
 }
 END_TEST
@@ -424,7 +311,7 @@ START_TEST(an_output_read_without_an_invalidate_is_stale)
     ck_assert_int_eq(aicd_prepare(&d, 0, false, 3, &run), 0);
     ck_assert_int_eq(npv_aicore_launch(run), 0);
     ck_assert_int_eq(npv_aicore_wait(run, AIC_GENEROUS_NS), 0);
-    ck_assert_msg(failure[0] == '\0', "%s", failure);
+    ck_assert_msg(dma_shadow_failure()[0] == '\0', "%s", dma_shadow_failure());
     struct aicore_sample_graph *g = &d.g[0];
     int32_t t = g->task_x[0] >= 0 ? g->task_x[0] : g->task_y[0];
     ck_assert_int_ge(t, 0);

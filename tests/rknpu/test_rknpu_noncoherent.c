@@ -13,7 +13,8 @@
  * Every DMA buffer made while the driver is watched gets a "device view": a
  * shadow copy of its bytes, zero at allocation (fresh memory, as the device
  * sees it) and updated at every sync_for_device, as a non-coherent device
- * would see the memory once a clean reached the point of coherency.
+ * would see the memory once a clean reached the point of coherency
+ * (tests/common/dma_shadow.c keeps the shadows and wraps the DMA calls).
  *
  * The start of a run is the driver's write of 1 to a core's PC
  * OPERATION_ENABLE (driver.c rknpu_core_start, through npv_bar_write). At
@@ -44,49 +45,28 @@
  */
 #include <check.h>
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <npuvfio/ring.h>
 
+#include "dma_shadow.h"
 #include "driver_internal.h"
 #include "noncoherent_task.h"
 #include "rk_drv.h"
 #include "sample_run.h"
 
-/* The real calls, reached through the linker's --wrap. */
-int __real_npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
-                         struct npv_dma **out);
-void __real_npv_dma_free(struct npv_dma *dma);
-void __real_npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len);
-void __real_npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len);
+/* The real calls, reached through the linker's --wrap (the DMA ones: dma_shadow.c). */
 int __real_npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t val);
 int __real_npv_inflight_complete(struct npv_inflight *t, uint32_t end);
-int __wrap_npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
-                         struct npv_dma **out);
-void __wrap_npv_dma_free(struct npv_dma *dma);
-void __wrap_npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len);
-void __wrap_npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len);
 int __wrap_npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t val);
 int __wrap_npv_inflight_complete(struct npv_inflight *t, uint32_t end);
 
-#define MAX_SHADOWS 64
 #define MAX_PENDING 64
-
-struct shadow {
-    struct npv_dma *dma;
-    size_t size;
-    uint8_t *view;  /* the device's view: the bytes as of their last clean (or the NPU's write) */
-    uint8_t *npu;   /* what the NPU wrote, where `stale` is set */
-    uint8_t *stale; /* 1: the CPU still sees its cached byte, not the NPU's */
-};
-static struct shadow shadows[MAX_SHADOWS];
 
 /* An output of a running part: C's bytes as the CPU cached them at the start. */
 struct pending {
-    struct shadow *s;
+    struct dma_shadow *s;
     size_t off, len;
     uint8_t *cpu;
 };
@@ -99,141 +79,37 @@ struct core_watch {
 
 static struct npv_rknpu *g_npu; /* checks run while it is set */
 static struct core_watch cores[NPV_RKNPU_NUM_CORES];
-static char failure[512];
 static unsigned starts_checked, outputs_made_stale;
 
-static void note_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note_failure(const char *fmt, ...)
+/* A buffer freed: no part's output any more. */
+static void forget_outputs(struct dma_shadow *s)
 {
-    if (failure[0] != '\0')
-        return; /* the first one says what went wrong */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(failure, sizeof(failure), fmt, ap);
-    va_end(ap);
-}
-
-static struct shadow *shadow_of(const struct npv_dma *dma)
-{
-    for (size_t i = 0; i < MAX_SHADOWS; i++)
-        if (dma != NULL && shadows[i].dma == dma)
-            return &shadows[i];
-    return NULL;
-}
-
-static uint8_t *mem_of(const struct shadow *s)
-{
-    return npv_dma_vaddr(s->dma);
-}
-
-int __wrap_npv_dma_alloc(struct npv_ctx *ctx, size_t size, const struct npv_dma_opts *opts,
-                         struct npv_dma **out)
-{
-    int r = __real_npv_dma_alloc(ctx, size, opts, out);
-    if (r < 0 || g_npu == NULL)
-        return r;
-    struct shadow *s = shadow_of(NULL);
-    for (size_t i = 0; s == NULL && i < MAX_SHADOWS; i++)
-        if (shadows[i].dma == NULL)
-            s = &shadows[i];
-    size_t n = npv_dma_size(*out);
-    if (s == NULL) {
-        note_failure("more than %d buffers to shadow", MAX_SHADOWS);
-        return r;
-    }
-    /* Fresh DMA memory is zero, as the device sees it before any clean. */
-    *s = (struct shadow){
-        .dma = *out, .size = n, .view = calloc(1, n), .npu = calloc(1, n), .stale = calloc(1, n)};
-    ck_assert(s->view != NULL && s->npu != NULL && s->stale != NULL);
-    return r;
-}
-
-void __wrap_npv_dma_free(struct npv_dma *dma)
-{
-    struct shadow *s = shadow_of(dma);
-    if (s != NULL) {
-        for (unsigned c = 0; c < NPV_RKNPU_NUM_CORES; c++)
-            for (unsigned i = 0; i < cores[c].nr_out; i++)
-                if (cores[c].out[i].s == s)
-                    cores[c].out[i].s = NULL;
-        free(s->view);
-        free(s->npu);
-        free(s->stale);
-        *s = (struct shadow){0};
-    }
-    __real_npv_dma_free(dma);
-}
-
-static bool range_in(const struct shadow *s, size_t off, size_t len)
-{
-    return off <= s->size && len <= s->size - off;
-}
-
-void __wrap_npv_dma_sync_for_device(struct npv_dma *dma, size_t off, size_t len)
-{
-    struct shadow *s = shadow_of(dma);
-    if (s != NULL) {
-        if (!range_in(s, off, len))
-            note_failure("sync_for_device [%zu, +%zu) outside its buffer of %zu bytes", off, len,
-                         s->size);
-        else {
-            /* The CPU's bytes, stale or written, are what a clean leaves in memory. */
-            memcpy(s->view + off, mem_of(s) + off, len);
-            memset(s->stale + off, 0, len);
-        }
-    }
-    __real_npv_dma_sync_for_device(dma, off, len);
-}
-
-void __wrap_npv_dma_sync_for_cpu(struct npv_dma *dma, size_t off, size_t len)
-{
-    struct shadow *s = shadow_of(dma);
-    if (s != NULL && range_in(s, off, len)) {
-        /* The invalidate: the CPU now reads what the NPU wrote. */
-        uint8_t *m = mem_of(s);
-        for (size_t i = off; i < off + len; i++)
-            if (s->stale[i]) {
-                m[i] = s->npu[i];
-                s->stale[i] = 0;
-            }
-    }
-    __real_npv_dma_sync_for_cpu(dma, off, len);
+    for (unsigned c = 0; c < NPV_RKNPU_NUM_CORES; c++)
+        for (unsigned i = 0; i < cores[c].nr_out; i++)
+            if (cores[c].out[i].s == s)
+                cores[c].out[i].s = NULL;
 }
 
 /* The shadow holding [iova, iova + len) of the device's domain, and its offset there. */
-static struct shadow *shadow_at(uint32_t iova, uint64_t len, size_t *off)
+static struct dma_shadow *shadow_at(uint32_t iova, uint64_t len, size_t *off)
 {
     /* Queue mode keeps the attachment in qsw (driver_queue.c), no other thread runs here. */
     struct npv_domain *dom = g_npu->queues_open != 0 ? g_npu->qsw.attached : g_npu->attached;
-    void *va = NULL;
-    if (dom == NULL || npv_domain_iova_to_vaddr(dom, iova, &va) < 0)
-        return NULL;
-    for (size_t i = 0; i < MAX_SHADOWS; i++) {
-        struct shadow *s = &shadows[i];
-        if (s->dma == NULL || (uint8_t *)va < mem_of(s) || (uint8_t *)va >= mem_of(s) + s->size)
-            continue;
-        *off = (size_t)((uint8_t *)va - mem_of(s));
-        return range_in(s, *off, len) ? s : NULL;
-    }
-    return NULL;
-}
-
-static bool device_sees(const struct shadow *s, size_t off, size_t len)
-{
-    return memcmp(s->view + off, mem_of(s) + off, len) == 0;
+    return dma_shadow_at(dom, iova, len, off);
 }
 
 static void check_range(unsigned core, uint32_t task, const char *what, uint32_t iova, uint64_t len)
 {
     size_t off;
-    struct shadow *s = shadow_at(iova, len, &off);
+    struct dma_shadow *s = shadow_at(iova, len, &off);
     if (s == NULL)
-        note_failure("core %u task %u: %s at IOVA 0x%x (+%llu) is in no buffer made by the test",
-                     core, task, what, iova, (unsigned long long)len);
-    else if (!device_sees(s, off, (size_t)len))
-        note_failure("core %u task %u: %s (%llu bytes at IOVA 0x%x) not synced for the device "
-                     "before the core started",
-                     core, task, what, (unsigned long long)len, iova);
+        dma_shadow_fail("core %u task %u: %s at IOVA 0x%x (+%llu) is in no buffer made by the "
+                        "test",
+                        core, task, what, iova, (unsigned long long)len);
+    else if (!dma_shadow_device_sees(s, off, (size_t)len))
+        dma_shadow_fail("core %u task %u: %s (%llu bytes at IOVA 0x%x) not synced for the device "
+                        "before the core started",
+                        core, task, what, (unsigned long long)len, iova);
 }
 
 /* Everything the core reads and writes in this run must already be in the device's view. */
@@ -245,19 +121,19 @@ static void check_start(unsigned c)
     for (uint32_t t = 0; t < w->tasks; t++) {
         uint32_t count = rknpu_regcmd_fetch_words(amount);
         size_t off;
-        struct shadow *s = shadow_at(addr, (uint64_t)count * 8u, &off);
+        struct dma_shadow *s = shadow_at(addr, (uint64_t)count * 8u, &off);
         if (s == NULL) {
-            note_failure("core %u task %u: regcmd at 0x%x in no driver buffer", c, t, addr);
+            dma_shadow_fail("core %u task %u: regcmd at 0x%x in no driver buffer", c, t, addr);
             return;
         }
-        if (!device_sees(s, off, (size_t)count * 8u))
-            note_failure("core %u task %u: regcmd (%u words at 0x%x) not synced for the device "
-                         "before the core started",
-                         c, t, count, addr);
+        if (!dma_shadow_device_sees(s, off, (size_t)count * 8u))
+            dma_shadow_fail("core %u task %u: regcmd (%u words at 0x%x) not synced for the "
+                            "device before the core started",
+                            c, t, count, addr);
         /* Decoded from what the core fetches: the device's view of the list. */
         struct nc_task task;
         if (nc_task_decode((const uint64_t *)(s->view + off), count, &task) < 0) {
-            note_failure("core %u task %u: the device's view of the list is no matmul", c, t);
+            dma_shadow_fail("core %u task %u: the device's view of the list is no matmul", c, t);
             return;
         }
         for (unsigned i = 0; i < task.nr_reads; i++)
@@ -268,7 +144,7 @@ static void check_start(unsigned c)
                         task.reads[i].iova, task.reads[i].len);
         for (unsigned i = 0; i < task.nr_writes; i++) {
             check_range(c, t, "C", task.writes[i].iova, task.writes[i].len);
-            struct shadow *o = shadow_at(task.writes[i].iova, task.writes[i].len, &off);
+            struct dma_shadow *o = shadow_at(task.writes[i].iova, task.writes[i].len, &off);
             if (o == NULL || w->nr_out == MAX_PENDING)
                 continue;
             struct pending *p = &w->out[w->nr_out++];
@@ -277,7 +153,7 @@ static void check_start(unsigned c)
                                   .len = (size_t)task.writes[i].len,
                                   .cpu = malloc((size_t)task.writes[i].len)};
             ck_assert_ptr_nonnull(p->cpu);
-            memcpy(p->cpu, mem_of(o) + off, p->len);
+            memcpy(p->cpu, dma_shadow_mem(o) + off, p->len);
         }
         addr = task.next_base;
         amount = task.next_amount;
@@ -314,12 +190,7 @@ int __wrap_npv_inflight_complete(struct npv_inflight *t, uint32_t end)
         for (unsigned i = 0; i < w->nr_out; i++) {
             struct pending *p = &w->out[i];
             if (p->s != NULL) {
-                struct shadow *s = p->s;
-                uint8_t *m = mem_of(s) + p->off;
-                memcpy(s->npu + p->off, m, p->len);
-                memcpy(s->view + p->off, m, p->len);
-                memset(s->stale + p->off, 1, p->len);
-                memcpy(m, p->cpu, p->len);
+                dma_shadow_device_wrote(p->s, p->off, p->len, p->cpu);
                 outputs_made_stale++;
             }
             free(p->cpu);
@@ -336,8 +207,9 @@ static void watch(void)
     rk_require_model("the non-coherence checks decode the model's matmul lists");
     rk_open(&t, NULL);
     memset(cores, 0, sizeof(cores));
-    failure[0] = '\0';
     starts_checked = outputs_made_stale = 0;
+    dma_shadow_set_hooks(NULL, forget_outputs);
+    dma_shadow_watch(true);
     g_npu = t.npu;
 }
 
@@ -345,6 +217,7 @@ static void unwatch(void)
 {
     g_npu = NULL;
     rk_close(&t);
+    dma_shadow_watch(false);
 }
 
 static const struct rknpu_sample_shape INT8_BIAS = {
@@ -362,7 +235,7 @@ START_TEST(what_a_job_reads_and_writes_is_cleaned_before_its_core_starts)
         uint64_t bad = 1;
         int r = rk_run_mm(&t, s[i % 2], 1u << (i % 3), &bad);
         ck_assert_msg(r == 0, "job %u: %s", i, npv_strerror(r));
-        ck_assert_msg(failure[0] == '\0', "job %u: %s", i, failure);
+        ck_assert_msg(dma_shadow_failure()[0] == '\0', "job %u: %s", i, dma_shadow_failure());
         ck_assert_msg(bad == 0, "job %u: %llu elements differ (read without invalidate?)", i,
                       (unsigned long long)bad);
     }
@@ -388,7 +261,7 @@ START_TEST(a_chain_of_tasks_over_three_cores_is_clean_at_each_start)
     }
     int r = rk_run_tasks(&t, tasks, 6, 0x7, 0, GENEROUS_NS);
     ck_assert_msg(r == 0, "%s", npv_strerror(r));
-    ck_assert_msg(failure[0] == '\0', "%s", failure);
+    ck_assert_msg(dma_shadow_failure()[0] == '\0', "%s", dma_shadow_failure());
     ck_assert_uint_eq(starts_checked, 3);
     ck_assert_uint_eq(outputs_made_stale, 6);
     for (unsigned i = 0; i < 6; i++) {
@@ -406,7 +279,7 @@ START_TEST(the_cli_sample_run_cleans_and_invalidates_what_it_should)
     struct npv_sample_result res;
     int r = rknpu_sample_run(t.npu, &opts, &res);
     ck_assert_msg(r == 0, "%s", npv_strerror(r));
-    ck_assert_msg(failure[0] == '\0', "%s", failure);
+    ck_assert_msg(dma_shadow_failure()[0] == '\0', "%s", dma_shadow_failure());
     ck_assert_uint_eq(res.mismatches, 0);
     ck_assert_uint_eq(starts_checked, 3u * 2u * npv_rknpu_num_cores(t.npu));
     unwatch();
@@ -432,7 +305,7 @@ START_TEST(a_core_queue_cleans_its_command_list_before_each_start)
         struct npv_cpl cpl;
         ck_assert_int_eq(npv_rknpu_queue_wait(q, 1, GENEROUS_NS, &cpl, 1), 1);
         ck_assert_int_eq(cpl.status, 0);
-        ck_assert_msg(failure[0] == '\0', "job %u: %s", i, failure);
+        ck_assert_msg(dma_shadow_failure()[0] == '\0', "job %u: %s", i, dma_shadow_failure());
         ck_assert_uint_eq(rknpu_sample_mm_check(s), 0);
     }
     ck_assert_uint_eq(starts_checked, 6);
@@ -451,7 +324,8 @@ START_TEST(an_input_written_after_its_clean_is_caught_at_the_start)
     ((int8_t *)npv_rknpu_mem_vaddr(s->b))[5] ^= 0x40;
     uint64_t bad;
     (void)rk_run_mm(&t, s, 0x1, &bad);
-    ck_assert_msg(strstr(failure, "B (") != NULL, "not caught: '%s'", failure);
+    ck_assert_msg(strstr(dma_shadow_failure(), "B (") != NULL, "not caught: '%s'",
+                  dma_shadow_failure());
     rknpu_sample_mm_free(s);
     unwatch();
 }
@@ -465,7 +339,7 @@ START_TEST(an_output_read_without_an_invalidate_is_stale)
     ck_assert_int_eq(rknpu_sample_mm_new(t.npu, &INT8_BIAS, 0, 0, 10, &s), 0);
     rknpu_sample_mm_poison(s);
     ck_assert_int_eq(rk_run_tasks(&t, &s->task, 1, 0x2, 0, GENEROUS_NS), 0);
-    ck_assert_msg(failure[0] == '\0', "%s", failure);
+    ck_assert_msg(dma_shadow_failure()[0] == '\0', "%s", dma_shadow_failure());
     const uint32_t *c = npv_rknpu_mem_vaddr(s->c);
     ck_assert_uint_eq(c[0], 0x7fbadbadu); /* the poison the CPU cached */
     ck_assert_int_eq(npv_rknpu_mem_sync_for_cpu(s->c, 0, npv_rknpu_mem_size(s->c)), 0);
