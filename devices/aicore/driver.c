@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The AICore driver's device context: open, reset, close, topology, register
- * access. The host plays the on-chip scheduler (../shared/hw/aicore.md
- * sections 2-4), so the context owns what the part's runtime keeps per
- * device: the device-memory allocator and the Ctrl/Pmu register tables.
+ * access. The host plays the on-chip scheduler (simpler's AICPU scheduler,
+ * src/a2a3/runtime/tensormap_and_ringbuffer/runtime/scheduler/), so the
+ * context owns what the part's runtime keeps per device context
+ * (DeviceRunnerBase, src/common/platform/onboard/host/device_runner_base.h):
+ * the device-memory allocator and the Ctrl/Pmu register tables.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -217,8 +219,9 @@ int aicore_device_reset(struct npv_aicore *ac)
     aicore_pmu_forget(ac);
     /*
      * Nothing says the part keeps device memory over a reset (simpler never
-     * reuses a device it had to reset, ../shared/hw/aicore.md section 4): the
-     * tables go back up before the next launch, once per reset, into the
+     * reuses a device it had to reset: DeviceRunner::recover_device_or_mark_unusable
+     * and finalize's force reset, src/a2a3/platform/onboard/host/device_runner.cpp):
+     * the tables go back up before the next launch, once per reset, into the
      * blocks already owned. A new topology changes their content as well.
      */
     aicore_table_build(ac, &ac->ctrl_table, ac->ctrl_reg_base);

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The host as the on-chip scheduler: handshake, dispatch, ACK/FIN polling
- * (../shared/hw/aicore.md section 2). Everything the device wrote (ready
+ * (the AICPU side of simpler's handshake: scheduler_cold_path.cpp,
+ * scheduler_dispatch.cpp and scheduler_completion.cpp in
+ * src/a2a3/runtime/tensormap_and_ringbuffer/runtime/scheduler/, against
+ * aicore_execute in aicore_executor.cpp). Everything the device wrote (ready
  * records, COND, the result record) is input, checked before use. No system
  * call, lock, allocation or log line here: this is the poll path.
  */
@@ -13,13 +16,14 @@
 #include "status_decode.h"
 
 /*
- * Section 2 step 8: a pending task's ACK or FIN implies the running one is
- * done (the sub-core takes tasks in order); the running task's ACK frees the
- * pending slot; its FIN completes it. IDLE, the reset value (a token may be
- * written right after the window is opened, before the sub-core has seen
- * it open: scheduler_cold_path.cpp, "no second round-trip"), or the FIN of
- * the task finished before, say nothing new. Anything else names no task of
- * this core.
+ * As simpler's SchedulerContext::decide_slot_transition
+ * (scheduler_completion.cpp): a pending task's ACK or FIN implies the running
+ * one is done (the sub-core takes tasks in order); the running task's ACK
+ * frees the pending slot; its FIN completes it. IDLE, the reset value (a
+ * token may be written right after the window is opened, before the sub-core
+ * has seen it open: scheduler_cold_path.cpp, "no second round-trip"), or the
+ * FIN of the task finished before, say nothing new. Anything else names no
+ * task of this core.
  */
 struct aicore_transition aicore_decide(uint32_t cond, uint32_t running_token, bool running_acked,
                                        uint32_t pending_token, uint32_t done_token)
@@ -195,10 +199,11 @@ static int step_ready(struct npv_aicore_run *run, uint32_t rank)
     volatile struct aicore_handshake *w = &run->workers[rank];
     size_t w_off = (size_t)((const uint8_t *)w - (const uint8_t *)npv_dma_vaddr(run->dma));
     /*
-     * The sub-core writes the record and flushes its line (../shared/hw/aicore.md
-     * section 2 step 2; the AICPU invalidates host-DMA'd memory before reading it,
-     * "cache rules" there): here the host reads it across DMA, so past its own
-     * cached line first on a non-coherent host.
+     * The sub-core writes the record and flushes its line (simpler's
+     * aicore_execute in aicore_executor.cpp: dcci after aicore_done; the AICPU
+     * invalidates host-DMA'd memory before reading it, simpler's
+     * docs/hardware/cache-coherency.md): here the host reads it across DMA, so
+     * past its own cached line first on a non-coherent host.
      */
     npv_dma_sync_for_cpu(run->dma, w_off, sizeof(*w));
     uint32_t done = w->done;
@@ -210,7 +215,11 @@ static int step_ready(struct npv_aicore_run *run, uint32_t rank)
     if (ready < 0)
         return ready;
     w->task = c->payload_iova;
-    /* The sub-core invalidates and reads `task` once its window opens (step 5): cleaned first. */
+    /*
+     * The sub-core invalidates and reads `task` once its window opens
+     * (execute_dispatch_loop's dcci in simpler's aicore_executor.cpp): cleaned
+     * first.
+     */
     npv_dma_sync_for_device(run->dma, w_off, sizeof(*w));
     atomic_thread_fence(memory_order_release); /* the payload pointer before the window opens */
     /*
@@ -229,7 +238,7 @@ static int step_ready(struct npv_aicore_run *run, uint32_t rank)
 /*
  * A sub-core that reached EXITED: its window is closed again, DMB = IDLE then
  * FAST_PATH = CLOSE, as simpler's shutdown leaves every core it opened
- * (../shared/hw/aicore.md section 2 step 9).
+ * (platform_deinit_aicore_regs in src/a2a3/platform/shared/aicpu/platform_regs.cpp).
  */
 static int step_exiting(struct npv_aicore_run *run, struct aicore_core_run *c)
 {

@@ -197,7 +197,7 @@ int aicore_pmu_collect(struct npv_aicore_run *run);
 /* The counters' baselines no longer hold (reset, a run abandoned): program in full next time. */
 void aicore_pmu_forget(struct npv_aicore *ac);
 
-/* driver_dispatch.c: the decide-transition rule of ../shared/hw/aicore.md section 2 step 8. */
+/* driver_dispatch.c: the decide-transition rule (simpler's decide_slot_transition). */
 struct aicore_transition {
     bool running_acked;    /* COND names the running task */
     bool complete_running; /* the running task finished */

@@ -4,8 +4,9 @@
  * device executes one run at a time (LAUNCH resets every dispatch register),
  * so the pipeline overlaps the preparation of one run with the execution of
  * its predecessor, as the part's runtime admits a "prepared successor" only
- * while its predecessor holds the execution claim (../shared/hw/aicore.md
- * section 3).
+ * while its predecessor holds the execution claim (simpler's
+ * DeviceRunnerBase::try_reserve_native_run,
+ * src/common/platform/onboard/host/device_runner_base.cpp).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -282,7 +283,8 @@ static void reset_core_state(struct npv_aicore_run *run)
     /* The records are reused across runs: a stale ready flag would be taken for this run's. */
     memset(run->workers, 0, run->nr_cores * sizeof(*run->workers));
     /*
-     * Step 1 of ../shared/hw/aicore.md section 2: cleared before the launch; the
+     * Cleared before the launch, as simpler's DeviceRunner::launch_run clears
+     * every aicore_done (src/a2a3/platform/onboard/host/device_runner.cpp); the
      * sub-cores write them by DMA, so cleaned too (a dirty zero line would be
      * written back over a sub-core's ready record).
      */

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The Ctrl and Pmu register-address tables: device constants, one per
- * context (../shared/hw/aicore.md section 3, the per-context lifetime the
- * part's runtime settled on). Reuse keys on the committed flag, release on
- * the address: an upload that failed and whose rollback free failed too
- * leaves a block we still own, which the next ensure fills and close frees.
+ * context (the per-context lifetime the part's runtime settled on in
+ * hw-native-sys/simpler PR #2277: DeviceRunnerBase::ensure_aicore_reg_table
+ * in src/common/platform/onboard/host/device_runner_base.h,
+ * init_aicore_register_addresses in host_regs.cpp). Reuse keys on the
+ * committed flag, release on the address: an upload that failed and whose
+ * rollback free failed too leaves a block we still own, which the next
+ * ensure fills and close frees.
  */
 #include <errno.h>
 #include <string.h>
@@ -66,7 +69,7 @@ int aicore_table_ensure(struct npv_aicore *ac, struct aicore_table *t)
  * Where the Pmu registers are in the Ctrl window (the newer part), the Pmu
  * table's entries are the Ctrl table's: the Ctrl table serves both, and no
  * second, identical table is uploaded (the duplication simpler's PR #2277
- * removed: "PMU-gated, not per-run varying", ../shared/hw/aicore.md section 3).
+ * removed: "PMU-gated, not per-run varying").
  */
 struct aicore_table *aicore_pmu_table_of(struct npv_aicore *ac)
 {

@@ -71,8 +71,10 @@ static void cores_reset(struct npv_aicore_model *m)
  * RESET: the sub-cores, their windows (the Pmu registers included) and,
  * unless the model is built lenient, the device memory: nothing says the
  * part keeps it, and simpler never reuses a device it had to reset
- * (../shared/hw/aicore.md section 4), so a driver must upload its tables
- * again. The worker zeroes the memory before it touches it next.
+ * (DeviceRunner::recover_device_or_mark_unusable fails every later run and
+ * finalize() force-resets the card:
+ * src/a2a3/platform/onboard/host/device_runner.cpp), so a driver must upload
+ * its tables again. The worker zeroes the memory before it touches it next.
  */
 static void device_reset(struct npv_aicore_model *m)
 {

@@ -4,9 +4,11 @@
  * says, built on the server framework only. BAR0 and the test port are
  * trapped; the Ctrl and Pmu windows are shared memory the worker polls
  * (or trapped, when built so; absent windows read 0). Sub-cores are state
- * machines stepped by one worker thread, not one OS thread each: 72 spinning
- * threads on two vCPUs livelock (../shared/hw/aicore.md, section 6). The
- * worker also runs the copy engine; device memory lives in the model.
+ * machines stepped by one worker thread, not one OS thread each (a model
+ * choice; simpler's simulator runs one per sub-core, SIM_AUTO_BLOCKDIM in
+ * src/common/platform/sim/host/device_runner_base.h): 72 spinning threads on
+ * two vCPUs livelock. The worker also runs the copy engine; device memory
+ * lives in the model.
  */
 #ifndef NPV_AICORE_MODEL_H
 #define NPV_AICORE_MODEL_H

@@ -2,9 +2,11 @@
 /*
  * The model's worker: it steps every sub-core's state machine (table lookup,
  * ready record, window open, ACK, task, FIN, exit), runs the copy engine and
- * writes the result record. One thread for all sub-cores: the simulator the
- * hardware notes describe ran one OS thread per sub-core and livelocked on a
- * small machine (../shared/hw/aicore.md, section 6).
+ * writes the result record. One thread for all sub-cores (a model choice):
+ * simpler's simulator runs one OS thread per sub-core and caps a case at 8
+ * clusters for the thread count (SIM_AUTO_BLOCKDIM in
+ * src/common/platform/sim/host/device_runner_base.h); that many spinning
+ * threads on a two-vCPU machine livelock.
  *
  * Locking: decisions are taken under the model lock; every DMA into client
  * memory runs without it (a message-based DMA needs the event loop, which may

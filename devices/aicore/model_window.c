@@ -6,7 +6,9 @@
  * live there, the client maps them (unless the model is built with trapped
  * windows) and the worker polls them (aicore_windows_poll), because DMB and
  * FAST_PATH are levels the sub-core polls and COND and CTRL are values it
- * writes (../shared/hw/aicore.md section 2): no edge is lost by polling.
+ * writes (our reading of simpler's aicore_executor.cpp, where the sub-core
+ * spins on DMB, and scheduler_completion.cpp, where the AICPU polls COND): no
+ * edge is lost by polling.
  *
  * On trapped windows every access reaches the callbacks below with its
  * width; on mapped windows the framework serves even a message from the

@@ -5,7 +5,9 @@
  * register windows, the DMB/COND dispatch handshake), with the host playing
  * the on-chip scheduler (AICPU). Shared by the driver (devices/aicore/driver*.c)
  * and the model (devices/aicore/model*.c). Register names and the Ctrl/Pmu
- * offsets are the a2a3 part's (../shared/hw/aicore.md, sections 1-2 and 5);
+ * offsets are the a2a3 part's (hw-native-sys/simpler:
+ * src/a2a3/platform/include/common/platform_config.h,
+ * src/a2a3/platform/onboard/host/host_regs.cpp, docs/dfx/pmu-profiling.md);
  * what the hardware does not expose over PCI (global registers, the copy
  * engine, LAUNCH, the records' exact layout) is ours and documented here and
  * in devices/aicore/README.md.
@@ -21,11 +23,13 @@
  *   BAR3  1 MiB   Pmu windows, same indexing (nothing answers when Pmu is aliased into Ctrl)
  * BAR0 holds the edges (RESET, LAUNCH, COPY_GO) and stays trapped. The
  * windows hold levels the sub-core polls (DMB, FAST_PATH) and values it
- * writes (COND, CTRL): ../shared/hw/aicore.md section 2 says none of them is
- * an edge-triggered doorbell, so the model offers BAR2 and BAR3 as shared
- * memory (sparse mmap) its worker polls, and re-publishes what the sub-core
- * owns (COND, CTRL, PHYS_ID): a client store there is undone and counted as a
- * bad access. On a model built with trapped windows
+ * writes (COND, CTRL): none of them is an edge-triggered doorbell (our
+ * reading of simpler's handshake: the sub-core spins on DMB in
+ * aicore_executor.cpp, the AICPU polls COND in scheduler_completion.cpp
+ * SchedulerContext::check_running_cores_for_completion), so the model
+ * offers BAR2 and BAR3 as shared memory (sparse mmap) its worker polls, and
+ * re-publishes what the sub-core owns (COND, CTRL, PHYS_ID): a client store
+ * there is undone and counted as a bad access. On a model built with trapped windows
  * (npv_aicore_model_config.trapped_windows) every window access is a message
  * the model sees with its width: that is the mode in which the Pmu counters
  * clear on read, as the part's do (see AICORE_PMU_CNT).

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The Edge TPU driver: bring-up, reset and close, following gasket's
- * apex_reset / probe / open and libedgetpu's MmioDriver::DoOpen and Close
- * (../shared/hw/edgetpu.md section 7), with a deadline on every poll where
- * both stock drivers spin forever.
+ * apex_reset / probe / open and libedgetpu's MmioDriver::DoOpen and DoClose
+ * (google/gasket-driver src/apex_driver.c apex_reset, apex_enter_reset,
+ * apex_quit_reset; google-coral/libedgetpu driver/mmio_driver.cc), with a
+ * deadline on every poll where the stock stack spins forever (libedgetpu's
+ * Registers::Poll without a timeout is kInfiniteTimeout,
+ * driver/registers/registers.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,9 +26,11 @@
 #define QUEUE_BYTES          (2u * EDGETPU_PAGE_SIZE) /* ring page + status block page */
 /*
  * Where libedgetpu's queue lands in simple space: device VA 0x1000000 (slot
- * 4096) for the ring, the status block one page up (kernel logs in
- * ../shared/hw/edgetpu.md section 4). So device VAs and IOVAs differ and a
- * base register written with the wrong one faults.
+ * 4096) for the ring, the status block one page up (HostQueue::MapAll in
+ * libedgetpu driver/mmio/host_queue.h maps both with MappingTypeHint::kSimple;
+ * gasket logs these two addresses in google-coral/edgetpu issue #280). So
+ * device VAs and IOVAs differ and a base register written with the wrong one
+ * faults.
  */
 #define RING_SLOT 4096u
 
@@ -464,8 +469,10 @@ static int make_ring(struct npv_edgetpu *tpu)
 
 /*
  * Every CSR is 64 bits wide and takes one 8-byte access (libedgetpu
- * mmio_driver.cc; ../shared/hw/edgetpu.md section 10). Where a page is
- * trapped through a kernel that splits 8-byte region accesses (vfio-pci
+ * driver/kernel/kernel_registers.cc KernelRegisters::Read/Write refuse any
+ * offset not 8-aligned; split accesses give HIB errors: google-coral/edgetpu
+ * issue #280, geerlingguy/raspberry-pi-pcie-devices issue #44). Where a page
+ * is trapped through a kernel that splits 8-byte region accesses (vfio-pci
  * before its ioread64 support; the kernel-HIB page holds the MSI-X table, so
  * vfio-pci may refuse to mmap it), refuse rather than tear registers.
  */
@@ -661,7 +668,7 @@ void npv_edgetpu_last_error(const struct npv_edgetpu *tpu, struct npv_edgetpu_er
 
 const char *npv_edgetpu_hib_error_name(unsigned bit)
 {
-    /* libedgetpu's HibError field names, in bit order (../shared/hw/edgetpu.md section 9). */
+    /* libedgetpu's HibError field names, in bit order (driver/config/common_csr_helper.h). */
     static const char *const names[] = {
         "inbound_page_fault",
         "extended_page_fault",

@@ -4,9 +4,12 @@
  * the queue memory; extended space (level-0 slots pointing at level-1 tables
  * of 512 entries in host memory, 2 MiB each) holds everything else, as
  * libedgetpu's DualAddressSpace does. Every entry is an IOVA of the device's
- * domain | valid: the chip's DMA goes through the IOMMU, so a host physical
- * or virtual address there would be a wild DMA (the "garbage results" class
- * of bug in ../shared/hw/edgetpu.md section 10).
+ * domain | valid, as gasket writes the DMA API's address (google/gasket-driver
+ * src/gasket_page_table.c gasket_perform_mapping: dma_map_page's result |
+ * GASKET_VALID_SLOT_FLAG): the chip's DMA goes through the IOMMU, so a host
+ * physical or virtual address there would be a wild DMA, read or written
+ * elsewhere with no error reported (as gasket's src/gasket_core.c says of
+ * the DMA its dma_bit_mask parameter works around).
  */
 #include <errno.h>
 #include <stdlib.h>

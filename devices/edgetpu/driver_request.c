@@ -322,11 +322,12 @@ int edgetpu_submit_chunk(struct npv_edgetpu *tpu, uint64_t va, uint32_t size, ui
 }
 
 /*
- * Completion: the chip's two signals (../shared/hw/edgetpu.md section 8,
- * libedgetpu single_queue_dma_scheduler.cc and mmio_driver.cc): the status
- * block (through the ring) says a request's chunk was consumed; SC_HOST_0's
- * counter says a request finished, FIFO. A request is handed back when both
- * happened, or when it failed.
+ * Completion: the chip's two signals (libedgetpu driver/mmio_driver.cc:
+ * MmioDriver::TryIssueDmas's queue callback and HandleExecutionCompletion,
+ * over single_queue_dma_scheduler.cc): the status block (through the ring)
+ * says a request's chunk was consumed; SC_HOST_0's counter says a request
+ * finished, FIFO. A request is handed back when both happened, or when it
+ * failed.
  */
 
 #define MAX_REQ_DEADLINE UINT64_MAX
@@ -366,7 +367,9 @@ static int pump(struct npv_edgetpu *tpu)
 /*
  * Requests SC_HOST_0 counted that are not handed back yet, from the
  * counter's field 0 (16 bits, wrapping; baseline read at open and after every
- * reset: libedgetpu's SC_HOST_0 handler, ../shared/hw/edgetpu.md section 6).
+ * reset: libedgetpu's SC_HOST_0 handler in driver/mmio_driver.cc
+ * MmioDriver::RegisterAndEnableAllInterrupts clears the status first, then
+ * takes ScalarCoreController::CheckInterruptCounts).
  * -ENODEV when the chip reads all-ones.
  */
 static int sc_host_credit(struct npv_edgetpu *tpu, uint32_t *credit)

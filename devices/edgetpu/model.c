@@ -394,8 +394,9 @@ static void khib_access(struct npv_edgetpu_model *m, uint64_t off, uint64_t *v, 
  * The user-HIB page when trapped (strict mode): the same memory the poller
  * watches, reached through whole 8-byte accesses only, so a driver writing a
  * doorbell or queue register in halves is refused and counted (all CSRs take
- * 64-bit accesses: libedgetpu mmio_driver.cc Read/Write, ../shared/hw/edgetpu.md
- * section 10). W0C status registers take the acknowledge at once.
+ * 64-bit accesses: libedgetpu driver/kernel/kernel_registers.cc
+ * KernelRegisters::Read/Write refuse an offset not 8-aligned). W0C status
+ * registers take the acknowledge at once.
  */
 static void uhib_access(struct npv_edgetpu_model *m, uint32_t off, uint64_t *v, bool is_write)
 {

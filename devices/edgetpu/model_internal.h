@@ -127,7 +127,8 @@ void edgetpu_queue_poll(struct npv_edgetpu_model *m);
  * clears). True when one of them went from 0 to 1: only then does the chip
  * raise the source's vector, so a driver that never acknowledges gets no
  * more interrupts (an acknowledge is the W0C write: libedgetpu
- * interrupt_controller.cc, ../shared/hw/edgetpu.md section 6).
+ * driver/interrupt/interrupt_controller.cc
+ * InterruptController::ClearInterruptStatus).
  */
 bool edgetpu_w0c_set(struct npv_edgetpu_model *m, struct w0c_reg *r, uint64_t bits);
 /* A trapped store to a W0C status register: bits written 0 are cleared. */

@@ -11,14 +11,18 @@
  * level-1 tables must lie below 4 GiB of bus address (the chip's 32-bit
  * limit for them); above, the access is refused and counted.
  *
- * Order per descriptor, as the chip's (libedgetpu single_queue_dma_scheduler.cc
- * and mmio_driver.cc take two signals, ../shared/hw/edgetpu.md section 8):
- * fetch, read the chunk, then the status block by DMA and vector 0 ("chunk
- * consumed"); the scalar core runs the program exec_us later: outputs
- * written, then SC_HOST_0 with its counter ("request finished"). A driver
- * that finishes a request on its status block alone reads outputs not yet
- * written. With EDGETPU_FAULT_LATE_STATUS the status block comes late_sb_us
- * after the chunk was read.
+ * Order per descriptor, as the chip's (libedgetpu takes two signals:
+ * driver/mmio_driver.cc MmioDriver::RegisterAndEnableAllInterrupts hands
+ * vector 0 to HostQueue::ProcessStatusBlock, whose callback (set in
+ * MmioDriver::TryIssueDmas) marks the chunk's DMA done, and SC_HOST_0 to
+ * HandleExecutionCompletion, which completes the oldest request through
+ * single_queue_dma_scheduler.cc's NotifyRequestCompletion): fetch, read the
+ * chunk, then the status block by DMA and vector 0 ("chunk consumed"); the
+ * scalar core runs the program exec_us later: outputs written, then SC_HOST_0
+ * with its counter ("request finished"). A driver that finishes a request on
+ * its status block alone reads outputs not yet written. With
+ * EDGETPU_FAULT_LATE_STATUS the status block comes late_sb_us after the chunk
+ * was read.
  *
  * Every interrupt is raised on its status bit's 0->1 edge only
  * (edgetpu_signal): a driver must acknowledge to be interrupted again.

@@ -4,9 +4,11 @@
  * register map, the structures the chip reads and writes in host memory, and
  * the instruction format our model executes. Shared by the driver
  * (devices/edgetpu/driver*.c) and the model (devices/edgetpu/model*.c).
- * Names and offsets are the hardware's (gasket apex_driver.c, libedgetpu
- * beagle_csr_offsets); the facts and their sources are in
- * ../shared/hw/edgetpu.md.
+ * Names and offsets are the hardware's: google/gasket-driver src/apex_driver.c
+ * (enum apex_bar2_regs, the BAR2 layout, the mappable regions) and
+ * google-coral/libedgetpu driver/config/beagle/beagle_csr_offsets.h and
+ * driver/config/beagle_csr_helper.h (the CSR offsets and fields); each
+ * public source is listed in docs/hardware-sources.md.
  *
  * BAR2, 1 MiB, every CSR 64 bits wide and accessed with one 64-bit load or
  * store (the chip rejects split accesses: a 32-bit host that splits them gets

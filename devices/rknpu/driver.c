@@ -2,8 +2,10 @@
 /*
  * The RKNPU driver: finding the cores, starting a chain of tasks on a core's
  * program controller, reading its completion, and its soft reset. The PC
- * sequence follows the mainline rocket driver (rocket_job_hw_submit) and the
- * vendor driver's commit (../shared/hw/rknpu.md 4.1, 4.2).
+ * sequence follows the mainline rocket driver (rocket_job_hw_submit and
+ * rocket_job_irq_handler in drivers/accel/rocket/rocket_job.c) and the
+ * vendor driver (rknpu_job_subcore_commit_pc and rknpu_irq_handler in
+ * drivers/rknpu/rknpu_job.c, rknpu_soft_reset in drivers/rknpu/rknpu_reset.c).
  */
 #include <errno.h>
 #include <stdlib.h>

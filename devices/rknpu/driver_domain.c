@@ -5,7 +5,9 @@
  * Why several domains: the NPU's IOVAs are 32 bits (its IOMMU's two-level
  * table covers exactly 4 GiB), so more than 4 GiB of NPU-resident memory
  * needs more than one address space, switched under the device between jobs
- * (the vendor driver's iommu_domain_id; ../shared/hw/rknpu.md 5.3). Each is
+ * (the vendor driver's iommu_domain_id: drivers/rknpu/rknpu_iommu.c
+ * rknpu_iommu_domain_get_and_switch and rknpu_iommu_switch_domain, up to
+ * RKNPU_MAX_IOMMU_DOMAIN_NUM domains of a 4 GiB DMA limit each). Each is
  * its own npv_domain with the aperture [0, 4 GiB), made on first use and
  * freed with its last reference (a buffer holds one, a job holds one until
  * it finishes), so a driver that forgets a reference shows it in

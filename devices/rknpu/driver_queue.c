@@ -3,9 +3,10 @@
  * A queue per core: one thread per core submits to and polls its core with
  * no lock. Each core's program controller is a queue of its own in hardware
  * (its own PC registers, task counter and interrupt status: rocket's
- * rocket_job_hw_submit and the vendor's rknpu_job_subcore_commit_pc program
- * one core's window each, ../shared/hw/rknpu.md 4.1), so what the driver
- * shared between cores is split here:
+ * rocket_job_hw_submit in drivers/accel/rocket/rocket_job.c and the vendor's
+ * rknpu_job_subcore_commit_pc in drivers/rknpu/rknpu_job.c program one
+ * core's window each), so what the driver shared between cores is split
+ * here:
  *
  *  - job table: each queue has its own in-order ring of jobs and its own
  *    queue_depth / 3 slots of the domain's command memory (slots

@@ -6,10 +6,13 @@
  * convolution (our matmul) needs, the native data layouts, and the PCI
  * stand-in our model presents. Shared by the driver (devices/rknpu/driver*.c)
  * and the model (devices/rknpu/model*.c). Offsets and fields are the
- * hardware's (mainline rocket, vendor rknpu, Mesa rocket registers.xml,
- * mtx512/rk3588-npu); facts, sources and open points: ../shared/hw/rknpu.md.
- * Where that document leaves a point open, the choice made here says
- * "[model choice]".
+ * hardware's: mainline rocket (drivers/accel/rocket/rocket_registers.h and
+ * rocket_job.c), the vendor rknpu driver (RKNPU_OFFSET_* in
+ * drivers/rknpu/include/rknpu_ioctl.h, drivers/rknpu/rknpu_job.c), Mesa's
+ * rocket (src/gallium/drivers/rocket/registers.xml and rkt_regcmd.c) and
+ * mtx512/rk3588-npu (include/npu_hw.h, src/npu_matmul.c); the list is in
+ * docs/hardware-sources.md. Where those sources leave a point open, the
+ * choice made here says "[model choice]".
  *
  * The real NPU is a platform device (three 64 KiB windows at 0xfdab0000,
  * 0xfdac0000, 0xfdad0000, one interrupt line per core, no PCI ids). The model

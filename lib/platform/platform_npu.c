@@ -6,11 +6,14 @@
 #include <npuvfio/platform.h>
 
 /*
- * From ../shared/hw/rknpu.md: the vendor BSP's rknpu driver binds one node
- * for the whole NPU (npu@fdab0000, three 64 KiB `reg` windows, one per
- * core); mainline's accel/rocket driver binds one node per core
- * (rknn-core). Both are the same hardware. The vendor driver's other
- * compatibles (rk3568, rk3562, rk3576, rv1106) are other NPU generations
+ * The vendor BSP's rknpu driver binds one node for the whole NPU
+ * (rknpu_of_match in drivers/rknpu/rknpu_drv.c; the BSP's rk3588s.dtsi has
+ * npu@fdab0000 with three 64 KiB `reg` windows, one per core); mainline's
+ * accel/rocket driver binds one node per core (dt_match in
+ * drivers/accel/rocket/rocket_drv.c; the binding is
+ * Documentation/devicetree/bindings/npu/rockchip,rk3588-rknn-core.yaml).
+ * Both are the same hardware. The other compatibles in rknpu_of_match
+ * (rockchip,rknpu, rk3568, rk3562, rk3576, rv1106) are other NPU generations
  * whose register streams differ; devices/rknpu drives RK3588 only, so they
  * are not listed.
  */

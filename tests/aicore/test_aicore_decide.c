@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The driver's decide-transition rule (../shared/hw/aicore.md section 2 step
- * 8) on its own: what one COND value means for a core with a running and
+ * The driver's decide-transition rule (hw-native-sys/simpler's
+ * SchedulerContext::decide_slot_transition in
+ * src/a2a3/runtime/tensormap_and_ringbuffer/runtime/scheduler/scheduler_completion.cpp)
+ * on its own: what one COND value means for a core with a running and
  * possibly a pending task.
  */
 #include <check.h>

@@ -14,7 +14,9 @@
  * zero at allocation, copied at each clean and taking the device's own
  * writes when a run ends.
  *
- * The moments (devices/aicore/driver*.c, ../shared/hw/aicore.md):
+ * The moments (devices/aicore/driver*.c, after simpler's handshake,
+ * aicore_execute in aicore_executor.cpp, and its cache rules,
+ * docs/hardware/cache-coherency.md):
  * COPY_GO (the copy engine reads COPY_LEN bytes at COPY_HOST_IOVA); LAUNCH
  * (the device reads the handshake records the driver cleared); the
  * FAST_PATH open of a sub-core's window (the sub-core reads the payload

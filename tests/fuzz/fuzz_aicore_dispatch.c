@@ -2,10 +2,10 @@
 /*
  * The AICore driver's reading of a sub-core's COND register while it
  * dispatches tasks (aicore_decide, aicore_core_apply, aicore_core_slot_free
- * and aicore_core_dispatched in devices/aicore/driver_dispatch.c, the
- * section 2 step 8 rule). One sub-core with 1..64 tasks (byte 0); bytes 1-4
- * the token before the first (below AICORE_TOKEN_MAX - 64, so tokens near the
- * special COND values are reached). Then a script, one op byte each:
+ * and aicore_core_dispatched in devices/aicore/driver_dispatch.c, simpler's
+ * decide_slot_transition rule). One sub-core with 1..64 tasks (byte 0);
+ * bytes 1-4 the token before the first (below AICORE_TOKEN_MAX - 64, so
+ * tokens near the special COND values are reached). Then a script, one op byte each:
  *   op % 8 == 0  the driver dispatches the next task if the slot is free
  *   op % 8 == 1..6  the device writes ACK(running), FIN(running),
  *                   ACK(pending), FIN(pending), IDLE, FIN(last done)

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * An in-process device shaped like the Edge TPU's instruction queue
- * (/work/shared/hw/edgetpu.md §4), strict like the hardware:
+ * (google-coral/libedgetpu: driver/hardware_structures.h HostQueueDescriptor
+ * and HostQueueStatusBlock, driver/mmio/host_queue.h HostQueue::Enqueue and
+ * ProcessStatusBlock), strict like the hardware:
  *   - 16-byte descriptors {u64 address, u32 size_in_bytes, u32 reserved};
  *   - a 16-byte status block {u32 completed_head, u32 fatal_error, u64 reserved}
  *     whose completed head is a ring index, masked to the ring size;
@@ -22,7 +24,7 @@
 #include <npuvfio/ring.h>
 
 #define ETPU_ENTRIES  256u
-#define ETPU_TAIL_OFF 0x485a8u /* instruction queue tail (edgetpu.md §4) */
+#define ETPU_TAIL_OFF 0x485a8u /* instruction_queue_tail (libedgetpu beagle_csr_offsets.h) */
 #define ETPU_BAR_SIZE 0x49000u
 
 /* fatal_error codes the fake writes. */

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * regs.h and regcmd.h against the hardware notes: the regcmd word format and
- * the TRM's example words, the fetch amount both drivers compute, the native
- * layouts' address formulas, and a matmul task's list (even, trailer last).
+ * regs.h and regcmd.h against the public sources: the regcmd word format and
+ * the TRM's example words (Mesa's rkt_regcmd.c), the fetch amount both
+ * drivers compute (rocket_job_hw_submit in rocket_job.c,
+ * rknpu_job_subcore_commit_pc in the vendor's rknpu_job.c), the native
+ * layouts' address formulas (mtx512/rk3588-npu), and a matmul task's list
+ * (even, trailer last).
  */
 #include <check.h>
 
