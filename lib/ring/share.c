@@ -74,8 +74,19 @@ struct npv_share {
     uintptr_t looper;
 };
 
-/* FUTEX_WAITV (Linux 5.16): one sleep on the ticket and on lock_gen at once. */
-#ifdef SYS_futex_waitv
+/*
+ * FUTEX_WAITV (Linux 5.16): one sleep on the ticket and on lock_gen at once.
+ * Built only where both the system call number and the uapi's struct are
+ * known (FUTEX_32 came with it); otherwise, and on a kernel that says
+ * ENOSYS, a sleeper waits on lock_gen alone.
+ */
+#if defined(SYS_futex_waitv) && defined(FUTEX_32)
+#define NPV_SHARE_WAITV 1
+#else
+#define NPV_SHARE_WAITV 0
+#endif
+
+#if NPV_SHARE_WAITV
 static int waitv_state = 1; /* cleared at the first ENOSYS */
 #else
 static int waitv_state = 0;
@@ -146,7 +157,7 @@ static void share_leave(struct npv_share *s)
  */
 static void sleep_on(struct npv_share *s, struct npv_share_ticket *t, uint32_t gen, uint64_t ns)
 {
-#ifdef SYS_futex_waitv
+#if NPV_SHARE_WAITV
     if (have_waitv()) {
         struct futex_waitv w[2] = {
             {.val = TICKET_ASLEEP,
@@ -160,10 +171,13 @@ static void sleep_on(struct npv_share *s, struct npv_share_ticket *t, uint32_t g
             until.tv_sec += until.tv_nsec / 1000000000L;
             until.tv_nsec %= 1000000000L;
         }
-        if (syscall(SYS_futex_waitv, w, 2u, 0u, &until, CLOCK_MONOTONIC) == 0 || errno != ENOSYS)
+        /* The index of the word that woke it, or -1 (a timeout, a changed word, ENOSYS). */
+        if (syscall(SYS_futex_waitv, w, 2u, 0u, &until, CLOCK_MONOTONIC) >= 0 || errno != ENOSYS)
             return;
         __atomic_store_n(&waitv_state, 0, __ATOMIC_RELAXED);
     }
+#else
+    (void)t;
 #endif
     struct timespec rel = {.tv_sec = (time_t)(ns / 1000000000u),
                            .tv_nsec = (long)(ns % 1000000000u)};
