@@ -18,17 +18,19 @@
  * ticket and yields the CPU now and then.
  *
  * Cost: one uncontended lock and unlock per submit and per poll (an atomic
- * exchange and a store, ~20-40 ns on x86-64, and one load to see that no
- * waiter sleeps): no system call from one thread, so a polled single-thread
- * path stays syscall-free. With several threads, a thread that finds the
- * lock taken NPV_SHARE_YIELD_EVERY times with its ticket not done sleeps on
- * a futex until the holder lets go (at most 200 us a sleep, never past its
- * wait's timeout), so a holder asleep in the driver (a trapped register read
- * waiting for its reply) gets its CPU back at once; the holder pays a futex
- * wake when anyone sleeps and it routed completions (all wake) or leaves
- * the share (one wakes to take over). A poller that routed only other threads'
- * completions yields once, so their owners run, and a blocked submit may
- * sleep on the lock's futex.
+ * exchange and a store, ~20-40 ns on x86-64, and a load or three to see
+ * that no waiter sleeps), one atomic exchange per completion (its ticket's
+ * done word, which also says whether its owner sleeps): no system call from one thread, so a polled
+ * single-thread path stays syscall-free. With several threads, a thread that finds the lock taken
+ * NPV_SHARE_YIELD_EVERY times with its ticket not done sleeps on a futex (never past its wait's
+ * timeout) until one of two things: its ticket is done (the thread that routed it wakes it, and
+ * only it), or it is handed the polling (a thread letting go of the lock that will not look again,
+ * a submit made or a wait ending, wakes one sleeper when no other waiter is awake to poll). So a
+ * holder asleep in the driver (a trapped register read waiting for its reply) gets its CPU back at
+ * once, and sleepers are not woken for other threads' completions nor for nothing (Linux 5.16's
+ * FUTEX_WAITV sleeps on the ticket and the lock at once; on an older kernel a router wakes every
+ * sleeper). A poller that routed only other threads' completions yields once, so their owners run,
+ * and a blocked submit may sleep on the lock's futex.
  *
  * Deadlines and recovery stay the driver's: a job past its deadline is
  * failed by the driver's poll (and the device reset where the driver must),
@@ -70,7 +72,7 @@ struct npv_share_ops {
 
 /* One request's completion; owned by the submitting thread (do not touch while pending). */
 struct npv_share_ticket {
-    uint32_t done; /* read with npv_share_done */
+    uint32_t done; /* the share's (also says whether the owner sleeps): read with npv_share_done */
     uint32_t reserved;
     uint64_t cookie;    /* the caller's, returned in cpl.cookie */
     struct npv_cpl cpl; /* valid once done */

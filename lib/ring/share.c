@@ -13,6 +13,15 @@
  * and threads yielding to each other on the holder's CPU delay its wake-up
  * on every such read (measured: RKNPU through the share, 4 threads on one
  * CPU, 0.81-0.84 of one thread's rate yielding, 0.95-1.02 sleeping).
+ *
+ * A sleeper is woken only when it has something to do: its own ticket is
+ * done (the router wakes that ticket's futex), or nobody else is awake to
+ * poll (share_leave). Waking every sleeper whenever anything completed, and
+ * a 200 us bound on each sleep, woke the RKNPU's sleepers two or three times
+ * per look at the device (0.4-0.9 ms of trapped reads) for nothing: 5.3-5.7
+ * context switches per completion on the submitting CPU with 4 threads
+ * against 2.2 with one, each delaying the holder's next register reply.
+ * docs/threads.md has the counts.
  */
 #include <errno.h>
 #include <limits.h>
@@ -30,17 +39,63 @@
 #include "deadline.h"
 
 #define POLL_BATCH 32u
-/* Longest futex sleep of a waiter: a lost wake-up costs at most this. */
-#define SLEEP_MAX_NS 200000u
+/*
+ * Longest futex sleep of a waiter. Every wake-up a sleeper needs is sent
+ * (its ticket's, or the one that hands it the polling), so this only bounds
+ * what a wake-up lost to a bug would cost. It is longer than one look at a
+ * device whose poll is a chain of trapped register reads (the RKNPU's: 0.4-0.7
+ * ms over vfio-user here): a shorter bound woke every sleeper two or three
+ * times per look for nothing (model choice).
+ */
+#define SLEEP_MAX_NS 2000000u
+
+/* t->done: 0 pending; TICKET_ASLEEP pending with its owner asleep on it; 1 done. */
+#define TICKET_ASLEEP 2u
 
 struct npv_share {
     pthread_mutex_t lock;
     const struct npv_share_ops *ops;
     void *drv;
     uint64_t submitted, completed, polls, contended; /* written under lock, read atomically */
-    /* Waiters asleep on lock_gen; the holder bumps lock_gen and wakes them as it lets go. */
-    uint32_t lock_gen, sleepers;
+    /*
+     * Waiters asleep (sleepers) and waiters awake that missed the lock at
+     * least once in this wait (spinners): they will take the lock or see it
+     * taken. A thread that lets go of the lock and will not look at the
+     * device again at once wakes one sleeper only when nobody spins
+     * (share_leave). lock_gen is the futex those sleepers wait on.
+     */
+    uint32_t lock_gen, sleepers, spinners;
+    /*
+     * The waiter that let go of the lock last meaning to look again at once
+     * (its ticket's address), or 0: it is awake and polls, so a leaver need
+     * not wake anyone for it. Written under the lock, cleared by that waiter
+     * as it goes to sleep.
+     */
+    uintptr_t looper;
 };
+
+/*
+ * FUTEX_WAITV (Linux 5.16): one sleep on the ticket and on lock_gen at once.
+ * Built only where both the system call number and the uapi's struct are
+ * known (FUTEX_32 came with it); otherwise, and on a kernel that says
+ * ENOSYS, a sleeper waits on lock_gen alone.
+ */
+#if defined(SYS_futex_waitv) && defined(FUTEX_32)
+#define NPV_SHARE_WAITV 1
+#else
+#define NPV_SHARE_WAITV 0
+#endif
+
+#if NPV_SHARE_WAITV
+static int waitv_state = 1; /* cleared at the first ENOSYS */
+#else
+static int waitv_state = 0;
+#endif
+
+static bool have_waitv(void)
+{
+    return __atomic_load_n(&waitv_state, __ATOMIC_RELAXED) != 0;
+}
 
 int npv_share_new(const struct npv_share_ops *ops, void *drv, struct npv_share **out)
 {
@@ -73,53 +128,103 @@ static void bump(uint64_t *c, uint64_t n)
     __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
-/* Whom the holder wakes as it lets go (share_unlock). */
-enum wake {
-    WAKE_NONE, /* it will look again at once: a woken waiter would only compete */
-    WAKE_ONE,  /* it leaves the share (its submit made, its ticket done): one takes over */
-    WAKE_ALL,  /* it routed completions: their owners may be asleep */
-};
-
-/* Wake as told. Nobody asleep (one thread alone): a load, no system call. */
-static void share_wake(struct npv_share *s, enum wake wake)
+/* Wake n sleepers on lock_gen. */
+static void wake_gen(struct npv_share *s, int n)
 {
-    if (wake == WAKE_NONE || __atomic_load_n(&s->sleepers, __ATOMIC_SEQ_CST) == 0)
-        return;
     __atomic_add_fetch(&s->lock_gen, 1u, __ATOMIC_SEQ_CST);
-    (void)syscall(SYS_futex, &s->lock_gen, FUTEX_WAKE_PRIVATE, wake == WAKE_ALL ? INT_MAX : 1, NULL,
-                  NULL, 0);
-}
-
-static void share_unlock(struct npv_share *s, enum wake wake)
-{
-    pthread_mutex_unlock(&s->lock);
-    share_wake(s, wake);
+    (void)syscall(SYS_futex, &s->lock_gen, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
 /*
- * The lock is taken and t pending: sleep until the holder lets go (or
- * SLEEP_MAX_NS, or until_ns, whichever is first). The sleeper counts itself
- * before it looks again, so a holder letting go after that look sees it and
- * bumps lock_gen, which the futex compares: no wake-up is lost.
+ * The lock was let go by a thread that will not look at the device again at
+ * once (a submit made, a wait ending): somebody must go on polling for the
+ * sleepers. A waiter that spins will (it takes the lock, or sees it taken by
+ * a thread with the same duty); with none, one sleeper is woken. One thread
+ * alone finds nobody asleep: two loads, no system call.
  */
-static void share_sleep(struct npv_share *s, const struct npv_share_ticket *t, uint64_t until_ns)
+static void share_leave(struct npv_share *s)
+{
+    if (__atomic_load_n(&s->sleepers, __ATOMIC_SEQ_CST) != 0 &&
+        __atomic_load_n(&s->spinners, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_load_n(&s->looper, __ATOMIC_SEQ_CST) == 0)
+        wake_gen(s, 1);
+}
+
+/*
+ * Sleep at most ns while t->done is TICKET_ASLEEP and lock_gen is gen: on
+ * both words at once (FUTEX_WAITV), or, on a kernel without it, on lock_gen
+ * alone (the routers then wake every sleeper, poll_locked).
+ */
+static void sleep_on(struct npv_share *s, struct npv_share_ticket *t, uint32_t gen, uint64_t ns)
+{
+#if NPV_SHARE_WAITV
+    if (have_waitv()) {
+        struct futex_waitv w[2] = {
+            {.val = TICKET_ASLEEP,
+             .uaddr = (uintptr_t)&t->done,
+             .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG},
+            {.val = gen, .uaddr = (uintptr_t)&s->lock_gen, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG}};
+        struct timespec until; /* futex_waitv takes an absolute time */
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += (long)ns;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec += until.tv_nsec / 1000000000L;
+            until.tv_nsec %= 1000000000L;
+        }
+        /* The index of the word that woke it, or -1 (a timeout, a changed word, ENOSYS). */
+        if (syscall(SYS_futex_waitv, w, 2u, 0u, &until, CLOCK_MONOTONIC) >= 0 || errno != ENOSYS)
+            return;
+        __atomic_store_n(&waitv_state, 0, __ATOMIC_RELAXED);
+    }
+#else
+    (void)t;
+#endif
+    struct timespec rel = {.tv_sec = (time_t)(ns / 1000000000u),
+                           .tv_nsec = (long)(ns % 1000000000u)};
+    (void)syscall(SYS_futex, &s->lock_gen, FUTEX_WAIT_PRIVATE, gen, &rel, NULL, 0);
+}
+
+/*
+ * t pending and the lock taken by another thread: sleep until t is done (its
+ * router wakes it, poll_locked), until a thread letting go hands it the
+ * polling (share_leave), or SLEEP_MAX_NS, or until_ns, whichever is first.
+ * The caller counts as a spinner; asleep it counts as a sleeper instead. It
+ * counts itself a sleeper and marks t before it looks at t and at the lock
+ * again, so a router or a leaver after that look sees it (and the futex
+ * compares t->done and lock_gen): no wake-up is lost.
+ */
+static void share_sleep(struct npv_share *s, struct npv_share_ticket *t, uint64_t until_ns)
 {
     uint32_t gen = __atomic_load_n(&s->lock_gen, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&s->sleepers, 1u, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&s->spinners, 1u, __ATOMIC_SEQ_CST);
+    uintptr_t me = (uintptr_t)t;
+    (void)__atomic_compare_exchange_n(&s->looper, &me, 0, false, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST);
+    uint32_t pending = 0;
+    bool marked = __atomic_compare_exchange_n(&t->done, &pending, TICKET_ASLEEP, false,
+                                              __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     uint64_t now = npv_now_ns();
-    if (!npv_share_done(t) && now < until_ns) {
+    if (marked && now < until_ns) {
         uint64_t ns = until_ns - now < SLEEP_MAX_NS ? until_ns - now : SLEEP_MAX_NS;
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ns};
         /* Free already? It was let go before we counted ourselves: look again, no sleep. */
         if (pthread_mutex_trylock(&s->lock) == 0)
             pthread_mutex_unlock(&s->lock);
         else
-            (void)syscall(SYS_futex, &s->lock_gen, FUTEX_WAIT_PRIVATE, gen, &ts, NULL, 0);
+            sleep_on(s, t, gen, ns);
     }
+    /* Awake: unmark t unless its router marked it done meanwhile. */
+    pending = TICKET_ASLEEP;
+    (void)__atomic_compare_exchange_n(&t->done, &pending, 0u, false, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&s->spinners, 1u, __ATOMIC_SEQ_CST);
     __atomic_sub_fetch(&s->sleepers, 1u, __ATOMIC_SEQ_CST);
 }
 
-/* One look at the device, with the lock held: route what finished. How many, or errno. */
+/*
+ * One look at the device, with the lock held: route what finished, waking
+ * the owners asleep on their tickets. How many, or errno.
+ */
 static int poll_locked(struct npv_share *s)
 {
     struct npv_cpl c[POLL_BATCH];
@@ -127,13 +232,27 @@ static int poll_locked(struct npv_share *s)
     bump(&s->polls, 1);
     if (n <= 0)
         return n;
+    bool asleep = false;
     for (int i = 0; i < n; i++) {
         /* The cookie is the ticket: host memory the driver kept, not a device value. */
         struct npv_share_ticket *t = (struct npv_share_ticket *)(uintptr_t)c[i].cookie;
         t->cpl = c[i];
         t->cpl.cookie = t->cookie;
-        __atomic_store_n(&t->done, 1u, __ATOMIC_RELEASE);
+        /*
+         * Done, and whether its owner sleeps on it. The exchange is the last
+         * touch of t: once done, its owner may reuse or free it. Waking the
+         * futex at its address after that reads nothing there.
+         */
+        if (__atomic_exchange_n(&t->done, 1u, __ATOMIC_SEQ_CST) == TICKET_ASLEEP) {
+            if (have_waitv())
+                (void)syscall(SYS_futex, &t->done, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+            else
+                asleep = true;
+        }
     }
+    /* Without FUTEX_WAITV the owners sleep on lock_gen only: wake them all. */
+    if (asleep)
+        wake_gen(s, INT_MAX);
     bump(&s->completed, (uint64_t)n);
     return n;
 }
@@ -153,13 +272,27 @@ int npv_share_submit(struct npv_share *s, const void *req, uint64_t cookie,
         r = s->ops->submit(s->drv, req, me);
     if (r == 0)
         bump(&s->submitted, 1);
-    share_unlock(s, WAKE_ONE);
+    pthread_mutex_unlock(&s->lock);
+    share_leave(s);
     return r;
 }
 
 int npv_share_done(const struct npv_share_ticket *t)
 {
-    return __atomic_load_n(&t->done, __ATOMIC_ACQUIRE) != 0;
+    return __atomic_load_n(&t->done, __ATOMIC_ACQUIRE) == 1u;
+}
+
+/* Leaving a wait: no longer a spinner nor the looper; somebody must poll for the sleepers. */
+static int wait_leave(struct npv_share *s, struct npv_share_ticket *t, bool spinner, int ret)
+{
+    uintptr_t me = (uintptr_t)t;
+    if (__atomic_load_n(&s->looper, __ATOMIC_RELAXED) == me)
+        (void)__atomic_compare_exchange_n(&s->looper, &me, 0, false, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_SEQ_CST);
+    if (spinner)
+        __atomic_sub_fetch(&s->spinners, 1u, __ATOMIC_SEQ_CST);
+    share_leave(s);
+    return ret;
 }
 
 int npv_share_wait(struct npv_share *s, struct npv_share_ticket *t, uint64_t timeout_ns)
@@ -168,31 +301,42 @@ int npv_share_wait(struct npv_share *s, struct npv_share_ticket *t, uint64_t tim
         return -EINVAL;
     uint64_t deadline = 0;
     unsigned looks = 0, missed = 0;
+    bool spinner = false; /* counted in s->spinners: missed the lock in this wait */
     for (;;) {
         if (npv_share_done(t))
-            return 1;
+            return wait_leave(s, t, spinner, 1);
         if (pthread_mutex_trylock(&s->lock) == 0) {
             int r = npv_share_done(t) ? 0 : poll_locked(s);
-            enum wake wake = WAKE_NONE;
-            if (r > 0)
-                wake = WAKE_ALL;
-            else if (r < 0 || npv_share_done(t))
-                wake = WAKE_ONE;
-            share_unlock(s, wake);
+            /*
+             * Looking again at once (a wait, not a single look), or leaving.
+             * Stored under the lock: whoever takes it next sees it; a
+             * sleeper's exchange (share_sleep) and a leaver's load order
+             * themselves.
+             */
+            bool again = r >= 0 && timeout_ns != 0 && !npv_share_done(t);
+            __atomic_store_n(&s->looper, again ? (uintptr_t)t : 0, __ATOMIC_RELEASE);
+            pthread_mutex_unlock(&s->lock);
             if (npv_share_done(t))
-                return 1;
+                return wait_leave(s, t, spinner, 1);
             if (r < 0)
-                return r;
+                return wait_leave(s, t, spinner, r);
             /*
              * Completions routed to other threads, none to us: let their
              * owners run and refill the device (threads outnumbering the
              * CPUs otherwise spin out their time slices while it drains).
-             * One thread alone never routes for another: no system call.
+             * Yielding only when an owner was asleep (and now woken) did
+             * worse on the Edge TPU (4 threads: 1.24-1.44 of one thread's
+             * rate against 1.42-1.53, alternating runs): owners that spin
+             * need the CPU too.
              */
             if (r > 0)
                 sched_yield();
         } else {
             bump(&s->contended, 1); /* racy count from many threads: a statistic only */
+            if (!spinner) {
+                spinner = true;
+                __atomic_add_fetch(&s->spinners, 1u, __ATOMIC_SEQ_CST);
+            }
             /* A single look never sleeps; a wait sleeps no later than its deadline. */
             if (timeout_ns != 0 && ++missed % NPV_SHARE_YIELD_EVERY == 0) {
                 uint64_t now = npv_now_ns();
@@ -203,15 +347,13 @@ int npv_share_wait(struct npv_share *s, struct npv_share_ticket *t, uint64_t tim
         }
         /* The clock (vDSO) is read every 16 looks, and at once for a single look. */
         if (timeout_ns == 0)
-            return 0;
+            return wait_leave(s, t, spinner, npv_share_done(t));
         if (looks++ % 16 == 0) {
             uint64_t now = npv_now_ns();
             if (deadline == 0)
                 deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
-            else if (now >= deadline) {
-                share_wake(s, WAKE_ONE); /* leaving: a sleeper takes over the polling */
-                return npv_share_done(t);
-            }
+            else if (now >= deadline)
+                return wait_leave(s, t, spinner, npv_share_done(t));
         }
     }
 }
