@@ -28,9 +28,10 @@
  * a submit made or a wait ending, wakes one sleeper when no other waiter is awake to poll). So a
  * holder asleep in the driver (a trapped register read waiting for its reply) gets its CPU back at
  * once, and sleepers are not woken for other threads' completions nor for nothing (Linux 5.16's
- * FUTEX_WAITV sleeps on the ticket and the lock at once; on an older kernel a router wakes every
- * sleeper). A poller that routed only other threads' completions yields once, so their owners run,
- * and a blocked submit may sleep on the lock's futex.
+ * FUTEX_WAITV sleeps on the ticket and the lock at once; on an older kernel, under a seccomp policy
+ * that refuses it, or with NPUVFIO_SHARE_WAITV=0 in the environment at npv_share_new, a router
+ * wakes every sleeper). A poller that routed only other threads' completions yields once, so their
+ * owners run, and a blocked submit may sleep on the lock's futex.
  *
  * Deadlines and recovery stay the driver's: a job past its deadline is
  * failed by the driver's poll (and the device reset where the driver must),

@@ -30,6 +30,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,6 +73,8 @@ struct npv_share {
      * as it goes to sleep.
      */
     uintptr_t looper;
+    /* Sleepers use FUTEX_WAITV (below); cleared when the kernel refuses it. */
+    int waitv;
 };
 
 /*
@@ -86,15 +89,20 @@ struct npv_share {
 #define NPV_SHARE_WAITV 0
 #endif
 
-#if NPV_SHARE_WAITV
-static int waitv_state = 1; /* cleared at the first ENOSYS */
-#else
-static int waitv_state = 0;
-#endif
-
-static bool have_waitv(void)
+static bool have_waitv(struct npv_share *s)
 {
-    return __atomic_load_n(&waitv_state, __ATOMIC_RELAXED) != 0;
+    return __atomic_load_n(&s->waitv, __ATOMIC_RELAXED) != 0;
+}
+
+/*
+ * NPUVFIO_SHARE_WAITV=0 keeps a share on the older protocol (sleepers on
+ * lock_gen alone, routers wake them all): for a seccomp policy that kills on
+ * futex_waitv rather than refusing it, and for the tests of that protocol.
+ */
+static int waitv_wanted(void)
+{
+    const char *env = getenv("NPUVFIO_SHARE_WAITV");
+    return NPV_SHARE_WAITV && !(env != NULL && strcmp(env, "0") == 0);
 }
 
 int npv_share_new(const struct npv_share_ops *ops, void *drv, struct npv_share **out)
@@ -111,6 +119,7 @@ int npv_share_new(const struct npv_share_ops *ops, void *drv, struct npv_share *
     }
     s->ops = ops;
     s->drv = drv;
+    s->waitv = waitv_wanted();
     *out = s;
     return 0;
 }
@@ -158,7 +167,7 @@ static void share_leave(struct npv_share *s)
 static void sleep_on(struct npv_share *s, struct npv_share_ticket *t, uint32_t gen, uint64_t ns)
 {
 #if NPV_SHARE_WAITV
-    if (have_waitv()) {
+    if (have_waitv(s)) {
         struct futex_waitv w[2] = {
             {.val = TICKET_ASLEEP,
              .uaddr = (uintptr_t)&t->done,
@@ -172,9 +181,14 @@ static void sleep_on(struct npv_share *s, struct npv_share_ticket *t, uint32_t g
             until.tv_nsec %= 1000000000L;
         }
         /* The index of the word that woke it, or -1 (a timeout, a changed word, ENOSYS). */
-        if (syscall(SYS_futex_waitv, w, 2u, 0u, &until, CLOCK_MONOTONIC) >= 0 || errno != ENOSYS)
+        if (syscall(SYS_futex_waitv, w, 2u, 0u, &until, CLOCK_MONOTONIC) >= 0 || errno == EAGAIN ||
+            errno == ETIMEDOUT || errno == EINTR)
             return;
-        __atomic_store_n(&waitv_state, 0, __ATOMIC_RELAXED);
+        /*
+         * ENOSYS (before Linux 5.16) or a seccomp policy's EPERM: the older
+         * protocol from now on, or every sleep would return at once.
+         */
+        __atomic_store_n(&s->waitv, 0, __ATOMIC_RELAXED);
     }
 #else
     (void)t;
@@ -244,7 +258,7 @@ static int poll_locked(struct npv_share *s)
          * futex at its address after that reads nothing there.
          */
         if (__atomic_exchange_n(&t->done, 1u, __ATOMIC_SEQ_CST) == TICKET_ASLEEP) {
-            if (have_waitv())
+            if (have_waitv(s))
                 (void)syscall(SYS_futex, &t->done, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
             else
                 asleep = true;
