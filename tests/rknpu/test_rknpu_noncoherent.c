@@ -90,6 +90,18 @@ static void forget_outputs(struct dma_shadow *s)
                 cores[c].out[i].s = NULL;
 }
 
+/*
+ * Outputs still pending from a core's last start: a queue's completions go
+ * through the queue's own tracker, never the wrapped core tracker, so they
+ * end here (at the core's next start, or when the test stops watching).
+ */
+static void drop_pending(struct core_watch *w)
+{
+    for (unsigned i = 0; i < w->nr_out; i++)
+        free(w->out[i].cpu);
+    w->nr_out = 0;
+}
+
 /* The shadow holding [iova, iova + len) of the device's domain, and its offset there. */
 static struct dma_shadow *shadow_at(uint32_t iova, uint64_t len, size_t *off)
 {
@@ -117,7 +129,7 @@ static void check_start(unsigned c)
 {
     struct core_watch *w = &cores[c];
     uint32_t addr = w->base, amount = w->amount;
-    w->nr_out = 0;
+    drop_pending(w);
     for (uint32_t t = 0; t < w->tasks; t++) {
         uint32_t count = rknpu_regcmd_fetch_words(amount);
         size_t off;
@@ -216,6 +228,8 @@ static void watch(void)
 static void unwatch(void)
 {
     g_npu = NULL;
+    for (unsigned c = 0; c < NPV_RKNPU_NUM_CORES; c++)
+        drop_pending(&cores[c]);
     rk_close(&t);
     dma_shadow_watch(false);
 }
