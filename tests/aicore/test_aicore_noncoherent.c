@@ -45,6 +45,7 @@
 #include "aic_driver.h"
 #include "aicore/driver_internal.h"
 #include "dma_shadow.h"
+#include "npv_test.h"
 
 /* The real calls, reached through the linker's --wrap (the DMA ones: dma_shadow.c). */
 int __real_npv_bar_write(const struct npv_bar *bar, uint64_t off, unsigned width, uint64_t val);
@@ -336,9 +337,6 @@ int main(void)
     tcase_add_test(tc, tables_uploaded_again_after_a_reset_are_cleaned_first);
     tcase_add_test(tc, an_output_read_without_an_invalidate_is_stale);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    /* On a real NPU every case exits NPV_TEST_SKIP (it needs the model): skipped, not failed. */
+    return npv_test_run(s);
 }

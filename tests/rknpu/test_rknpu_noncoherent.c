@@ -53,6 +53,7 @@
 #include "dma_shadow.h"
 #include "driver_internal.h"
 #include "noncoherent_task.h"
+#include "npv_test.h"
 #include "rk_drv.h"
 #include "sample_run.h"
 
@@ -395,9 +396,6 @@ int main(void)
     tcase_add_test(tc, an_output_read_without_an_invalidate_is_stale);
     tcase_add_test(tc, a_sync_outside_the_buffer_is_refused);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    /* On a real NPU every case exits NPV_TEST_SKIP (it needs the model): skipped, not failed. */
+    return npv_test_run(s);
 }
