@@ -7,7 +7,8 @@
  *
  * The server runs in a thread of the test process, the client is the real
  * one (npv_dev_open_vfio_user) on the same process, or in a forked child
- * where it must be killed.
+ * where it must be killed, or raw messages on a socketpair for what our
+ * client never sends (DMA_UNMAP of all, a mapping without fd).
  */
 #include <check.h>
 #include <errno.h>
@@ -33,6 +34,7 @@
 #include <npuvfio/vfio_user_server.h>
 
 #include "npv_test.h"
+#include "vfio_user_msg.h"
 
 /* A bound for waits that a healthy run never comes near; no assertion is about time. */
 #define GENEROUS_NS (30ll * 1000000000ll)
@@ -403,6 +405,100 @@ START_TEST(dma_unmap_hook_runs_for_each_mapping_of_a_killed_client)
 }
 END_TEST
 
+/* ---- what our client never sends: DMA_UNMAP of all, a mapping without fd ---- */
+
+struct served {
+    pthread_t t;
+    struct npv_vus *srv;
+    int fd;
+    int ret;
+};
+
+static void *serve_main(void *arg)
+{
+    struct served *sv = arg;
+    sv->ret = npv_vus_serve_fd(sv->srv, sv->fd);
+    return NULL;
+}
+
+/* One raw request and its reply; asserts the reply is no error. */
+static void raw_call(int sock, uint16_t cmd, const void *body, size_t len, const int *fds,
+                     unsigned nr_fds)
+{
+    static uint16_t id;
+    struct npv_vu_hdr h = {.msg_id = ++id, .cmd = cmd, .flags = NPV_VU_F_TYPE_COMMAND};
+    ck_assert_int_eq(npv_vu_send(sock, &h, body, len, fds, nr_fds, GENEROUS_NS), 0);
+    struct npv_vu_msg rep;
+    ck_assert_int_eq(npv_vu_recv(sock, &rep, 1u << 16, 8, GENEROUS_NS), 0);
+    ck_assert_uint_eq(rep.hdr.msg_id, id);
+    ck_assert_msg(!(rep.hdr.flags & NPV_VU_F_ERROR), "command %u: error %u", cmd, rep.hdr.error);
+    npv_vu_msg_release(&rep);
+}
+
+START_TEST(dma_hooks_see_unmap_all_and_mappings_without_fd)
+{
+    struct npv_ctx *sctx = quiet_ctx();
+    struct hooks *h = hooks_new();
+    int pair[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    struct served sv = {.srv = server_new(sctx, h), .fd = pair[1], .ret = 1};
+    ck_assert_int_eq(pthread_create(&sv.t, NULL, serve_main, &sv), 0);
+    int sock = pair[0];
+
+    char version[64] = {0};
+    struct npv_vu_version v = {.major = NPV_VU_MAJOR, .minor = NPV_VU_MINOR};
+    memcpy(version, &v, sizeof(v));
+    const char *caps = "{\"capabilities\":{\"max_msg_fds\":8}}";
+    strcpy(version + sizeof(v), caps);
+    raw_call(sock, NPV_VU_CMD_VERSION, version, sizeof(v) + strlen(caps) + 1, NULL, 0);
+
+    /* From an fd at an offset, then without fd (message DMA). */
+    int mem = memfd_create("owner-hooks", MFD_CLOEXEC);
+    ck_assert_int_ge(mem, 0);
+    ck_assert_int_eq(ftruncate(mem, 0x2000), 0);
+    struct npv_vu_dma_map m = {.argsz = sizeof(m),
+                               .flags = NPV_VU_DMA_FLAG_READ | NPV_VU_DMA_FLAG_WRITE,
+                               .offset = 0x1000,
+                               .address = 0x100000,
+                               .size = 0x1000};
+    raw_call(sock, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), &mem, 1);
+    m = (struct npv_vu_dma_map){
+        .argsz = sizeof(m), .flags = NPV_VU_DMA_FLAG_READ, .address = 0x200000, .size = 0x3000};
+    raw_call(sock, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), NULL, 0);
+    ck_assert_uint_eq(count(h, &h->nr_maps), 2);
+    ck_assert_uint_eq(h->maps[0].iova, 0x100000);
+    ck_assert_uint_eq(h->maps[0].fd_offset, 0x1000);
+    ck_assert_uint_eq(h->maps[0].ino, ino_of(mem));
+    ck_assert(h->maps[0].has_vaddr);
+    ck_assert_uint_eq(h->maps[1].iova, 0x200000);
+    ck_assert_uint_eq(h->maps[1].size, 0x3000);
+    ck_assert_uint_eq(h->maps[1].prot, NPV_VUS_DMA_READ);
+    ck_assert(!h->maps[1].has_vaddr);
+    ck_assert_uint_eq(h->maps[1].ino, 0); /* fd -1 */
+    ck_assert_uint_eq(h->maps[1].fd_offset, 0);
+
+    /* Unmap-all: each mapping's hook once. */
+    struct npv_vu_dma_unmap u = {.argsz = sizeof(u), .flags = NPV_VU_DMA_UNMAP_FLAG_ALL};
+    raw_call(sock, NPV_VU_CMD_DMA_UNMAP, &u, sizeof(u), NULL, 0);
+    ck_assert_uint_eq(count(h, &h->nr_unmaps), 2);
+    ck_assert_uint_ne(h->unmaps[0].iova, h->unmaps[1].iova);
+    ck_assert(h->unmaps[0].iova == 0x100000 || h->unmaps[0].iova == 0x200000);
+    ck_assert(h->unmaps[1].iova == 0x100000 || h->unmaps[1].iova == 0x200000);
+    ck_assert_uint_eq(npv_vus_dma_count(sv.srv), 0);
+
+    /* The client leaves: nothing more is owed. */
+    close(sock);
+    ck_assert_int_eq(pthread_join(sv.t, NULL), 0);
+    ck_assert_int_eq(sv.ret, 0);
+    ck_assert_uint_eq(count(h, &h->nr_disconnects), 1);
+    npv_vus_free(sv.srv);
+    ck_assert_uint_eq(count(h, &h->nr_unmaps), 2);
+    close(mem);
+    hooks_free(h);
+    npv_ctx_free(sctx);
+}
+END_TEST
+
 /* ---- an owner's own accept: serve_fd and refuse_fd ---- */
 
 static int listen_at(const char *path)
@@ -529,6 +625,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("dma hooks");
     tcase_add_test(tc, dma_map_hook_sees_the_clients_mapping_and_may_refuse_it);
     tcase_add_test(tc, dma_unmap_hook_runs_for_each_mapping_of_a_killed_client);
+    tcase_add_test(tc, dma_hooks_see_unmap_all_and_mappings_without_fd);
     suite_add_tcase(s, tc);
     tc = tcase_create("owner accept");
     tcase_add_test(tc, serve_fd_serves_two_clients_at_once_until_stopped);
