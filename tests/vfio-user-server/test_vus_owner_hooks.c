@@ -35,6 +35,7 @@
 
 #include "npv_test.h"
 #include "vfio_user_msg.h"
+#include "vfio_user_server_internal.h"
 
 /* A bound for waits that a healthy run never comes near; no assertion is about time. */
 #define GENEROUS_NS (30ll * 1000000000ll)
@@ -421,18 +422,42 @@ static void *serve_main(void *arg)
     return NULL;
 }
 
-/* One raw request and its reply; asserts the reply is no error. */
+static uint16_t raw_id;
+
+static void raw_send(int sock, uint16_t cmd, const void *body, size_t len, const int *fds,
+                     unsigned nr_fds)
+{
+    struct npv_vu_hdr h = {.msg_id = ++raw_id, .cmd = cmd, .flags = NPV_VU_F_TYPE_COMMAND};
+    ck_assert_int_eq(npv_vu_send(sock, &h, body, len, fds, nr_fds, GENEROUS_NS), 0);
+}
+
+/* The reply to the last raw_send; asserts it is no error. */
+static void raw_reply(int sock)
+{
+    struct npv_vu_msg rep;
+    ck_assert_int_eq(npv_vu_recv(sock, &rep, 1u << 16, 8, GENEROUS_NS), 0);
+    ck_assert_uint_eq(rep.hdr.msg_id, raw_id);
+    ck_assert_msg(!(rep.hdr.flags & NPV_VU_F_ERROR), "command %u: error %u", rep.hdr.cmd,
+                  rep.hdr.error);
+    npv_vu_msg_release(&rep);
+}
+
+/* One raw request and its reply (a server thread answers). */
 static void raw_call(int sock, uint16_t cmd, const void *body, size_t len, const int *fds,
                      unsigned nr_fds)
 {
-    static uint16_t id;
-    struct npv_vu_hdr h = {.msg_id = ++id, .cmd = cmd, .flags = NPV_VU_F_TYPE_COMMAND};
-    ck_assert_int_eq(npv_vu_send(sock, &h, body, len, fds, nr_fds, GENEROUS_NS), 0);
-    struct npv_vu_msg rep;
-    ck_assert_int_eq(npv_vu_recv(sock, &rep, 1u << 16, 8, GENEROUS_NS), 0);
-    ck_assert_uint_eq(rep.hdr.msg_id, id);
-    ck_assert_msg(!(rep.hdr.flags & NPV_VU_F_ERROR), "command %u: error %u", cmd, rep.hdr.error);
-    npv_vu_msg_release(&rep);
+    raw_send(sock, cmd, body, len, fds, nr_fds);
+    raw_reply(sock);
+}
+
+static void raw_version(int sock)
+{
+    char version[64] = {0};
+    struct npv_vu_version v = {.major = NPV_VU_MAJOR, .minor = NPV_VU_MINOR};
+    memcpy(version, &v, sizeof(v));
+    const char *caps = "{\"capabilities\":{\"max_msg_fds\":8}}";
+    strcpy(version + sizeof(v), caps);
+    raw_send(sock, NPV_VU_CMD_VERSION, version, sizeof(v) + strlen(caps) + 1, NULL, 0);
 }
 
 START_TEST(dma_hooks_see_unmap_all_and_mappings_without_fd)
@@ -445,12 +470,8 @@ START_TEST(dma_hooks_see_unmap_all_and_mappings_without_fd)
     ck_assert_int_eq(pthread_create(&sv.t, NULL, serve_main, &sv), 0);
     int sock = pair[0];
 
-    char version[64] = {0};
-    struct npv_vu_version v = {.major = NPV_VU_MAJOR, .minor = NPV_VU_MINOR};
-    memcpy(version, &v, sizeof(v));
-    const char *caps = "{\"capabilities\":{\"max_msg_fds\":8}}";
-    strcpy(version + sizeof(v), caps);
-    raw_call(sock, NPV_VU_CMD_VERSION, version, sizeof(v) + strlen(caps) + 1, NULL, 0);
+    raw_version(sock);
+    raw_reply(sock);
 
     /* From an fd at an offset, then without fd (message DMA). */
     int mem = memfd_create("owner-hooks", MFD_CLOEXEC);
@@ -493,6 +514,52 @@ START_TEST(dma_hooks_see_unmap_all_and_mappings_without_fd)
     ck_assert_uint_eq(count(h, &h->nr_disconnects), 1);
     npv_vus_free(sv.srv);
     ck_assert_uint_eq(count(h, &h->nr_unmaps), 2);
+    close(mem);
+    hooks_free(h);
+    npv_ctx_free(sctx);
+}
+END_TEST
+
+/* The server side, on this thread: take the next message from sock and handle it. */
+static void serve_one(struct npv_vus *srv, int sock)
+{
+    struct npv_vu_msg m;
+    ck_assert_int_eq(npv_vu_recv(sock, &m, 1u << 16, 8, GENEROUS_NS), 0);
+    ck_assert_int_eq(npv_vus_handle(srv, &m), 0);
+    npv_vu_msg_release(&m);
+}
+
+START_TEST(free_owes_the_model_the_unmaps_of_a_client_still_there)
+{
+    struct npv_ctx *sctx = quiet_ctx();
+    struct hooks *h = hooks_new();
+    struct npv_vus *srv = server_new(sctx, h);
+    int pair[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    /* The connection, served message by message here (as the fuzzers do): no loop to end. */
+    npv_vus_set_conn(srv, pair[1]);
+    raw_version(pair[0]);
+    serve_one(srv, pair[1]);
+    raw_reply(pair[0]);
+    int mem = memfd_create("owner-hooks", MFD_CLOEXEC);
+    ck_assert_int_ge(mem, 0);
+    ck_assert_int_eq(ftruncate(mem, 0x1000), 0);
+    struct npv_vu_dma_map m = {
+        .argsz = sizeof(m), .flags = NPV_VU_DMA_FLAG_WRITE, .address = 0x100000, .size = 0x1000};
+    raw_send(pair[0], NPV_VU_CMD_DMA_MAP, &m, sizeof(m), &mem, 1);
+    serve_one(srv, pair[1]);
+    raw_reply(pair[0]);
+    ck_assert_uint_eq(count(h, &h->nr_maps), 1);
+    ck_assert_uint_eq(h->maps[0].prot, NPV_VUS_DMA_WRITE);
+
+    /* Freed with the client still connected and its mapping in place. */
+    npv_vus_free(srv);
+    ck_assert_uint_eq(count(h, &h->nr_unmaps), 1);
+    ck_assert_uint_eq(h->unmaps[0].iova, 0x100000);
+    ck_assert_uint_eq(h->unmaps[0].size, 0x1000);
+    ck_assert_uint_eq(count(h, &h->nr_disconnects), 1);
+    ck_assert_uint_lt(h->unmaps[0].seq, h->disconnect_seq);
+    close(pair[0]);
     close(mem);
     hooks_free(h);
     npv_ctx_free(sctx);
@@ -626,6 +693,7 @@ static Suite *suite(void)
     tcase_add_test(tc, dma_map_hook_sees_the_clients_mapping_and_may_refuse_it);
     tcase_add_test(tc, dma_unmap_hook_runs_for_each_mapping_of_a_killed_client);
     tcase_add_test(tc, dma_hooks_see_unmap_all_and_mappings_without_fd);
+    tcase_add_test(tc, free_owes_the_model_the_unmaps_of_a_client_still_there);
     suite_add_tcase(s, tc);
     tc = tcase_create("owner accept");
     tcase_add_test(tc, serve_fd_serves_two_clients_at_once_until_stopped);
