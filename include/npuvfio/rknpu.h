@@ -44,6 +44,14 @@
  * (npv_dma_wrap of its own tensors or of a file mapping) into a domain, as
  * npv_rknpu_mem_create does with the driver's own memory.
  *
+ * Laid-out jobs (an owner running other processes' drivers, npuvfio
+ * serve): npv_rknpu_domain_claim makes a domain with no command memory of
+ * the driver's, npv_rknpu_mem_wrap_at places the client's memory at the
+ * client's own IOVAs, and npv_rknpu_submit_laid_out runs a register-command
+ * list the client laid out there, trailers and all, as the vendor's
+ * RKNPU_SUBMIT does; the job then queues, switches domains, completes and
+ * times out like any other.
+ *
  * Non-coherent hosts (the RK3588's NPU does not snoop the CPU caches): the
  * caller cleans what the CPU wrote before a submit and invalidates what the
  * NPU wrote before reading it, npv_rknpu_mem_sync_for_device / _for_cpu
