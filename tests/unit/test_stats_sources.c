@@ -373,7 +373,7 @@ static void racer_fn(void *user, npv_stats_emit_fn emit, void *arg)
     atomic_fetch_add(&r->calls, 1);
     emit(arg, "e", "calls", atomic_load(&r->calls));
     /* Stay a while, so a removal lands while fn runs. */
-    for (volatile int i = 0; i < 2000; i++)
+    for (volatile int i = 0; i < 20000; i++)
         ;
     atomic_store(&r->running, 0);
 }
@@ -405,7 +405,7 @@ static void *churner(void *arg)
         struct racer *r = calloc(1, sizeof(*r));
         ck_assert_ptr_nonnull(r);
         ck_assert_int_eq(npv_stats_add_source(ctx, name, racer_fn, r), 0);
-        for (volatile int k = 0; k < 20000; k++)
+        for (volatile int k = 0; k < 2000; k++)
             ;
         ck_assert_int_eq(npv_stats_remove_source(ctx, name), 0);
         /* fn is not running and will not be called: its state may go now. */
