@@ -21,7 +21,8 @@
 
 #include "driver_internal.h"
 
-static int domain_create(struct npv_rknpu *npu, struct rknpu_domain *d)
+/* with_cmd false: a claimed domain (npv_rknpu_domain_claim), no command memory of ours in it. */
+static int domain_create(struct npv_rknpu *npu, struct rknpu_domain *d, bool with_cmd)
 {
     const struct npv_domain_opts opts = {
         .aperture_start = 0,
@@ -30,6 +31,10 @@ static int domain_create(struct npv_rknpu *npu, struct rknpu_domain *d)
     int r = npv_domain_new(npu->ctx, &opts, &d->dom);
     if (r < 0)
         return r;
+    if (!with_cmd) {
+        npu->counters.domains_live++;
+        return 0;
+    }
     r = npv_dma_alloc(npu->ctx, npu->slot_bytes * npu->cfg.queue_depth, NULL, &d->cmd);
     if (r < 0)
         goto err_domain;
@@ -60,6 +65,7 @@ static void domain_destroy(struct npv_rknpu *npu, struct rknpu_domain *d)
     d->cmd = NULL;
     d->dom = NULL;
     d->cmd_iova = 0;
+    d->claimed = false;
     npu->counters.domains_live--;
 }
 
@@ -69,7 +75,7 @@ int rknpu_domain_get(struct npv_rknpu *npu, uint32_t id)
         return -EINVAL;
     struct rknpu_domain *d = &npu->domains[id];
     if (d->dom == NULL) {
-        int r = domain_create(npu, d);
+        int r = domain_create(npu, d, true);
         if (r < 0) {
             npv_ctx_log(npu->ctx, NPV_LOG_ERROR, "rknpu: creating domain %u failed: %s", id,
                         npv_strerror(r));
@@ -120,11 +126,61 @@ void rknpu_domains_release(struct npv_rknpu *npu)
         if (d->dom == NULL)
             continue;
         npv_ctx_log(npu->ctx, NPV_LOG_WARN,
-                    "rknpu: closing with %u references left on domain %u (buffers not destroyed)",
-                    d->refs, id);
+                    "rknpu: closing with %u references left on domain %u (buffers not "
+                    "destroyed%s)",
+                    d->refs, id, d->claimed ? ", its claim not released" : "");
         domain_destroy(npu, d);
         d->refs = 0;
     }
+}
+
+/*
+ * A claimed domain is what the vendor driver's RKNPU_SUBMIT runs in: user
+ * space lays its register-command lists out in its own GEM buffers, so the
+ * kernel allocates no command memory (rknpu_job.c rknpu_job_subcore_commit_pc
+ * writes the task's regcmd_addr into PC BASE_ADDRESS as given). Here the
+ * caller (an owner serving another process's driver) places every buffer
+ * itself, at the IOVAs its client chose, so nothing of ours may sit in the
+ * address space. The claim is one reference, as a buffer's.
+ */
+int npv_rknpu_domain_claim(struct npv_rknpu *npu, uint32_t domain_id)
+{
+    if (npu == NULL || domain_id >= NPV_RKNPU_MAX_DOMAINS)
+        return -EINVAL;
+    struct rknpu_domain *d = &npu->domains[domain_id];
+    if (d->dom != NULL)
+        return -EEXIST;
+    int r = npv_failpoint_check(npu->ctx, NPV_FAIL_ALLOC);
+    if (r < 0)
+        return r;
+    r = domain_create(npu, d, false);
+    if (r < 0) {
+        npv_ctx_log(npu->ctx, NPV_LOG_ERROR, "rknpu: claiming domain %u failed: %s", domain_id,
+                    npv_strerror(r));
+        return r;
+    }
+    d->refs = 1;
+    d->claimed = true;
+    return 0;
+}
+
+/*
+ * Jobs do not parse their lists for addresses, so a queued or running job
+ * may use any mapping of its domain: the claim (and with it, once the last
+ * buffer is gone, the address space) is kept until they end.
+ */
+int npv_rknpu_domain_release(struct npv_rknpu *npu, uint32_t domain_id)
+{
+    if (npu == NULL || domain_id >= NPV_RKNPU_MAX_DOMAINS)
+        return -EINVAL;
+    struct rknpu_domain *d = &npu->domains[domain_id];
+    if (d->dom == NULL || !d->claimed)
+        return -ENOENT;
+    if (d->jobs != 0)
+        return -EBUSY;
+    d->claimed = false;
+    rknpu_domain_put(npu, domain_id);
+    return 0;
 }
 
 int npv_rknpu_mem_create(struct npv_rknpu *npu, uint64_t size, uint32_t domain_id, unsigned flags,
@@ -178,13 +234,22 @@ err_mem:
  * npv_dma_map on every transport: a kernel IOMMU pins it, a vfio-user server
  * is sent the buffer's fd (fd-less memory is -NPV_ENOTSHARED there).
  */
-int npv_rknpu_mem_wrap(struct npv_rknpu *npu, struct npv_dma *dma, uint32_t domain_id,
-                       struct npv_rknpu_mem **out)
+static int wrap(struct npv_rknpu *npu, struct npv_dma *dma, uint32_t domain_id,
+                const npv_iova_t *at, struct npv_rknpu_mem **out)
 {
     if (npu == NULL || dma == NULL || out == NULL || domain_id >= NPV_RKNPU_MAX_DOMAINS)
         return -EINVAL;
     if (npv_dma_size(dma) > NPV_RKNPU_DOMAIN_SIZE - NPV_DOMAIN_IOVA_ZERO_GUARD)
         return -ENOSPC;
+    /*
+     * A fixed place: on a 4 KiB IOMMU page (the RK3588 IOMMU's page, and
+     * npv_dma_map_at's rule), past the guard page at 0 and wholly inside the
+     * 32-bit space the cores address.
+     */
+    if (at != NULL &&
+        ((*at & (NPV_DOMAIN_IOVA_ZERO_GUARD - 1)) != 0 || *at < NPV_DOMAIN_IOVA_ZERO_GUARD ||
+         npv_dma_size(dma) > NPV_RKNPU_DOMAIN_SIZE - *at))
+        return -EINVAL;
     /*
      * The device is attached to this domain only when a job of it runs, and
      * the library refuses fd-less memory at that attach (dma.h, npv_dma_wrap):
@@ -207,7 +272,17 @@ int npv_rknpu_mem_wrap(struct npv_rknpu *npu, struct npv_dma *dma, uint32_t doma
     r = rknpu_domain_get(npu, domain_id);
     if (r < 0)
         goto err_mem;
-    r = npv_dma_map(dma, npu->domains[domain_id].dom, NPV_DMA_RW, &mem->iova);
+    if (at != NULL) {
+        mem->iova = *at;
+        r = npv_dma_map_at(dma, npu->domains[domain_id].dom, *at, NPV_DMA_RW);
+        /* npv_dma_map_at: -EBUSY overlaps a mapping, -ERANGE lies in a reserved range. */
+        if (r == -EBUSY)
+            r = -EEXIST;
+        else if (r == -ERANGE)
+            r = -EINVAL;
+    } else {
+        r = npv_dma_map(dma, npu->domains[domain_id].dom, NPV_DMA_RW, &mem->iova);
+    }
     if (r < 0) {
         npv_ctx_log(npu->ctx, NPV_LOG_ERROR, "rknpu: mapping caller memory into domain %u: %s",
                     domain_id, npv_strerror(r));
@@ -228,6 +303,18 @@ err_domain:
 err_mem:
     free(mem);
     return r;
+}
+
+int npv_rknpu_mem_wrap(struct npv_rknpu *npu, struct npv_dma *dma, uint32_t domain_id,
+                       struct npv_rknpu_mem **out)
+{
+    return wrap(npu, dma, domain_id, NULL, out);
+}
+
+int npv_rknpu_mem_wrap_at(struct npv_rknpu *npu, struct npv_dma *dma, uint32_t domain_id,
+                          npv_iova_t iova, struct npv_rknpu_mem **out)
+{
+    return wrap(npu, dma, domain_id, &iova, out);
 }
 
 /*

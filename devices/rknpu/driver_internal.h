@@ -21,10 +21,15 @@
  */
 struct rknpu_domain {
     struct npv_domain *dom; /* NULL: not created */
-    uint32_t refs;          /* buffers + jobs not yet finished */
+    uint32_t refs;          /* buffers + jobs not yet finished (+ 1 while claimed) */
     uint32_t jobs;          /* jobs queued or running in it: a wrapped buffer stays mapped */
+    /*
+     * NULL in a domain made by npv_rknpu_domain_claim: its whole address
+     * space is the caller's, so it takes laid-out jobs only, until it is freed.
+     */
     struct npv_dma *cmd;
     npv_iova_t cmd_iova;
+    bool claimed; /* npv_rknpu_domain_claim's reference is held */
 };
 
 /* One core's share of a job: a chain of tasks laid out back to back. */

@@ -328,6 +328,53 @@ static void schedule(struct npv_rknpu *npu)
     }
 }
 
+/*
+ * What every submit checks last, in this order: the device is alive, the
+ * domain exists, a job slot is free.
+ */
+static int job_check(const struct npv_rknpu *npu, uint32_t domain_id)
+{
+    if (npu->dead)
+        return -EIO;
+    if (npu->domains[domain_id].dom == NULL)
+        return -ENOENT;
+    if (npu->nr_free == 0)
+        return -EAGAIN;
+    return 0;
+}
+
+/* Take a free job slot for domain_id; the job holds its domain until it finishes. */
+static uint32_t job_take(struct npv_rknpu *npu, uint32_t domain_id, uint64_t cookie,
+                         uint64_t timeout_ns, uint64_t budget_ns)
+{
+    uint32_t idx = npu->free_jobs[--npu->nr_free];
+    struct rknpu_job *j = &npu->jobs[idx];
+    memset(j, 0, sizeof(*j));
+    npu->domains[domain_id].refs++;
+    npu->domains[domain_id].jobs++;
+    j->domain_id = domain_id;
+    j->cookie = cookie;
+    j->timeout_ns = timeout_ns != 0 ? timeout_ns : npu->cfg.job_timeout_ns;
+    if (budget_ns != 0) {
+        uint64_t now = rknpu_now_ns();
+        j->budget_at = budget_ns > UINT64_MAX - now ? UINT64_MAX : now + budget_ns;
+        npu->pending_budgets++;
+    }
+    return idx;
+}
+
+/* The job's parts are filled in: queue it behind the others and start what can start. */
+static void job_queue(struct npv_rknpu *npu, uint32_t idx, unsigned parts)
+{
+    struct rknpu_job *j = &npu->jobs[idx];
+    for (unsigned p = 0; p < parts; p++)
+        npu->cores[j->parts[p].core].queued++;
+    j->nr_parts = j->parts_left = (uint8_t)parts;
+    j->state = RKNPU_JOB_QUEUED;
+    npu->pending[npu->nr_pending++] = idx;
+    schedule(npu);
+}
+
 static int submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job, uint64_t budget_ns)
 {
     if (npu == NULL || job == NULL || job->tasks == NULL || job->nr_tasks == 0 ||
@@ -347,28 +394,15 @@ static int submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job, uint64
     }
     if (words > npu->cfg.max_job_words)
         return -E2BIG;
-    if (npu->dead)
-        return -EIO;
+    int r = job_check(npu, job->domain_id);
+    if (r < 0)
+        return r;
     struct rknpu_domain *d = &npu->domains[job->domain_id];
-    if (d->dom == NULL)
-        return -ENOENT;
-    if (npu->nr_free == 0)
-        return -EAGAIN;
+    if (d->cmd == NULL)
+        return -EOPNOTSUPP; /* a claimed domain: no command memory to lay the tasks out in */
 
-    uint32_t idx = npu->free_jobs[--npu->nr_free];
+    uint32_t idx = job_take(npu, job->domain_id, job->cookie, job->timeout_ns, budget_ns);
     struct rknpu_job *j = &npu->jobs[idx];
-    memset(j, 0, sizeof(*j));
-    d->refs++; /* the job holds its domain until it finishes */
-    d->jobs++;
-    j->domain_id = job->domain_id;
-    j->cookie = job->cookie;
-    j->timeout_ns = job->timeout_ns != 0 ? job->timeout_ns : npu->cfg.job_timeout_ns;
-    if (budget_ns != 0) {
-        uint64_t now = rknpu_now_ns();
-        j->budget_at = budget_ns > UINT64_MAX - now ? UINT64_MAX : now + budget_ns;
-        npu->pending_budgets++;
-    }
-
     uint64_t slot_off = (uint64_t)idx * npu->slot_bytes;
     uint64_t *slot = (uint64_t *)((uint8_t *)npv_dma_vaddr(d->cmd) + slot_off);
     uint32_t cursor = 0;
@@ -377,13 +411,9 @@ static int submit(struct npv_rknpu *npu, const struct npv_rknpu_job *job, uint64
     for (unsigned p = 0; p < parts; p++) {
         j->parts[p].core = cores[p];
         rknpu_lay_out_part(npu, job, p, parts, slot, d->cmd_iova + slot_off, &cursor, &j->parts[p]);
-        npu->cores[cores[p]].queued++;
     }
     npv_dma_sync_for_device(d->cmd, (size_t)slot_off, (size_t)cursor * 8u);
-    j->nr_parts = j->parts_left = (uint8_t)parts;
-    j->state = RKNPU_JOB_QUEUED;
-    npu->pending[npu->nr_pending++] = idx;
-    schedule(npu);
+    job_queue(npu, idx, parts);
     return 0;
 }
 
@@ -398,6 +428,63 @@ int npv_rknpu_submit_within(struct npv_rknpu *npu, const struct npv_rknpu_job *j
     if (budget_ns == 0)
         return -EINVAL;
     return submit(npu, job, budget_ns);
+}
+
+/*
+ * A job laid out by its submitter: the vendor driver's RKNPU_SUBMIT, where
+ * user space wrote the register-command lists and their chaining trailers
+ * into its own buffer and the kernel only programs the PC from the first
+ * task (rknpu_job.c rknpu_job_subcore_commit_pc: BASE_ADDRESS = regcmd_addr,
+ * REGISTER_AMOUNTS from regcfg_amount in its unit, INTERRUPT_MASK = the last task's
+ * int_mask, TASK_CON's TASK_NUMBER = the task count). It is one part on one
+ * core, nothing copied: the queue, start, deadline, reset and budget
+ * machinery is the one npv_rknpu_submit's jobs go through.
+ */
+int npv_rknpu_submit_laid_out(struct npv_rknpu *npu, const struct npv_rknpu_laid_out_job *job)
+{
+    if (npu == NULL || job == NULL || job->nr_tasks == 0 ||
+        job->nr_tasks > RKNPU_MAX_TASKS_PER_RUN || job->domain_id >= NPV_RKNPU_MAX_DOMAINS)
+        return -EINVAL;
+    /*
+     * BASE_ADDRESS holds IOVA[31:4] (regs.h); IOVA 0 is the guard page no
+     * domain maps (a list there is an unset pointer).
+     */
+    if (job->regcmd_iova == 0 || job->regcmd_iova > UINT32_MAX ||
+        (job->regcmd_iova & ~(npv_iova_t)RKNPU_PC_BASE_ADDRESS_MASK) != 0)
+        return -EINVAL;
+    /*
+     * The done bits are those of INTERRUPT_MASK as a client's driver writes
+     * it: the DMA error bits it may unmask beside them (as rknpu_core_start
+     * does) end any run as an error, never as its completion, and bits that
+     * do not exist are dropped as the register drops them (model choice);
+     * nothing left, and no status would ever end the run.
+     */
+    uint32_t done = job->done_mask & RKNPU_INT_VALID_MASK & ~RKNPU_INT_DMA_ERROR;
+    if (done == 0)
+        return -EINVAL;
+    /* One core's chain: multi-core masks would need a list per core. */
+    if (job->core_mask != 0 && job->core_mask != 0x1 && job->core_mask != 0x2 &&
+        job->core_mask != 0x4)
+        return -EINVAL;
+    if (npu->queues_open != 0)
+        return -EBUSY;
+    uint8_t core;
+    int n = mask_cores(npu, job->core_mask, &core);
+    if (n < 0)
+        return n;
+    int r = job_check(npu, job->domain_id);
+    if (r < 0)
+        return r;
+    uint32_t idx = job_take(npu, job->domain_id, job->cookie, job->timeout_ns, 0);
+    struct rknpu_part *part = &npu->jobs[idx].parts[0];
+    part->core = core;
+    part->nr_tasks = (uint16_t)job->nr_tasks;
+    part->first_iova = job->regcmd_iova;
+    /* REGISTER_AMOUNTS keeps [15:0] (rknpu_core_start writes it masked, as the PC holds it). */
+    part->first_amount = job->amount;
+    part->done_mask = done;
+    job_queue(npu, idx, 1);
+    return 0;
 }
 
 /*

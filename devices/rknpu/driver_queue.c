@@ -178,6 +178,8 @@ int npv_rknpu_queue_open(struct npv_rknpu *npu, unsigned core, uint32_t domain_i
     struct rknpu_domain *d = &npu->domains[domain_id];
     if (d->dom == NULL)
         return -ENOENT;
+    if (d->cmd == NULL)
+        return -EOPNOTSUPP; /* claimed: laid-out jobs only, which queues do not take */
     uint32_t depth = npu->cfg.queue_depth / NPV_RKNPU_NUM_CORES;
     if (depth == 0)
         return -ENOSPC;

@@ -44,6 +44,14 @@
  * (npv_dma_wrap of its own tensors or of a file mapping) into a domain, as
  * npv_rknpu_mem_create does with the driver's own memory.
  *
+ * Laid-out jobs (an owner running other processes' drivers, npuvfio
+ * serve): npv_rknpu_domain_claim makes a domain with no command memory of
+ * the driver's, npv_rknpu_mem_wrap_at places the client's memory at the
+ * client's own IOVAs, and npv_rknpu_submit_laid_out runs a register-command
+ * list the client laid out there, trailers and all, as the vendor's
+ * RKNPU_SUBMIT does; the job then queues, switches domains, completes and
+ * times out like any other.
+ *
  * Non-coherent hosts (the RK3588's NPU does not snoop the CPU caches): the
  * caller cleans what the CPU wrote before a submit and invalidates what the
  * NPU wrote before reading it, npv_rknpu_mem_sync_for_device / _for_cpu
@@ -176,6 +184,43 @@ NPV_API int npv_rknpu_mem_wrap(struct npv_rknpu *npu, struct npv_dma *dma, uint3
  */
 NPV_API int npv_rknpu_mem_unwrap(struct npv_rknpu_mem *mem);
 /*
+ * A domain whose address layout the caller owns (an owner serving another
+ * process, npuvfio serve): created empty, with no command memory of the
+ * driver's in it, so every IOVA of [NPV_DOMAIN_IOVA_ZERO_GUARD, 4 GiB) is the
+ * caller's to place buffers at (npv_rknpu_mem_wrap_at). Jobs of it are
+ * submitted laid out (npv_rknpu_submit_laid_out); npv_rknpu_submit of it is
+ * -EOPNOTSUPP (no command memory). The claim holds the domain like a buffer
+ * does until npv_rknpu_domain_release. -EINVAL (bad id), -EEXIST (the domain
+ * exists), -ENOMEM.
+ *
+ * The domain is freed after its release, its last buffer and its last job,
+ * whichever is last; until then it takes laid-out jobs only (and buffers of
+ * npv_rknpu_mem_create / _wrap, placed by its allocator), and
+ * npv_rknpu_queue_open of it is -EOPNOTSUPP: queues take no laid-out jobs.
+ * It is counted in npv_rknpu_counters' domains_live, and a job of it
+ * switches the device to it like any other.
+ */
+NPV_API int npv_rknpu_domain_claim(struct npv_rknpu *npu, uint32_t domain_id);
+/*
+ * Drop the claim; -EBUSY while a job of the domain is queued or running, -ENOENT if not claimed.
+ * -EINVAL for a bad id. Buffers still in the domain keep it (and their
+ * mappings) until they are unwrapped or destroyed.
+ */
+NPV_API int npv_rknpu_domain_release(struct npv_rknpu *npu, uint32_t domain_id);
+/*
+ * npv_rknpu_mem_wrap at a given IOVA (page aligned, the whole range inside
+ * [NPV_DOMAIN_IOVA_ZERO_GUARD, 4 GiB)): -EINVAL (misaligned, outside),
+ * -EEXIST (overlaps a mapping of the domain), else as npv_rknpu_mem_wrap.
+ * Undone with npv_rknpu_mem_unwrap.
+ *
+ * Page: 4 KiB (the IOMMU's). Any domain takes it: a claimed one, or one of
+ * the driver's, where its command memory is a mapping like the others
+ * (-EEXIST on overlap). A range the IOMMU reserves (the kernel's reserved
+ * regions) is -EINVAL too; dma already in the domain is -EEXIST.
+ */
+NPV_API int npv_rknpu_mem_wrap_at(struct npv_rknpu *npu, struct npv_dma *dma, uint32_t domain_id,
+                                  npv_iova_t iova, struct npv_rknpu_mem **out);
+/*
  * Unmap and free; the domain's reference is dropped. No job using it may be
  * queued. A wrapped buffer is unwrapped (npv_rknpu_mem_unwrap): when that is
  * refused it is logged and the buffer stays. NULL is a no-op.
@@ -272,7 +317,8 @@ struct npv_rknpu_job {
  * lock or allocation when the domain is current and a core is free: the
  * command memory is allocated with the domain. Errors: -EINVAL (bad mask,
  * no tasks, an empty task), -E2BIG (more words than max_job_words), -ENOENT
- * (the domain has no buffer: nothing the job names can be in it), -EAGAIN
+ * (the domain has no buffer: nothing the job names can be in it),
+ * -EOPNOTSUPP (a claimed domain: npv_rknpu_submit_laid_out), -EAGAIN
  * (queue_depth jobs unreaped), -EIO (a core could not be reset: the NPU is
  * dead, npv_rknpu_reset may revive it).
  */
@@ -291,6 +337,39 @@ NPV_API int npv_rknpu_submit(struct npv_rknpu *npu, const struct npv_rknpu_job *
  */
 NPV_API int npv_rknpu_submit_within(struct npv_rknpu *npu, const struct npv_rknpu_job *job,
                                     uint64_t budget_ns);
+/* A job whose register-command list already lies in its domain's memory. */
+struct npv_rknpu_laid_out_job {
+    npv_iova_t regcmd_iova; /* the first task's list: 16-byte aligned, below 4 GiB */
+    uint32_t amount;        /* its PC REGISTER_AMOUNTS, as the list's own chaining expects */
+    uint32_t nr_tasks;      /* 1..4095: tasks the list chains through its trailers */
+    uint32_t done_mask;     /* INTERRUPT bits whose rise ends the last task (non-zero) */
+    uint32_t core_mask;     /* 0 (the least busy core), 0x1, 0x2 or 0x4 */
+    uint32_t domain_id;
+    uint64_t timeout_ns; /* from its start; 0: the config's */
+    uint64_t cookie;
+};
+/*
+ * Queue a laid-out job: one core's part, started with the PC registers as
+ * npv_rknpu_submit's are (rknpu_core_start), in domain_id (which must exist:
+ * -ENOENT), waiting like any job for its core and its domain's turn. Completes
+ * through npv_rknpu_poll / _wait like npv_rknpu_submit's jobs, with the same
+ * statuses; -EIO carries the interrupt status in dev_error. Errors: -EINVAL
+ * (bad mask, nr_tasks, done_mask 0, misaligned or >= 4 GiB regcmd_iova),
+ * -EAGAIN (queue full), -EIO (dead). Same thread-safety as npv_rknpu_submit.
+ *
+ * This is the vendor driver's RKNPU_SUBMIT: the lists and their trailers
+ * are the submitter's, read by the core as they lie; the driver copies,
+ * checks and syncs nothing of them (the submitter cleans its caches on a
+ * non-coherent host). The value fields are taken as the PC registers take
+ * them: amount keeps its low 16 bits; the DMA error bits in done_mask (a
+ * driver unmasks them beside the done bits) and bits that do not exist are
+ * ignored, so a done_mask of only those is -EINVAL too; a regcmd_iova of 0
+ * (the guard page) is -EINVAL. Any existing domain takes laid-out jobs, a
+ * claimed one (npv_rknpu_domain_claim) or one of the driver's. -EBUSY while
+ * queues are open: queue mode (npv_rknpu_queue_open) takes no laid-out jobs.
+ */
+NPV_API int npv_rknpu_submit_laid_out(struct npv_rknpu *npu,
+                                      const struct npv_rknpu_laid_out_job *job);
 /*
  * Look at the cores once: finish what they completed, fail what passed its
  * deadline (soft-resetting that core), start queued jobs. Returns how many
@@ -367,7 +446,8 @@ struct npv_rknpu_queue;
  *
  * Errors: -EINVAL (NULL, a core index at or above npv_rknpu_num_cores, a
  * bad domain id), -EBUSY (the core has a queue, or device-wide jobs are in
- * flight), -ENOENT (the domain has no buffer), -ENOSPC (queue_depth below
+ * flight), -ENOENT (the domain has no buffer), -EOPNOTSUPP (a claimed
+ * domain, npv_rknpu_domain_claim: laid-out jobs only), -ENOSPC (queue_depth below
  * 3: no slot per core), -EIO (the NPU is dead), -ENOMEM.
  *
  * Thread-safety: open and close are control calls, made by the thread that

@@ -9,7 +9,10 @@
  * model's callback with their exact width, the client's DMA mappings (mmapped
  * from the fds the client passes), interrupts through the client's eventfds.
  *
- * One event loop per device (npv_vus_run) serves one client at a time. A
+ * One event loop per device (npv_vus_run) serves one client at a time; a
+ * process that accepts connections itself (an owner serving many clients)
+ * hands each to a server of its own with npv_vus_serve_fd, one thread each,
+ * and answers those it turns away with npv_vus_refuse_fd. A
  * client that offers twin sockets gets a second socket in the VERSION reply,
  * which carries the server's DMA_READ/DMA_WRITE commands and their replies;
  * without it they share the request socket, and the loop hands their
@@ -77,6 +80,15 @@ struct npv_vus_region {
     npv_vus_access_fn access;
 };
 
+/*
+ * Prot bits of a client's DMA mapping, as the device sees it: the vfio-user
+ * DMA_MAP flags READ (bit 0) and WRITE (bit 1) (vfio-user spec, "DMA_MAP").
+ */
+enum {
+    NPV_VUS_DMA_READ = 1u << 0,  /* the device may read the client's memory */
+    NPV_VUS_DMA_WRITE = 1u << 1, /* the device may write it */
+};
+
 struct npv_vus_config {
     uint16_t vendor_id, device_id;
     uint16_t subsys_vendor_id, subsys_id;
@@ -99,9 +111,32 @@ struct npv_vus_config {
      * mishandles the second socket).
      */
     bool single_socket;
+    /*
+     * The client's DMA_MAP, checked and entered in the table (the server's own
+     * mmap made), before the reply: vaddr is the server's mmap of the client's
+     * memory (NULL for a mapping without fd), fd the client's fd, valid only
+     * during the call (dup it to keep it; -1 without), prot NPV_VUS_DMA_READ |
+     * NPV_VUS_DMA_WRITE. Return 0, or a negative errno: the mapping is undone
+     * and the client's DMA_MAP fails with that error. NULL: every map accepted.
+     * Called on the event loop thread, no server lock held.
+     */
+    int (*dma_map)(void *arg, npv_iova_t iova, uint64_t size, unsigned prot, void *vaddr, int fd,
+                   uint64_t fd_offset);
+    /*
+     * A mapping leaves (DMA_UNMAP, or the client left: then before
+     * `disconnect`): called after it left the table and before the server
+     * munmaps vaddr, so the model may wait here for its own device's use of
+     * the memory to end. Event loop thread, no server lock held.
+     */
+    void (*dma_unmap)(void *arg, npv_iova_t iova, uint64_t size);
 };
 
-/* Create a server for the function cfg describes (cfg is copied). */
+/*
+ * Create a server for the function cfg describes (cfg is copied).
+ * Thread-safety: one thread serves a server (npv_vus_run or npv_vus_serve_fd)
+ * and its callbacks run there; the calls marked thread-safe may come from
+ * others. Different servers share nothing but ctx.
+ */
 NPV_API int npv_vus_new(struct npv_ctx *ctx, const struct npv_vus_config *cfg,
                         struct npv_vus **out);
 /* Stop serving, release everything. NULL is a no-op. Not concurrent with npv_vus_run. */
@@ -124,7 +159,31 @@ NPV_API int npv_vus_listen(struct npv_vus *srv, const char *path);
  * (same device and inode): a server that replaced it keeps its socket.
  */
 NPV_API int npv_vus_run(struct npv_vus *srv, bool once);
-/* Make npv_vus_run return. Async-signal-safe. */
+/*
+ * Serve one client on fd, a connected socket the caller accepted (ownership
+ * passes: the server closes it), on the calling thread, until the client
+ * leaves or npv_vus_stop. Needs no listening socket; not concurrent with
+ * npv_vus_run or another npv_vus_serve_fd of srv. Returns 0 or a negative errno.
+ */
+NPV_API int npv_vus_serve_fd(struct npv_vus *srv, int fd);
+/*
+ * Answer a client on fd (connected, not served) that the server will not
+ * serve: read its VERSION for at most timeout_ms and reply with error err
+ * (a positive errno, e.g. EUSERS), then close fd. The client's
+ * npv_dev_open_vfio_user then fails with -err.
+ * A negative err is taken as its magnitude; 0 or one of npuvfio's own codes
+ * (not an errno a peer knows) is sent as EINVAL. timeout_ms < 0 waits without
+ * bound (not on an accept loop). A client that sends nothing in time, or
+ * whose first message is not a command, is closed without a reply. Logs the
+ * refusal at info level. Thread-safe (fd is the caller's to give away).
+ */
+NPV_API void npv_vus_refuse_fd(struct npv_ctx *ctx, int fd, int err, int timeout_ms);
+/*
+ * Make npv_vus_run or npv_vus_serve_fd return (a served client is dropped).
+ * Async-signal-safe, any thread. It stays in force: a later npv_vus_run or
+ * npv_vus_serve_fd of srv returns at once, so a stop that races the start of
+ * one is not lost.
+ */
 NPV_API void npv_vus_stop(struct npv_vus *srv);
 /* Drop the current client (fault injection: a surprise disconnect). Thread-safe. */
 NPV_API void npv_vus_disconnect(struct npv_vus *srv);
@@ -140,7 +199,7 @@ NPV_API void npv_vus_dma_begin(struct npv_vus *srv);
 NPV_API void npv_vus_dma_end(struct npv_vus *srv);
 /*
  * The host pointer for [iova, iova+len) in one mmapped mapping allowing prot
- * (1 read, 2 write, as the device sees it). -EFAULT when any byte is unmapped
+ * (NPV_VUS_DMA_READ, NPV_VUS_DMA_WRITE, as the device sees it). -EFAULT when any byte is unmapped
  * or the mapping lacks prot (an IOMMU fault), -ENOTSUP when the mapping has no
  * fd (use npv_vus_dma_read/write). Only between begin and end.
  */

@@ -101,9 +101,10 @@ NPV_API void npv_vus_free(struct npv_vus *srv)
         close(srv->listen_fd);
         unlink_if_ours(srv);
     }
+    /* Empty once a client is dropped; a mapping left anyway still owes the model its dma_unmap. */
+    npv_vus_dma_unmap_all(srv);
     npv_vus_irq_fini(srv);
     npv_vus_regions_fini(srv);
-    free(srv->maps);
     npv_vu_msg_release(&srv->wait_reply);
     close(srv->stop_fd);
     pthread_rwlock_destroy(&srv->dma_lock);
@@ -545,6 +546,44 @@ int npv_vus_handle(struct npv_vus *srv, struct npv_vu_msg *m)
 }
 
 /*
+ * Answer the client on fd with error err to its first command (its VERSION),
+ * read within timeout_ns (< 0: no bound), and close fd. True when the reply
+ * went out. The vfio-user spec lets a server answer any command with an
+ * error reply; our client (vfio_user_client.c, negotiate) returns it as -err.
+ */
+static bool refuse_conn(int fd, uint32_t err, int64_t timeout_ns)
+{
+    struct npv_vu_msg m;
+    bool replied = false;
+    int r = npv_vu_recv(fd, &m, sizeof(struct npv_vu_hdr) + NPV_VU_MAX_VERSION_DATA + 64, 0,
+                        timeout_ns);
+    if (r == 0) {
+        if ((m.hdr.flags & NPV_VU_F_TYPE_MASK) == NPV_VU_F_TYPE_COMMAND)
+            replied = npv_vu_send_error(fd, m.hdr.msg_id, m.hdr.cmd, err, timeout_ns) == 0;
+        npv_vu_msg_release(&m);
+    }
+    close(fd);
+    return replied;
+}
+
+NPV_API void npv_vus_refuse_fd(struct npv_ctx *ctx, int fd, int err, int timeout_ms)
+{
+    if (fd < 0)
+        return;
+    if (err < 0)
+        err = -err;
+    /* As reply_error: our own codes are not errnos a peer would know. */
+    if (err == 0 || err >= NPV_ERROR_BASE)
+        err = EINVAL;
+    int64_t timeout_ns = timeout_ms < 0 ? -1 : (int64_t)timeout_ms * 1000000;
+    if (refuse_conn(fd, (uint32_t)err, timeout_ns))
+        npv_info(ctx, "vfio-user server: refused a client: %s", npv_strerror(-err));
+    else
+        npv_info(ctx, "vfio-user server: closed a client to refuse (%s) before its VERSION came",
+                 npv_strerror(-err));
+}
+
+/*
  * A second client while one is served: read its VERSION (briefly) and answer
  * it with EBUSY, so it learns at once that the server serves one client at a
  * time instead of waiting out its own timeout. Model choice: refuse rather
@@ -558,16 +597,8 @@ static void refuse_busy(struct npv_vus *srv)
     int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
         return;
-    struct npv_vu_msg m;
-    int r = npv_vu_recv(fd, &m, sizeof(struct npv_vu_hdr) + NPV_VU_MAX_VERSION_DATA + 64, 0,
-                        NPV_VUS_BUSY_RECV_TIMEOUT);
-    if (r == 0) {
-        if ((m.hdr.flags & NPV_VU_F_TYPE_MASK) == NPV_VU_F_TYPE_COMMAND)
-            npv_vu_send_error(fd, m.hdr.msg_id, m.hdr.cmd, EBUSY, NPV_VUS_BUSY_RECV_TIMEOUT);
-        npv_vu_msg_release(&m);
+    if (refuse_conn(fd, EBUSY, NPV_VUS_BUSY_RECV_TIMEOUT))
         npv_info(srv->ctx, "vfio-user server: refused a second client: busy, one client at a time");
-    }
-    close(fd);
 }
 
 void npv_vus_serve_conn(struct npv_vus *srv)
@@ -626,6 +657,28 @@ void npv_vus_serve_conn(struct npv_vus *srv)
         }
     }
     npv_vus_drop_conn(srv);
+}
+
+NPV_API int npv_vus_serve_fd(struct npv_vus *srv, int fd)
+{
+    if (srv == NULL || fd < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -EINVAL;
+    }
+    if (srv->loop_running || srv->conn_fd >= 0) {
+        close(fd);
+        return -EBUSY;
+    }
+    srv->loop_thread = pthread_self();
+    srv->loop_running = true;
+    npv_vus_set_conn(srv, fd);
+    npv_info(srv->ctx, "vfio-user server: serving a client handed over");
+    /* Without a listening socket serve_conn watches no second client (nothing to refuse). */
+    npv_vus_serve_conn(srv);
+    npv_info(srv->ctx, "vfio-user server: client disconnected");
+    srv->loop_running = false;
+    return 0;
 }
 
 NPV_API int npv_vus_run(struct npv_vus *srv, bool once)

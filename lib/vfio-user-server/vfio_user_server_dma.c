@@ -7,6 +7,7 @@
  * A range the table does not cover is what an IOMMU would fault on: the
  * model gets -EFAULT and reports its own device fault.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,68 @@ static const struct npv_vus_mapping *find(const struct npv_vus *srv, uint64_t io
 static void dma_gen_bump(struct npv_vus *srv)
 {
     __atomic_store_n(&srv->dma_gen, srv->dma_gen + 1, __ATOMIC_RELEASE);
+}
+
+static_assert(NPV_VUS_DMA_READ == NPV_VU_DMA_FLAG_READ &&
+                  NPV_VUS_DMA_WRITE == NPV_VU_DMA_FLAG_WRITE,
+              "the public prot bits are the protocol's DMA_MAP flags");
+
+/* The model's dma_unmap (for a mapping its dma_map took), then our own mmap goes. */
+static void unmap_one(struct npv_vus *srv, const struct npv_vus_mapping *mp)
+{
+    if (mp->accepted && srv->cfg.dma_unmap != NULL)
+        srv->cfg.dma_unmap(srv->cfg.arg, mp->iova, mp->size);
+    if (mp->addr != NULL)
+        munmap(mp->addr, (size_t)mp->size);
+}
+
+/* Take the mapping at exactly [iova, iova+size) out of the table into *out. */
+static bool table_remove(struct npv_vus *srv, uint64_t iova, uint64_t size,
+                         struct npv_vus_mapping *out)
+{
+    bool found = false;
+    pthread_rwlock_wrlock(&srv->dma_lock);
+    size_t i = lower_bound(srv, iova);
+    if (i < srv->nr_maps && srv->maps[i].iova == iova && srv->maps[i].size == size) {
+        *out = srv->maps[i];
+        memmove(&srv->maps[i], &srv->maps[i + 1], (srv->nr_maps - i - 1) * sizeof(srv->maps[0]));
+        srv->nr_maps--;
+        dma_gen_bump(srv);
+        found = true;
+    }
+    pthread_rwlock_unlock(&srv->dma_lock);
+    return found;
+}
+
+/*
+ * The model's say on a mapping already in the table: accepted, it is marked
+ * so (its dma_unmap will come); refused, it leaves the table again and our
+ * mmap goes, so only the generation (bumped twice) shows it was there, and a
+ * pointer a model DMA thread took meanwhile is stale by that rule. The entry
+ * cannot move under us: only this thread (the event loop) changes the table.
+ * Returns 0 or the positive errno for the client.
+ */
+static int model_accepts(struct npv_vus *srv, const struct npv_vu_dma_map *d, void *addr, int fd)
+{
+    int r = 0;
+    if (srv->cfg.dma_map != NULL)
+        r = srv->cfg.dma_map(srv->cfg.arg, d->address, d->size,
+                             d->flags & (NPV_VUS_DMA_READ | NPV_VUS_DMA_WRITE), addr, fd,
+                             fd >= 0 ? d->offset : 0);
+    if (r == 0) {
+        pthread_rwlock_wrlock(&srv->dma_lock);
+        srv->maps[lower_bound(srv, d->address)].accepted = true;
+        pthread_rwlock_unlock(&srv->dma_lock);
+        return 0;
+    }
+    int err = r < 0 ? -r : r;
+    npv_debug(srv->ctx,
+              "vfio-user server: DMA_MAP iova 0x%llx size 0x%llx refused by the model: %s",
+              (unsigned long long)d->address, (unsigned long long)d->size, npv_strerror(-err));
+    struct npv_vus_mapping mp;
+    if (table_remove(srv, d->address, d->size, &mp))
+        unmap_one(srv, &mp); /* not accepted: our mmap only */
+    return err;
 }
 
 int npv_vus_handle_dma_map(struct npv_vus *srv, struct npv_vu_msg *m)
@@ -108,13 +171,16 @@ int npv_vus_handle_dma_map(struct npv_vus *srv, struct npv_vu_msg *m)
         /* The mapping keeps the memory; the fd is closed with the message. */
     }
     memmove(&srv->maps[i + 1], &srv->maps[i], (srv->nr_maps - i) * sizeof(srv->maps[0]));
-    srv->maps[i] =
-        (struct npv_vus_mapping){.iova = d.address, .size = d.size, .prot = d.flags, .addr = addr};
+    srv->maps[i] = (struct npv_vus_mapping){
+        .iova = d.address, .size = d.size, .prot = d.flags, .addr = addr, .accepted = false};
     srv->nr_maps++;
     dma_gen_bump(srv);
     r = 0;
 out:
     pthread_rwlock_unlock(&srv->dma_lock);
+    if (r != 0)
+        return r;
+    r = model_accepts(srv, &d, addr, m->nr_fds == 1 ? m->fds[0] : -1);
     if (r != 0)
         return r;
     npv_debug(srv->ctx, "vfio-user server: DMA_MAP iova 0x%llx size 0x%llx%s",
@@ -123,16 +189,9 @@ out:
     return npv_vus_reply(srv, m, NULL, 0, NULL, 0);
 }
 
-static void unmap_one(struct npv_vus_mapping *mp)
-{
-    if (mp->addr != NULL)
-        munmap(mp->addr, (size_t)mp->size);
-}
-
 int npv_vus_handle_dma_unmap(struct npv_vus *srv, struct npv_vu_msg *m)
 {
     struct npv_vu_dma_unmap d;
-    int r = 0;
 
     if (m->body_len < sizeof(d))
         return EINVAL;
@@ -152,32 +211,34 @@ int npv_vus_handle_dma_unmap(struct npv_vus *srv, struct npv_vu_msg *m)
         return ENOTSUP;
     if (d.flags != 0 || d.size == 0)
         return EINVAL;
-    /* Taking the write lock waits for the model's DMA sections: no reference survives the reply. */
-    pthread_rwlock_wrlock(&srv->dma_lock);
-    size_t i = lower_bound(srv, d.address);
-    if (i >= srv->nr_maps || srv->maps[i].iova != d.address || srv->maps[i].size != d.size) {
-        r = ENOENT; /* the spec: an unmap matches a map exactly */
-    } else {
-        unmap_one(&srv->maps[i]);
-        memmove(&srv->maps[i], &srv->maps[i + 1], (srv->nr_maps - i - 1) * sizeof(srv->maps[0]));
-        srv->nr_maps--;
-        dma_gen_bump(srv);
-    }
-    pthread_rwlock_unlock(&srv->dma_lock);
-    if (r != 0)
-        return r;
+    /*
+     * Taking the write lock waits for the model's DMA sections, and the
+     * model's dma_unmap for its own use: no reference survives the reply.
+     */
+    struct npv_vus_mapping mp;
+    if (!table_remove(srv, d.address, d.size, &mp))
+        return ENOENT; /* the spec: an unmap matches a map exactly */
+    unmap_one(srv, &mp);
     d.argsz = sizeof(d);
     return npv_vus_reply(srv, m, &d, sizeof(d), NULL, 0);
 }
 
 void npv_vus_dma_unmap_all(struct npv_vus *srv)
 {
+    /*
+     * The whole table leaves at once under the lock; the model's dma_unmap
+     * calls and our munmaps follow without it (the model may wait in them).
+     */
     pthread_rwlock_wrlock(&srv->dma_lock);
-    for (size_t i = 0; i < srv->nr_maps; i++)
-        unmap_one(&srv->maps[i]);
-    srv->nr_maps = 0;
+    struct npv_vus_mapping *maps = srv->maps;
+    size_t n = srv->nr_maps;
+    srv->maps = NULL;
+    srv->nr_maps = srv->cap_maps = 0;
     dma_gen_bump(srv);
     pthread_rwlock_unlock(&srv->dma_lock);
+    for (size_t i = 0; i < n; i++)
+        unmap_one(srv, &maps[i]);
+    free(maps);
 }
 
 NPV_API void npv_vus_dma_begin(struct npv_vus *srv)

@@ -30,6 +30,7 @@ struct npv_vus_mapping {
     uint64_t size;
     uint32_t prot; /* NPV_VU_DMA_FLAG_* */
     void *addr;    /* mmapped client memory, or NULL (message DMA) */
+    bool accepted; /* the model's dma_map took it: its dma_unmap is owed */
 };
 
 struct npv_vus_irq_vec {

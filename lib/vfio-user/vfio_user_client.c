@@ -1217,9 +1217,10 @@ static int negotiate(struct vu_client *c, uint64_t deadline)
         if (ret == -EBUSY) /* our server's answer to a second client (vfio_user_server.c) */
             npv_err(dev->ctx, "%s: busy: one client at a time (another client is connected)",
                     dev->name);
-        else
-            npv_err(dev->ctx, "%s: the server refused vfio-user %d.%d: %s", dev->name, NPV_VU_MAJOR,
-                    NPV_VU_MINOR, npv_strerror(ret));
+        else /* a version it does not speak, or a refusal (an owner's npv_vus_refuse_fd) */
+            npv_err(dev->ctx,
+                    "%s: the server refused the connection (VERSION, vfio-user %d.%d): %s",
+                    dev->name, NPV_VU_MAJOR, NPV_VU_MINOR, npv_strerror(ret));
     } else {
         uint16_t minor = 0;
         ret = npv_vu_parse_version_reply(m.body, m.body_len, &c->server_caps, &minor);
