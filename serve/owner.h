@@ -34,7 +34,11 @@ struct npv_owner;
 struct npv_owner_opts {
     const char *socket_path; /* where clients connect */
     unsigned max_clients;    /* 1..NPV_RKNPU_MAX_DOMAINS; 0: all 16 */
-    unsigned max_jobs;       /* runs one client may have queued or running, 1..3; 0: 3 */
+    /*
+     * Runs of one client on the device at once, 1..3 (0: 3, one per core);
+     * its other runs wait in the owner for its next turn.
+     */
+    unsigned max_jobs;
     uint64_t max_bytes;      /* bytes one client may map; 0: 4 GiB (its whole domain) */
     unsigned batch;          /* runs of one client per turn; 0: all it has waiting */
     uint64_t job_timeout_ns; /* a run's deadline on the device; 0: the driver's (1 s) */
@@ -56,7 +60,7 @@ struct npv_owner_client_stats {
     uint64_t runs_ok;       /* completed with status 0 */
     uint64_t runs_failed;   /* completed with an error (-EIO: a DMA fault, -ETIMEDOUT, ...) */
     uint64_t runs_dropped;  /* abandoned by its own reset, or cancelled when it left */
-    uint64_t runs_refused;  /* over max_jobs */
+    uint64_t runs_peak;     /* the most of its runs on the device at once (<= max_jobs) */
     uint64_t maps_refused;  /* over max_bytes, or without an fd */
     uint64_t mapped_bytes;  /* now */
     uint64_t maps;          /* mappings now */

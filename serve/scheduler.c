@@ -197,12 +197,14 @@ static unsigned pick_runs(struct npv_owner *o, struct pick *out, unsigned max)
         struct owner_client *cl = o->slots[o->rr];
         bool took = false;
         while (cl != NULL && !cl->leaving && cl->unmapping == 0 && cl->queued > 0 && n < max &&
-               (batch == 0 || o->turn_runs < batch)) {
+               cl->on_device < o->opts.max_jobs && (batch == 0 || o->turn_runs < batch)) {
             unsigned v = 0;
             struct owner_run *run = oldest_queued(cl, &v);
             run->on_device = true;
             cl->queued--;
             cl->on_device++;
+            if (cl->on_device > cl->st.runs_peak)
+                cl->st.runs_peak = cl->on_device;
             o->on_device++;
             uint64_t now = owner_now_ns();
             cl->st.wait_ns += now - run->queued_ns;
@@ -214,8 +216,9 @@ static unsigned pick_runs(struct npv_owner *o, struct pick *out, unsigned max)
             o->turn_runs++;
             took = true;
         }
+        /* A client at its max_jobs ends its turn: its waiting runs wait for the next. */
         bool turn_over = cl == NULL || cl->queued == 0 || cl->leaving || cl->unmapping != 0 ||
-                         (batch != 0 && o->turn_runs >= batch);
+                         cl->on_device >= o->opts.max_jobs || (batch != 0 && o->turn_runs >= batch);
         if (!turn_over)
             break; /* out of room: the turn goes on next time */
         o->rr = (o->rr + 1) % NPV_RKNPU_MAX_DOMAINS;

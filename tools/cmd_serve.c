@@ -56,10 +56,12 @@ static void help(void)
         "  --group NAME          let group NAME connect too (mode 0660, that group)\n"
         "  --max-clients N       clients at once, 1-16, one domain each (default 16);\n"
         "                        one more is refused: its open fails with EUSERS\n"
-        "  --max-jobs N          runs one client may have waiting or running, 1-3\n"
-        "                        (default 3); one more fails its start with EDQUOT\n"
+        "  --max-jobs N          runs of one client on the device at once, 1-3 (default\n"
+        "                        3); its others wait in the owner for its next turn\n"
         "  --max-bytes SIZE      bytes one client may map (K, M, G suffixes; default 4G);\n"
-        "                        a map over it fails with EDQUOT\n"
+        "                        a map over it fails with EDQUOT (the client's driver\n"
+        "                        maps when it first switches to its domain: its job\n"
+        "                        fails with EDQUOT)\n"
         "  --batch N             runs of one client per turn, so the device switches\n"
         "                        domains once per turn (default 0: all it has waiting)\n"
         "  --job-timeout MS      a run's deadline on the device (default 1000)\n"
@@ -96,18 +98,17 @@ static void print_clients(struct npv_owner *o)
     size_t n = npv_owner_clients(o, st, 80);
     if (n > 80)
         n = 80;
-    printf("%-6s %-7s %-8s %-6s %8s %8s %8s %8s %8s %10s %8s %12s\n", "client", "pid", "domain",
-           "state", "runs", "ok", "failed", "dropped", "refused", "mapped", "switches",
-           "wait_ms");
+    printf("%-6s %-7s %-6s %-5s %8s %8s %7s %7s %4s %7s %10s %8s %10s\n", "client", "pid",
+           "domain", "state", "runs", "ok", "failed", "dropped", "peak", "refused", "mapped",
+           "switches", "wait_ms");
     for (size_t i = 0; i < n; i++)
-        printf("%-6llu %-7d %-8u %-6s %8llu %8llu %8llu %8llu %8llu %10llu %8llu %12.3f\n",
+        printf("%-6llu %-7d %-6u %-5s %8llu %8llu %7llu %7llu %4llu %7llu %10llu %8llu %10.3f\n",
                (unsigned long long)st[i].id, (int)st[i].pid, st[i].domain_id,
                st[i].connected ? "here" : "left", (unsigned long long)st[i].runs,
                (unsigned long long)st[i].runs_ok, (unsigned long long)st[i].runs_failed,
-               (unsigned long long)st[i].runs_dropped,
-               (unsigned long long)(st[i].runs_refused + st[i].maps_refused),
-               (unsigned long long)st[i].mapped_bytes, (unsigned long long)st[i].switches,
-               (double)st[i].wait_ns / 1e6);
+               (unsigned long long)st[i].runs_dropped, (unsigned long long)st[i].runs_peak,
+               (unsigned long long)st[i].maps_refused, (unsigned long long)st[i].mapped_bytes,
+               (unsigned long long)st[i].switches, (double)st[i].wait_ns / 1e6);
     fflush(stdout);
 }
 
@@ -274,8 +275,10 @@ int cmd_serve(struct npv_cli *cli, int argc, char **argv)
     serve_owner = o;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    fprintf(stderr, "npuvfio serve: rknpu (%s) serving on %s\n",
-            model ? "model" : (pci != NULL ? w.hw : dev_socket), path);
+    /* On stdout, once the socket listens: a script may wait for this line. */
+    printf("npuvfio serve: rknpu (%s) serving on %s\n",
+           model ? "model" : (pci != NULL ? w.hw : dev_socket), path);
+    fflush(stdout);
     r = npv_owner_run(o);
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);

@@ -8,14 +8,15 @@
  *   runs N        N exact int8 matmuls, one after another; "ok N" at the end
  *   cores N       N rounds of three matmuls at once, one per core; "ok N"
  *   die K         K exact matmuls, then submit one more and SIGKILL itself
- *   victim BYTES  map BYTES of padding, then a 64 KiB pattern buffer; print
- *                 "iova 0x..", wait for a line on stdin, print "intact" or
+ *   victim BYTES  map BYTES of padding, then a 64 KiB pattern buffer, read by
+ *                 a run of ours; print "iova 0x..", wait for a line on stdin, print "intact" or
  *                 "changed" and exit 0 / 1
  *   write IOVA    a matmul whose C is at IOVA (not mapped by this client):
  *                 print "status E" (the job's status, -EIO expected)
  *   read IOVA     the same with A at IOVA
- *   map BYTES     a buffer of BYTES: "map E" (its error, 0 on success), then
- *                 one exact matmul: "ok 1"
+ *   map BYTES     a buffer of BYTES: "map E" (its error, 0 on success), one
+ *                 matmul ("run 0 status E" when it fails), the buffer freed,
+ *                 one more exact matmul: "ok 1"
  *   burst         three matmuls started at once: "accepted N refused M",
  *                 each accepted one exact
  *   orphan        one exact matmul, "ready", wait for a line on stdin (the
@@ -224,7 +225,18 @@ int main(int argc, char **argv)
             for (size_t i = 0; i < 65536; i++)
                 p[i] = (uint8_t)(i * 7 + 1);
             npv_rknpu_mem_sync_for_device(pat, 0, 65536);
-            printf("iova 0x%llx\n", (unsigned long long)npv_rknpu_mem_iova(pat));
+            /*
+             * A run of ours that reads the pattern: our maps reach the owner
+             * when our driver first switches to our domain, and this shows
+             * the pattern is mapped on the device, in our domain.
+             */
+            r = run_redirected(&c, npv_rknpu_mem_iova(pat), false);
+            if (r == 0)
+                printf("iova 0x%llx\n", (unsigned long long)npv_rknpu_mem_iova(pat));
+            else
+                printf("own read %d\n", r);
+        }
+        if (r == 0) {
             r = wait_line();
         }
         if (r == 0) {
@@ -246,6 +258,8 @@ int main(int argc, char **argv)
         struct npv_rknpu_mem *m = NULL;
         int r = npv_rknpu_mem_create(c.npu, arg, 0, 0, &m);
         printf("map %d\n", r);
+        /* Our maps reach the owner with our first run: it tells the refusal. */
+        exact_runs(&c, 1, 11);
         npv_rknpu_mem_destroy(m);
         ok = exact_runs(&c, 1, 11) == 0;
         if (ok)
