@@ -142,8 +142,8 @@ static int fwd_dma_map(void *arg, npv_iova_t iova, uint64_t size, unsigned prot,
         req->iova = iova;
         r = owner_request(o, req, request_deadline(o));
         if (r == 0)
-            cl->maps[cl->nr_maps++] = (struct owner_map){
-                .iova = iova, .size = size, .dma = req->dma, .mem = req->mem};
+            cl->maps[cl->nr_maps++] =
+                (struct owner_map){.iova = iova, .size = size, .dma = req->dma, .mem = req->mem};
         else if (r != -ETIMEDOUT)
             npv_dma_free(req->dma);
         if (r != -ETIMEDOUT)
@@ -217,8 +217,7 @@ static void *client_main(void *arg)
     cl->fd = -1;
     int r = npv_vus_serve_fd(cl->srv, fd);
     if (r < 0)
-        npv_info(o->ctx, "serve: client %llu: %s", (unsigned long long)cl->st.id,
-                 npv_strerror(r));
+        npv_info(o->ctx, "serve: client %llu: %s", (unsigned long long)cl->st.id, npv_strerror(r));
     npv_info(o->ctx, "serve: client %llu (pid %d) left", (unsigned long long)cl->st.id,
              (int)cl->st.pid);
     /* Its maps are gone (the server unmapped them); now its domain. */

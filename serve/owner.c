@@ -62,8 +62,8 @@ static int owner_listen(struct npv_owner *o)
         close(fd);
         return r;
     }
-    if (o->opts.socket_gid >= 0 && (chown(path, (uid_t)-1, (gid_t)o->opts.socket_gid) < 0 ||
-                                     chmod(path, 0660) < 0)) {
+    if (o->opts.socket_gid >= 0 &&
+        (chown(path, (uid_t)-1, (gid_t)o->opts.socket_gid) < 0 || chmod(path, 0660) < 0)) {
         r = -errno;
         unlink(path);
         close(fd);
@@ -188,8 +188,7 @@ void npv_owner_free(struct npv_owner *o)
     if (o->listen_fd >= 0) {
         struct stat st;
         /* Remove the socket only if it is still ours: a new owner may have taken the path. */
-        if (stat(o->socket_path, &st) == 0 && st.st_dev == o->sock_dev &&
-            st.st_ino == o->sock_ino)
+        if (stat(o->socket_path, &st) == 0 && st.st_dev == o->sock_dev && st.st_ino == o->sock_ino)
             unlink(o->socket_path);
         close(o->listen_fd);
     }

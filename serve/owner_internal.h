@@ -95,10 +95,10 @@ struct npv_owner {
     uint64_t next_id;
     struct owner_req *reqs; /* FIFO */
     struct owner_req **reqs_tail;
-    unsigned rr;          /* the slot whose turn it is */
-    unsigned turn_runs;   /* runs its turn submitted */
-    int last_slot;        /* the domain the last submitted run ran in; -1 none */
-    unsigned on_device;   /* runs on the device, all clients */
+    unsigned rr;        /* the slot whose turn it is */
+    unsigned turn_runs; /* runs its turn submitted */
+    int last_slot;      /* the domain the last submitted run ran in; -1 none */
+    unsigned on_device; /* runs on the device, all clients */
     bool sched_stop;
     struct npv_owner_client_stats history[OWNER_HISTORY];
     unsigned nr_history, history_head;

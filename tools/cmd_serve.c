@@ -78,15 +78,15 @@ static int parse_uint(struct npv_cli *cli, const char *opt, const char *arg, uns
     unsigned long long v = strtoull(arg, &end, 10);
     unsigned long long mult = 1;
     if (strcmp(opt, "--max-bytes") == 0 && end != arg && *end != '\0' && end[1] == '\0') {
-        mult = *end == 'K' || *end == 'k' ? 1ull << 10
+        mult = *end == 'K' || *end == 'k'   ? 1ull << 10
                : *end == 'M' || *end == 'm' ? 1ull << 20
                : *end == 'G' || *end == 'g' ? 1ull << 30
                                             : 0;
         if (mult != 0)
             end++;
     }
-    if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || mult == 0 ||
-        v > max / mult || v * mult > max)
+    if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || mult == 0 || v > max / mult ||
+        v * mult > max)
         return cli_usage(cli, "%s %s: not a number up to %llu", opt, arg, max);
     *out = v * mult;
     return CLI_OK;
@@ -98,9 +98,9 @@ static void print_clients(struct npv_owner *o)
     size_t n = npv_owner_clients(o, st, 80);
     if (n > 80)
         n = 80;
-    printf("%-6s %-7s %-6s %-5s %8s %8s %7s %7s %4s %7s %10s %8s %10s\n", "client", "pid",
-           "domain", "state", "runs", "ok", "failed", "dropped", "peak", "refused", "mapped",
-           "switches", "wait_ms");
+    printf("%-6s %-7s %-6s %-5s %8s %8s %7s %7s %4s %7s %10s %8s %10s\n", "client", "pid", "domain",
+           "state", "runs", "ok", "failed", "dropped", "peak", "refused", "mapped", "switches",
+           "wait_ms");
     for (size_t i = 0; i < n; i++)
         printf("%-6llu %-7d %-6u %-5s %8llu %8llu %7llu %7llu %4llu %7llu %10llu %8llu %10.3f\n",
                (unsigned long long)st[i].id, (int)st[i].pid, st[i].domain_id,
@@ -207,8 +207,9 @@ int cmd_serve(struct npv_cli *cli, int argc, char **argv)
     if (device == NULL)
         return cli_usage(cli, "--device is required");
     if (strcmp(device, "rknpu") != 0)
-        return cli_usage(cli, "only --device rknpu can be served (docs/sharing.md: the %s has "
-                              "no per-client IOMMU domains)",
+        return cli_usage(cli,
+                         "only --device rknpu can be served (docs/sharing.md: the %s has "
+                         "no per-client IOMMU domains)",
                          device);
     if (path == NULL)
         return cli_usage(cli, "--socket is required");

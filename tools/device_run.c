@@ -201,8 +201,8 @@ static bool device_is(struct npv_cli *cli, const struct npv_device_entry *e, str
     return false;
 }
 
-int device_open(struct npv_cli *cli, const struct npv_device_entry *e,
-                const struct device_where *w, struct npv_domain **dom, struct npv_dev **dev)
+int device_open(struct npv_cli *cli, const struct npv_device_entry *e, const struct device_where *w,
+                struct npv_domain **dom, struct npv_dev **dev)
 {
     const char *where = w->socket != NULL ? w->socket : w->hw;
     int r = npv_domain_new(cli->ctx, NULL, dom);

@@ -55,8 +55,8 @@ int device_where_hw(struct npv_cli *cli, const struct npv_device_entry *e, const
  * vendor:device); CLI_OK, else prints one line, releases both and returns
  * CLI_FAILED.
  */
-int device_open(struct npv_cli *cli, const struct npv_device_entry *e,
-                const struct device_where *w, struct npv_domain **dom, struct npv_dev **dev);
+int device_open(struct npv_cli *cli, const struct npv_device_entry *e, const struct device_where *w,
+                struct npv_domain **dom, struct npv_dev **dev);
 
 /*
  * Open the device at w, e's driver on it, and run e's sample workload into

@@ -131,8 +131,8 @@ static void expect_line(struct proc *p, const char *want, const char *who)
 /* Start the owner with extra options (NULL-terminated), and wait until it listens. */
 static void owner_start(struct proc *o, const char *const *extra)
 {
-    char *argv[32] = {(char *)NPV_CLI_PATH, "serve",    "--device", "rknpu",
-                      "--model",            "--socket", owner_sock};
+    char *argv[32] = {(char *)NPV_CLI_PATH, "serve",   "--device", "rknpu", "--model",
+                      "--socket",           owner_sock};
     size_t n = 7;
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
         argv[n++] = (char *)extra[i];
@@ -167,10 +167,10 @@ static size_t owner_stop(struct proc *o, struct row *rows, size_t max)
             continue;
         }
         struct row r;
-        if (n < max && sscanf(line, "%llu %d %u %7s %llu %llu %llu %llu %llu %llu %llu %llu %lf",
-                              &r.id, &r.pid, &r.domain, r.state, &r.runs, &r.ok, &r.failed,
-                              &r.dropped, &r.peak, &r.refused, &r.mapped, &r.switches,
-                              &r.wait_ms) == 13)
+        if (n < max &&
+            sscanf(line, "%llu %d %u %7s %llu %llu %llu %llu %llu %llu %llu %llu %lf", &r.id,
+                   &r.pid, &r.domain, r.state, &r.runs, &r.ok, &r.failed, &r.dropped, &r.peak,
+                   &r.refused, &r.mapped, &r.switches, &r.wait_ms) == 13)
             rows[n++] = r;
     }
     expect_exit_ok(o, "owner");
