@@ -171,8 +171,9 @@ static void fwd_dma_unmap(void *arg, npv_iova_t iova, uint64_t size)
     cl->maps[i] = cl->maps[--cl->nr_maps];
 
     struct owner_req *req = calloc(1, sizeof(*req));
+    bool gone = !npv_vus_connected(cl->srv);
     pthread_mutex_lock(&o->lock);
-    if (!npv_vus_connected(cl->srv) && !cl->leaving) {
+    if (gone && !cl->leaving) {
         /* The client is gone: what it queued will never be wanted. */
         cl->leaving = true;
         for (unsigned v = 0; v < OWNER_VCORES; v++) {
@@ -247,6 +248,17 @@ static void *client_main(void *arg)
 void owner_client_free(struct owner_client *cl)
 {
     struct npv_owner *o = cl->o;
+    /*
+     * The virtual device first: its runs are all off the device (the
+     * release waited for them), so the scheduler has nothing to finish on
+     * it; once the slot is free below, npv_owner_run may return and the
+     * caller free what the device used.
+     */
+    pthread_mutex_lock(&o->lock);
+    cl->srv = NULL; /* npv_owner_run stops only the servers still here */
+    pthread_mutex_unlock(&o->lock);
+    npv_rknpu_model_free(cl->vdev);
+    free(cl->maps);
     pthread_mutex_lock(&o->lock);
     cl->st.connected = false;
     o->history[(o->history_head + o->nr_history) % OWNER_HISTORY] = cl->st;
@@ -259,8 +271,6 @@ void owner_client_free(struct owner_client *cl)
     pthread_cond_broadcast(&o->sched_cond);
     pthread_cond_broadcast(&o->done_cond);
     pthread_mutex_unlock(&o->lock);
-    npv_rknpu_model_free(cl->vdev);
-    free(cl->maps);
     free(cl);
 }
 

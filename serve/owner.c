@@ -164,7 +164,7 @@ int npv_owner_run(struct npv_owner *o)
     /* No new clients; every client's server stops, and its thread releases it. */
     pthread_mutex_lock(&o->lock);
     for (unsigned s = 0; s < NPV_RKNPU_MAX_DOMAINS; s++)
-        if (o->slots[s] != NULL)
+        if (o->slots[s] != NULL && o->slots[s]->srv != NULL)
             npv_vus_stop(o->slots[s]->srv);
     o->sched_stop = true;
     pthread_cond_broadcast(&o->sched_cond);
