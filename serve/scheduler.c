@@ -112,6 +112,9 @@ static bool serve_request(struct npv_owner *o, struct owner_req *req)
     req->result = r;
     if (req->kind == OWNER_REQ_UNMAP)
         cl->unmapping--;
+    /* A released domain is gone: the next client in its slot gets a new one, a switch. */
+    if (req->kind == OWNER_REQ_RELEASE && r == 0 && o->last_slot == (int)req->slot)
+        o->last_slot = -1;
     if (!req->abandoned) {
         req->done = true;
         pthread_cond_broadcast(&o->done_cond);
