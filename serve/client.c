@@ -329,13 +329,17 @@ int owner_client_start(struct npv_owner *o, int fd, pid_t pid, uid_t uid)
         claimed = r == 0;
     }
     if (r == 0) {
-        r = -pthread_create(&cl->thread, NULL, client_main, cl);
-        if (r == 0) {
-            pthread_detach(cl->thread);
-            npv_info(o->ctx, "serve: client %llu (pid %d, uid %d) in domain %u",
-                     (unsigned long long)cl->st.id, (int)pid, (int)uid, slot);
+        /* Said first: once its thread runs, the client may leave and be freed at any time. */
+        npv_info(o->ctx, "serve: client %llu (pid %d, uid %d) in domain %u",
+                 (unsigned long long)cl->st.id, (int)pid, (int)uid, slot);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_t thread;
+        r = -pthread_create(&thread, &attr, client_main, cl);
+        pthread_attr_destroy(&attr);
+        if (r == 0)
             return 0;
-        }
     }
     if (claimed) {
         struct owner_req *rel = calloc(1, sizeof(*rel));
