@@ -27,10 +27,13 @@
  * one per collected batch, so it is off unless npv_stats_set_latency(ctx, 1)
  * was called before the queue was created.
  *
+ * Beside the queues, a program adds sources of its own named counters
+ * (npv_stats_add_source): npuvfio serve publishes each client's there.
+ *
  * Thread-safety: every call here may be made from any thread at any time,
- * concurrently with the queues' hot paths; the registry of queues is guarded
- * by a context lock taken only at queue creation and destruction and by
- * readers.
+ * concurrently with the queues' hot paths; the registry of queues and
+ * sources is guarded by a context lock taken only at queue creation and
+ * destruction, at source addition and removal, and by readers.
  */
 #ifndef NPUVFIO_STATS_H
 #define NPUVFIO_STATS_H
@@ -111,16 +114,57 @@ typedef void (*npv_stats_fn)(void *user, const char *device, const char *queue,
 NPV_API int npv_stats_foreach(struct npv_ctx *ctx, npv_stats_fn fn, void *user);
 
 enum npv_stats_format {
-    NPV_STATS_JSON = 0,   /* one JSON object: context, devices, queues */
+    NPV_STATS_JSON = 0,   /* one JSON object: context, devices, queues, sources */
     NPV_STATS_PROMETHEUS, /* Prometheus text exposition format 0.0.4 */
 };
 
 /*
- * Format every counter of ctx. *out: a NUL-terminated malloc'd string the
- * caller frees, *len its length. 0, -EINVAL, -ENOMEM.
+ * Format every counter of ctx, calling every source's fn once (JSON: a
+ * member "sources": {"<name>": {"<entity>": {"<counter>": value, ...}, ...},
+ * ...}, an empty object when there is no source). *out: a NUL-terminated
+ * malloc'd string the caller frees, *len its length. 0, -EINVAL, -ENOMEM
+ * (also when a source's emitted counters could not be kept).
  */
 NPV_API int npv_stats_format(struct npv_ctx *ctx, enum npv_stats_format fmt, char **out,
                              size_t *len);
+
+/*
+ * A source of named counters the stats endpoint serves beside the queues'
+ * (npuvfio serve publishes each client's). fn is called at every
+ * npv_stats_format (and so every socket request), under the registry lock
+ * (it must not call npv_stats_* of ctx), and calls emit once per counter:
+ * entity names what the counter belongs to ("client3"), counter the
+ * counter ("runs_ok"); both are sanitised as queue names are
+ * ([A-Za-z0-9_-.:/], others become '_'). fn must return promptly and may
+ * take its own locks.
+ *
+ * Names (source, entity, counter) keep their first 63 characters; a NULL
+ * entity or counter is "". Emit a counter once per entity: the JSON groups
+ * an entity's counters under it in emit order (an entity emitted in several
+ * runs is merged at its first place), so a repeated counter is a repeated
+ * key. In Prometheus text each counter is the gauge
+ * npuvfio_<name>_<counter>{entity="<entity>"}, with '-', '.' and '/' of the
+ * metric name as '_' (the metric alphabet); samples are grouped per metric
+ * name across sources, so two sources whose names make the same metric name
+ * share one TYPE line: choose names that do not collide (nor with the
+ * built-in npuvfio_queue_* and npuvfio_dma_* metrics).
+ *
+ * Lock order: fn runs with the registry lock held, so a thread must not call
+ * npv_stats_remove_source (nor any npv_stats_* of ctx) while it holds a lock
+ * that fn takes.
+ */
+typedef void (*npv_stats_emit_fn)(void *emit_arg, const char *entity, const char *counter,
+                                  uint64_t value);
+typedef void (*npv_stats_source_fn)(void *user, npv_stats_emit_fn emit, void *emit_arg);
+/*
+ * Register source name (unique per ctx: -EEXIST; sanitised likewise) with
+ * fn and user until npv_stats_remove_source. -EINVAL (NULL name or fn),
+ * -ENOMEM. Thread-safe.
+ */
+NPV_API int npv_stats_add_source(struct npv_ctx *ctx, const char *name, npv_stats_source_fn fn,
+                                 void *user);
+/* Remove it; when this returns, fn is not running and will not be called again. -ENOENT. */
+NPV_API int npv_stats_remove_source(struct npv_ctx *ctx, const char *name);
 
 struct npv_stats_server;
 

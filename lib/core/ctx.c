@@ -94,6 +94,7 @@ void npv_ctx_free(struct npv_ctx *ctx)
                 "context freed with /dev/iommu still held %u times: a device or a domain "
                 "was not released",
                 ctx->iommufd_users);
+    npv_stats_sources_free(ctx);
     pthread_mutex_destroy(&ctx->lock);
     pthread_mutex_destroy(&ctx->iommufd_lock);
     pthread_mutex_destroy(&ctx->stats_lock);

@@ -55,15 +55,21 @@ struct npv_ctx {
     /*
      * Stats (lib/stats): the registry of queues (a list in creation order,
      * guarded by stats_lock, taken at queue creation/free and by readers
-     * only), whether new queues measure latency, and the context-wide
-     * counters.
+     * only), the programs' counter sources (a list in addition order, under
+     * stats_lock too: a source's fn runs with it held, so a removal that
+     * takes it knows fn is not running), whether new queues measure latency,
+     * and the context-wide counters.
      */
     pthread_mutex_t stats_lock;
     struct npv_stats_queue *stats_first, *stats_last;
+    struct npv_stats_source *stats_sources;
     unsigned stats_queue_seq;
     _Atomic int stats_latency;
     _Atomic uint64_t stats_dma_maps, stats_dma_map_bytes, stats_domain_switches;
 };
+
+/* Free the sources left registered (lib/stats/stats_source.c), without calling them. */
+void npv_stats_sources_free(struct npv_ctx *ctx);
 
 /* The counters of npv_ctx_resources: every acquisition adds, its release subtracts. */
 enum npv_live {

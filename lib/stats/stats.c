@@ -85,27 +85,14 @@ void npv_stats_queue_unregister(struct npv_stats_queue *q)
     q->ctx = NULL;
 }
 
-/* Names are printed into JSON and Prometheus labels: keep them to a safe alphabet. */
-static void copy_name(char *dst, size_t size, const char *src)
-{
-    size_t i = 0;
-    for (; src != NULL && src[i] != '\0' && i + 1 < size; i++) {
-        char c = src[i];
-        int safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                   c == '-' || c == '_' || c == '.' || c == ':' || c == '/';
-        dst[i] = safe ? c : '_';
-    }
-    dst[i] = '\0';
-}
-
 void npv_stats_queue_name(struct npv_stats_queue *q, const char *device, const char *queue)
 {
     if (q->ctx != NULL)
         pthread_mutex_lock(&q->ctx->stats_lock);
     if (device != NULL)
-        copy_name(q->device, sizeof(q->device), device);
+        npv_stats_copy_name(q->device, sizeof(q->device), device);
     if (queue != NULL)
-        copy_name(q->queue, sizeof(q->queue), queue);
+        npv_stats_copy_name(q->queue, sizeof(q->queue), queue);
     if (q->ctx != NULL)
         pthread_mutex_unlock(&q->ctx->stats_lock);
 }
@@ -209,11 +196,22 @@ struct snap {
     struct npv_stats st;
 };
 
-static int collect(struct npv_ctx *ctx, struct snap **out, size_t *count)
+/*
+ * Every queue's snapshot and every source's samples (the sources' fn run
+ * here, under the lock, as npv_stats_remove_source relies on).
+ */
+static int collect(struct npv_ctx *ctx, struct snap **out, size_t *count,
+                   struct npv_stats_samples *samples)
 {
     size_t n = 0, cap = 0;
     struct snap *v = NULL;
     pthread_mutex_lock(&ctx->stats_lock);
+    int rc = npv_stats_sources_collect(ctx, samples);
+    if (rc < 0) {
+        pthread_mutex_unlock(&ctx->stats_lock);
+        npv_stats_samples_free(samples);
+        return rc;
+    }
     for (const struct npv_stats_queue *q = ctx->stats_first; q != NULL; q = q->next) {
         if (n == cap) {
             size_t ncap = cap != 0 ? cap * 2 : 4;
@@ -221,6 +219,7 @@ static int collect(struct npv_ctx *ctx, struct snap **out, size_t *count)
             if (nv == NULL) {
                 pthread_mutex_unlock(&ctx->stats_lock);
                 free(v);
+                npv_stats_samples_free(samples);
                 return -ENOMEM;
             }
             v = nv;
@@ -292,7 +291,46 @@ static void sum_into(struct npv_stats *a, const struct npv_stats *b)
         a->latency[k] += b->latency[k];
 }
 
-static void format_json(FILE *f, const struct npv_stats_ctx *c, const struct snap *v, size_t n)
+/*
+ * "sources": one object per source, in addition order; in each, its entities
+ * at their first emit, each with its counters in emit order (an entity
+ * emitted in several runs is merged, so no key repeats for that reason).
+ */
+static void json_sources(FILE *f, const struct npv_stats_samples *s)
+{
+    fprintf(f, ",\"sources\":{");
+    size_t at = 0; /* samples are in source order */
+    for (size_t k = 0; k < s->sources; k++) {
+        size_t begin = at;
+        while (at < s->n && s->v[at].source == k)
+            at++;
+        fprintf(f, "%s\"%s\":{", k == 0 ? "" : ",", s->names[k]);
+        bool first_e = true;
+        for (size_t i = begin; i < at; i++) {
+            bool seen = false;
+            /* Searched backwards: a source usually emits an entity's counters together. */
+            for (size_t j = i; j-- > begin && !seen;)
+                seen = strcmp(s->v[j].entity, s->v[i].entity) == 0;
+            if (seen)
+                continue;
+            fprintf(f, "%s\"%s\":{", first_e ? "" : ",", s->v[i].entity);
+            first_e = false;
+            bool first_c = true;
+            for (size_t j = i; j < at; j++) {
+                if (strcmp(s->v[j].entity, s->v[i].entity) != 0)
+                    continue;
+                fprintf(f, "%s\"%s\":%" PRIu64, first_c ? "" : ",", s->v[j].counter, s->v[j].value);
+                first_c = false;
+            }
+            fputc('}', f);
+        }
+        fputc('}', f);
+    }
+    fputc('}', f);
+}
+
+static void format_json(FILE *f, const struct npv_stats_ctx *c, const struct snap *v, size_t n,
+                        const struct npv_stats_samples *samples)
 {
     fprintf(f,
             "{\"context\":{\"dma_maps\":%" PRIu64 ",\"dma_map_bytes\":%" PRIu64
@@ -329,11 +367,67 @@ static void format_json(FILE *f, const struct npv_stats_ctx *c, const struct sna
         fprintf(f, "}}");
     }
     free(dev);
-    fprintf(f, "}}\n");
+    fputc('}', f);
+    json_sources(f, samples);
+    fprintf(f, "}\n");
 }
 
-static void format_prometheus(FILE *f, const struct npv_stats_ctx *c, const struct snap *v,
-                              size_t n)
+/* The metric name of sample x: npuvfio_<source>_<counter> in the metric alphabet. */
+static void metric_name(char *dst, size_t size, const struct npv_stats_samples *s,
+                        const struct npv_stats_sample *x)
+{
+    snprintf(dst, size, "npuvfio_%s_%s", s->names[x->source], x->counter);
+    /* Prometheus metric names are [a-zA-Z_:][a-zA-Z0-9_:]* (exposition format 0.0.4). */
+    for (char *p = dst; *p != '\0'; p++)
+        if (*p == '-' || *p == '.' || *p == '/')
+            *p = '_';
+}
+
+/*
+ * The sources' samples as gauges, grouped per metric name (the format wants
+ * a metric's samples together under its one TYPE line) in first-emit order,
+ * whatever order the sources emitted them in. 0 or -ENOMEM.
+ */
+enum { METRIC_MAX = sizeof("npuvfio__") + 2 * NPV_STATS_NAME_MAX };
+
+static int prometheus_sources(FILE *f, const struct npv_stats_samples *s)
+{
+    if (s->n == 0)
+        return 0;
+    char(*name)[METRIC_MAX] = malloc(s->n * sizeof(*name));
+    size_t *metric = malloc(s->n * sizeof(*metric)); /* each sample's first sample of its name */
+    if (name == NULL || metric == NULL) {
+        free(name);
+        free(metric);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        metric_name(name[i], sizeof(name[i]), s, &s->v[i]);
+        metric[i] = i;
+        /* Compare with the first sample of each name so far (few: one per counter). */
+        for (size_t j = 0; j < i; j++) {
+            if (metric[j] == j && strcmp(name[j], name[i]) == 0) {
+                metric[i] = j;
+                break;
+            }
+        }
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        if (metric[i] != i)
+            continue;
+        fprintf(f, "# TYPE %s gauge\n", name[i]);
+        for (size_t j = i; j < s->n; j++)
+            if (metric[j] == i)
+                fprintf(f, "%s{entity=\"%s\"} %" PRIu64 "\n", name[i], s->v[j].entity,
+                        s->v[j].value);
+    }
+    free(name);
+    free(metric);
+    return 0;
+}
+
+static int format_prometheus(FILE *f, const struct npv_stats_ctx *c, const struct snap *v, size_t n,
+                             const struct npv_stats_samples *samples)
 {
     fprintf(f,
             "# HELP npuvfio_dma_maps_total DMA buffers mapped into a domain\n"
@@ -376,6 +470,7 @@ static void format_prometheus(FILE *f, const struct npv_stats_ctx *c, const stru
                 v[i].device, v[i].queue, st->latency_count, v[i].device, v[i].queue,
                 (double)st->latency_sum_ns / 1e9, v[i].device, v[i].queue, st->latency_count);
     }
+    return prometheus_sources(f, samples);
 }
 
 int npv_stats_format(struct npv_ctx *ctx, enum npv_stats_format fmt, char **out, size_t *len)
@@ -385,7 +480,8 @@ int npv_stats_format(struct npv_ctx *ctx, enum npv_stats_format fmt, char **out,
         return -EINVAL;
     struct snap *v;
     size_t n;
-    int rc = collect(ctx, &v, &n);
+    struct npv_stats_samples samples;
+    int rc = collect(ctx, &v, &n, &samples);
     if (rc < 0)
         return rc;
     struct npv_stats_ctx c;
@@ -394,14 +490,17 @@ int npv_stats_format(struct npv_ctx *ctx, enum npv_stats_format fmt, char **out,
     size_t size = 0;
     FILE *f = open_memstream(&buf, &size);
     if (f == NULL) {
+        npv_stats_samples_free(&samples);
         free(v);
         return -ENOMEM;
     }
+    rc = 0;
     if (fmt == NPV_STATS_JSON)
-        format_json(f, &c, v, n);
+        format_json(f, &c, v, n, &samples);
     else
-        format_prometheus(f, &c, v, n);
-    int bad = ferror(f);
+        rc = format_prometheus(f, &c, v, n, &samples);
+    npv_stats_samples_free(&samples);
+    int bad = ferror(f) || rc < 0;
     if (fclose(f) != 0 || bad) {
         free(buf);
         free(v);

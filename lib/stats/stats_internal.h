@@ -9,6 +9,7 @@
 #define NPV_STATS_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <errno.h>
@@ -74,6 +75,49 @@ static inline void npv_stats_completion(struct npv_stats_queue *q, int32_t statu
         break;
     }
 }
+
+/*
+ * Names are printed into JSON keys and Prometheus labels: keep them to a safe
+ * alphabet (model choice), truncated to size - 1 characters; NULL is "".
+ */
+static inline void npv_stats_copy_name(char *dst, size_t size, const char *src)
+{
+    size_t i = 0;
+    for (; src != NULL && src[i] != '\0' && i + 1 < size; i++) {
+        char c = src[i];
+        int safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-' || c == '_' || c == '.' || c == ':' || c == '/';
+        dst[i] = safe ? c : '_';
+    }
+    dst[i] = '\0';
+}
+
+/* A source's name, an entity's, a counter's: up to 63 characters. */
+#define NPV_STATS_NAME_MAX 64
+
+/* One counter a source emitted. */
+struct npv_stats_sample {
+    size_t source; /* index into npv_stats_samples.names */
+    char entity[NPV_STATS_NAME_MAX];
+    char counter[NPV_STATS_NAME_MAX];
+    uint64_t value;
+};
+
+/* What every source emitted in one npv_stats_format, in addition and emit order. */
+struct npv_stats_samples {
+    char (*names)[NPV_STATS_NAME_MAX]; /* the sources' names */
+    size_t sources;
+    struct npv_stats_sample *v;
+    size_t n, cap;
+    bool nomem; /* an emit could not be kept */
+};
+
+/*
+ * With ctx->stats_lock held: call every source's fn, keeping what it emits in
+ * *out (zeroed first). 0 or -ENOMEM; *out is to be freed either way.
+ */
+int npv_stats_sources_collect(struct npv_ctx *ctx, struct npv_stats_samples *out);
+void npv_stats_samples_free(struct npv_stats_samples *s);
 
 /* Link q into ctx's registry under a default name (zeroes its counters). */
 void npv_stats_queue_register(struct npv_ctx *ctx, struct npv_stats_queue *q);
