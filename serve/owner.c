@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "ctx_internal.h"
+#include <npuvfio/stats.h>
 #include <npuvfio/vfio_user_server.h>
 
 #include "owner_internal.h"
@@ -81,6 +83,52 @@ static int owner_listen(struct npv_owner *o)
     return 0;
 }
 
+static void emit_client(npv_stats_emit_fn emit, void *arg, const struct npv_owner_client_stats *st)
+{
+    char entity[32];
+    snprintf(entity, sizeof(entity), "client%llu", (unsigned long long)st->id);
+    const struct {
+        const char *name;
+        uint64_t value;
+    } c[] = {
+        {"pid", (uint64_t)st->pid},
+        {"uid", (uint64_t)st->uid},
+        {"domain", st->domain_id},
+        {"connected", st->connected},
+        {"runs", st->runs},
+        {"runs_ok", st->runs_ok},
+        {"runs_failed", st->runs_failed},
+        {"runs_dropped", st->runs_dropped},
+        {"runs_peak", st->runs_peak},
+        {"maps_refused", st->maps_refused},
+        {"mapped_bytes", st->mapped_bytes},
+        {"maps", st->maps},
+        {"wait_ns", st->wait_ns},
+        {"switches", st->switches},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+        emit(arg, entity, c[i].name, c[i].value);
+}
+
+/*
+ * The "serve" source of the stats endpoint (npuvfio stats): every client's
+ * counters, departed ones included, as client<id>. Called under the
+ * registry lock; takes o->lock, under which nothing calls npv_stats_*.
+ */
+static void stats_source(void *user, npv_stats_emit_fn emit, void *arg)
+{
+    struct npv_owner *o = user;
+    pthread_mutex_lock(&o->lock);
+    for (unsigned i = 0; i < o->nr_history; i++)
+        emit_client(emit, arg, &o->history[(o->history_head + i) % OWNER_HISTORY]);
+    for (unsigned s = 0; s < NPV_RKNPU_MAX_DOMAINS; s++)
+        if (o->slots[s] != NULL)
+            emit_client(emit, arg, &o->slots[s]->st);
+    emit(arg, "owner", "clients", o->nr_clients);
+    emit(arg, "owner", "runs_on_device", o->on_device);
+    pthread_mutex_unlock(&o->lock);
+}
+
 int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_owner_opts *opts,
                   struct npv_owner **out)
 {
@@ -123,6 +171,12 @@ int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_o
     pthread_cond_init(&o->sched_cond, &attr);
     pthread_cond_init(&o->done_cond, &attr);
     pthread_condattr_destroy(&attr);
+    r = npv_stats_add_source(ctx, "serve", stats_source, o);
+    if (r < 0) {
+        npv_owner_free(o);
+        return r;
+    }
+    o->stats_source = true;
     *out = o;
     return 0;
 }
@@ -185,6 +239,8 @@ void npv_owner_free(struct npv_owner *o)
 {
     if (o == NULL)
         return;
+    if (o->stats_source)
+        npv_stats_remove_source(o->ctx, "serve");
     if (o->listen_fd >= 0) {
         struct stat st;
         /* Remove the socket only if it is still ours: a new owner may have taken the path. */

@@ -16,6 +16,10 @@
  * a turn submits up to `batch` of the client's runs back to back, so the
  * device switches domains once per turn, not once per run.
  *
+ * Counters: npv_owner_clients, and the stats endpoint of the owner's context
+ * (npv_stats_serve, `npuvfio stats`): the source "serve", an entity
+ * client<id> per client with the fields of npv_owner_client_stats.
+ *
  * Thread-safety: npv_owner_run on one thread; npv_owner_stop from any thread
  * or a signal handler; npv_owner_clients from any thread.
  */
@@ -71,7 +75,8 @@ struct npv_owner_client_stats {
 /*
  * Serve npu (open, owned by the caller, idle) on opts->socket_path: listen
  * now, serve in npv_owner_run. -EINVAL (bad opts), -EADDRINUSE (an owner
- * answers there), -ENOMEM, or the socket's error.
+ * answers there), -EEXIST (ctx has a stats source "serve" already: one
+ * owner per context), -ENOMEM, or the socket's error.
  */
 int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_owner_opts *opts,
                   struct npv_owner **out);

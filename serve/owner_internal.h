@@ -104,6 +104,7 @@ struct npv_owner {
 
     pthread_t sched_thread;
     bool sched_started;
+    bool stats_source; /* "serve" registered with the context's stats */
 };
 
 /* scheduler.c */

@@ -212,7 +212,10 @@ int main(int argc, char **argv)
         if (exact_runs(&c, (unsigned)arg, 3) == 0 &&
             rknpu_sample_mm_new(c.npu, &SHAPE, 0, 0, 5, &s) == 0) {
             struct npv_rknpu_job job = {.tasks = &s->task, .nr_tasks = 1, .cookie = 9};
-            printf("submitted %d\n", npv_rknpu_submit(c.npu, &job));
+            int r = npv_rknpu_submit(c.npu, &job);
+            /* The start's register writes are posted: out to the owner before we die. */
+            int f = npv_dev_flush(c.dev);
+            printf("submitted %d\n", r < 0 ? r : f);
             kill(getpid(), SIGKILL); /* with the run on its way: no clean-up of any kind */
         }
     } else if (strcmp(mode, "victim") == 0) {

@@ -34,6 +34,7 @@ struct proc {
 
 static char dir[64];
 static char owner_sock[128];
+static char stats_sock[128];
 
 static int64_t now_ms(void)
 {
@@ -131,9 +132,9 @@ static void expect_line(struct proc *p, const char *want, const char *who)
 /* Start the owner with extra options (NULL-terminated), and wait until it listens. */
 static void owner_start(struct proc *o, const char *const *extra)
 {
-    char *argv[32] = {(char *)NPV_CLI_PATH, "serve",   "--device", "rknpu", "--model",
-                      "--socket",           owner_sock};
-    size_t n = 7;
+    char *argv[32] = {(char *)NPV_CLI_PATH, "serve",    "--device",       "rknpu",   "--model",
+                      "--socket",           owner_sock, "--stats-socket", stats_sock};
+    size_t n = 9;
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
         argv[n++] = (char *)extra[i];
     argv[n] = NULL;
@@ -177,6 +178,44 @@ static size_t owner_stop(struct proc *o, struct row *rows, size_t max)
     return n;
 }
 
+/* The owner's live counters through its stats endpoint: `npuvfio stats` (JSON) into buf. */
+static void stats_json(char *buf, size_t max)
+{
+    struct proc st;
+    char *argv[] = {(char *)NPV_CLI_PATH, "stats", stats_sock, NULL};
+    spawn(&st, argv);
+    size_t len = 0;
+    int64_t until = now_ms() + DEADLINE_MS;
+    for (;;) {
+        struct pollfd pf = {.fd = st.out, .events = POLLIN};
+        int left = (int)(until - now_ms());
+        ck_assert_msg(left > 0 && poll(&pf, 1, left) > 0, "npuvfio stats: no reply");
+        ssize_t got = read(st.out, buf + len, max - 1 - len);
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+        ck_assert_msg(len < max - 1, "npuvfio stats: reply too long");
+    }
+    buf[len] = '\0';
+    expect_exit_ok(&st, "npuvfio stats");
+}
+
+/* Counter name of the client whose pid is pid, in the "serve" source of json. */
+static unsigned long long stats_counter(const char *json, pid_t pid, const char *name)
+{
+    const char *serve = strstr(json, "\"serve\":{");
+    ck_assert_msg(serve != NULL, "no \"serve\" source in the stats: %s", json);
+    char key[64];
+    snprintf(key, sizeof(key), "{\"pid\":%d,", (int)pid);
+    const char *at = strstr(serve, key);
+    ck_assert_msg(at != NULL, "no client pid %d in the stats", (int)pid);
+    const char *end = strchr(at, '}');
+    snprintf(key, sizeof(key), "\"%s\":", name);
+    const char *c = strstr(at, key);
+    ck_assert_msg(c != NULL && c < end, "client pid %d has no %s", (int)pid, name);
+    return strtoull(c + strlen(key), NULL, 10);
+}
+
 static const struct row *row_of(const struct row *rows, size_t n, pid_t pid)
 {
     for (size_t i = 0; i < n; i++)
@@ -191,12 +230,14 @@ static void setup(void)
     snprintf(dir, sizeof(dir), "/tmp/npv-serve-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(owner_sock, sizeof(owner_sock), "%s/owner.sock", dir);
+    snprintf(stats_sock, sizeof(stats_sock), "%s/stats.sock", dir);
     signal(SIGPIPE, SIG_IGN);
 }
 
 static void teardown(void)
 {
     unlink(owner_sock);
+    unlink(stats_sock);
     rmdir(dir);
 }
 
@@ -221,6 +262,18 @@ START_TEST(three_clients_share_one_npu_and_one_killed_mid_run_harms_nobody)
     expect_line(&b, "ok 120", "client b");
     expect_exit_ok(&a, "client a");
     expect_exit_ok(&b, "client b");
+    /* The live counters, through the stats endpoint (npuvfio stats). */
+    static char json[65536];
+    stats_json(json, sizeof(json));
+    ck_assert_uint_eq(stats_counter(json, a.pid, "runs_ok"), 120);
+    ck_assert_uint_eq(stats_counter(json, b.pid, "runs_ok"), 120);
+    ck_assert_uint_ge(stats_counter(json, v.pid, "runs"), 21);
+    ck_assert_uint_eq(stats_counter(json, v.pid, "mapped_bytes"), 0);
+    ck_assert_uint_eq(stats_counter(json, v.pid, "connected"), 0);
+    for (size_t i = 0; i < 3; i++) {
+        pid_t pid = i == 0 ? a.pid : i == 1 ? b.pid : v.pid;
+        ck_assert_uint_ge(stats_counter(json, pid, "switches"), 1);
+    }
     /* Its domain and slot came back: a new client is served, exact. */
     client(&late, "runs", "5");
     expect_line(&late, "ok 5", "late client");
@@ -354,8 +407,14 @@ END_TEST
  */
 START_TEST(an_owner_that_dies_fails_its_clients_and_a_new_one_serves)
 {
-    struct proc o, orphan, o2, fresh;
+    struct proc o, orphan, o2, fresh, dup;
     owner_start(&o, NULL);
+    /* A live owner's socket is never taken: a second owner on it exits 1. */
+    char *dup_argv[] = {(char *)NPV_CLI_PATH, "serve",    "--device", "rknpu", "--model",
+                        "--socket",           owner_sock, NULL};
+    spawn(&dup, dup_argv);
+    int dst = reap(&dup);
+    ck_assert_msg(WIFEXITED(dst) && WEXITSTATUS(dst) == 1, "second owner: status 0x%x", dst);
     client(&orphan, "orphan", NULL);
     expect_line(&orphan, "ready", "orphan");
     kill(o.pid, SIGKILL);
