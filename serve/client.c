@@ -32,14 +32,6 @@ static int fwd_start(void *arg, unsigned vcore, uint64_t gen, const struct rknpu
     struct npv_owner *o = cl->o;
     if (vcore >= OWNER_VCORES)
         return -EINVAL;
-    /*
-     * What the real core could not run is refused here, where the client
-     * learns it from its own register write: no task, no done bit to end it
-     * (the vendor's submit requires an int_mask per task), a list outside
-     * the 32-bit space.
-     */
-    if (rn->tasks == 0 || (rn->int_mask & ~(uint32_t)RKNPU_INT_DMA_ERROR) == 0)
-        return -EINVAL;
     pthread_mutex_lock(&o->lock);
     struct owner_run *run = &cl->runs[vcore];
     int r = 0;

@@ -297,11 +297,19 @@ static void run_ended(struct npv_owner *o, uint64_t cookie, int32_t status, uint
 
 static void submit_picked(struct npv_owner *o, const struct pick *p)
 {
+    /*
+     * The run ends on the done bits its client unmasked; a client that
+     * masked them all (a polling driver) still ends on the DPU's, which the
+     * core raises in RAW_STATUS whatever the mask (model_core.c run).
+     */
+    uint32_t done = p->run.run.int_mask & ~(uint32_t)RKNPU_INT_DMA_ERROR & RKNPU_INT_VALID_MASK;
+    if (done == 0)
+        done = RKNPU_INT_DPU_DONE;
     struct npv_rknpu_laid_out_job job = {
         .regcmd_iova = p->run.run.base,
         .amount = p->run.run.amount,
         .nr_tasks = p->run.run.tasks,
-        .done_mask = p->run.run.int_mask & ~(uint32_t)RKNPU_INT_DMA_ERROR,
+        .done_mask = done,
         .core_mask = 0,
         .domain_id = p->cl->slot,
         .timeout_ns = o->opts.job_timeout_ns,
@@ -309,6 +317,11 @@ static void submit_picked(struct npv_owner *o, const struct pick *p)
     };
     int r = npv_rknpu_submit_laid_out(o->npu, &job);
     if (r < 0) {
+        /*
+         * A run the real core cannot take (no task, a list outside the
+         * 32-bit space): the virtual core stalls, as the model's does on a
+         * config error, until the client resets it.
+         */
         npv_warn(o->ctx, "serve: client %llu: run refused by the driver: %s",
                  (unsigned long long)p->cl->st.id, npv_strerror(r));
         run_ended(o, job.cookie, r, 0);
