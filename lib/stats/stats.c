@@ -295,42 +295,60 @@ static void sum_into(struct npv_stats *a, const struct npv_stats *b)
  * "sources": one object per source, in addition order; in each, its entities
  * at their first emit, each with its counters in emit order (an entity
  * emitted in several runs is merged, so no key repeats for that reason).
+ * Each sample is linked to the next of its entity, so the text is written in
+ * one pass per source. 0 or -ENOMEM.
  */
-static void json_sources(FILE *f, const struct npv_stats_samples *s)
+static int json_sources(FILE *f, const struct npv_stats_samples *s)
 {
+    size_t cap = s->n != 0 ? s->n : 1;
+    size_t *link = malloc(4 * cap * sizeof(*link));
+    if (link == NULL)
+        return -ENOMEM;
+    size_t *entity = link;          /* a sample's entity, numbered from its source's first */
+    size_t *next = link + cap;      /* the next sample of the same entity, or SIZE_MAX */
+    size_t *first = link + 2 * cap; /* an entity's first sample */
+    size_t *last = link + 3 * cap;  /* an entity's last sample so far */
     fprintf(f, ",\"sources\":{");
     size_t at = 0; /* samples are in source order */
     for (size_t k = 0; k < s->sources; k++) {
-        size_t begin = at;
-        while (at < s->n && s->v[at].source == k)
-            at++;
-        fprintf(f, "%s\"%s\":{", k == 0 ? "" : ",", s->names[k]);
-        bool first_e = true;
-        for (size_t i = begin; i < at; i++) {
-            bool seen = false;
-            /* Searched backwards: a source usually emits an entity's counters together. */
-            for (size_t j = i; j-- > begin && !seen;)
-                seen = strcmp(s->v[j].entity, s->v[i].entity) == 0;
-            if (seen)
-                continue;
-            fprintf(f, "%s\"%s\":{", first_e ? "" : ",", s->v[i].entity);
-            first_e = false;
-            bool first_c = true;
-            for (size_t j = i; j < at; j++) {
-                if (strcmp(s->v[j].entity, s->v[i].entity) != 0)
-                    continue;
-                fprintf(f, "%s\"%s\":%" PRIu64, first_c ? "" : ",", s->v[j].counter, s->v[j].value);
-                first_c = false;
+        size_t begin = at, entities = 0;
+        for (; at < s->n && s->v[at].source == k; at++) {
+            const char *e = s->v[at].entity;
+            size_t d = entities;
+            /* A source usually emits an entity's counters together: try the previous first. */
+            if (at > begin && strcmp(s->v[at - 1].entity, e) == 0)
+                d = entity[at - 1];
+            else
+                for (size_t x = 0; x < entities && d == entities; x++)
+                    if (strcmp(s->v[first[x]].entity, e) == 0)
+                        d = x;
+            if (d == entities) {
+                first[d] = at;
+                entities++;
+            } else {
+                next[last[d]] = at;
             }
+            entity[at] = d;
+            last[d] = at;
+            next[at] = SIZE_MAX;
+        }
+        fprintf(f, "%s\"%s\":{", k == 0 ? "" : ",", s->names[k]);
+        for (size_t d = 0; d < entities; d++) {
+            fprintf(f, "%s\"%s\":{", d == 0 ? "" : ",", s->v[first[d]].entity);
+            for (size_t j = first[d]; j != SIZE_MAX; j = next[j])
+                fprintf(f, "%s\"%s\":%" PRIu64, j == first[d] ? "" : ",", s->v[j].counter,
+                        s->v[j].value);
             fputc('}', f);
         }
         fputc('}', f);
     }
     fputc('}', f);
+    free(link);
+    return 0;
 }
 
-static void format_json(FILE *f, const struct npv_stats_ctx *c, const struct snap *v, size_t n,
-                        const struct npv_stats_samples *samples)
+static int format_json(FILE *f, const struct npv_stats_ctx *c, const struct snap *v, size_t n,
+                       const struct npv_stats_samples *samples)
 {
     fprintf(f,
             "{\"context\":{\"dma_maps\":%" PRIu64 ",\"dma_map_bytes\":%" PRIu64
@@ -368,8 +386,9 @@ static void format_json(FILE *f, const struct npv_stats_ctx *c, const struct sna
     }
     free(dev);
     fputc('}', f);
-    json_sources(f, samples);
+    int rc = json_sources(f, samples);
     fprintf(f, "}\n");
+    return rc;
 }
 
 /* The metric name of sample x: npuvfio_<source>_<counter> in the metric alphabet. */
@@ -496,7 +515,7 @@ int npv_stats_format(struct npv_ctx *ctx, enum npv_stats_format fmt, char **out,
     }
     rc = 0;
     if (fmt == NPV_STATS_JSON)
-        format_json(f, &c, v, n, &samples);
+        rc = format_json(f, &c, v, n, &samples);
     else
         rc = format_prometheus(f, &c, v, n, &samples);
     npv_stats_samples_free(&samples);
