@@ -201,6 +201,26 @@ static bool device_is(struct npv_cli *cli, const struct npv_device_entry *e, str
     return false;
 }
 
+int device_open(struct npv_cli *cli, const struct npv_device_entry *e, const struct device_where *w,
+                struct npv_domain **dom, struct npv_dev **dev)
+{
+    const char *where = w->socket != NULL ? w->socket : w->hw;
+    int r = npv_domain_new(cli->ctx, NULL, dom);
+    if (r < 0)
+        return cli_fail(cli, "domain", r);
+    r = open_where(cli, w, *dom, dev);
+    if (r < 0) {
+        npv_domain_put(*dom);
+        return cli_fail(cli, where, r);
+    }
+    if (!device_is(cli, e, *dev, where)) {
+        npv_dev_close(*dev);
+        npv_domain_put(*dom);
+        return CLI_FAILED;
+    }
+    return CLI_OK;
+}
+
 int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e,
                       const struct device_where *w, const struct npv_sample_opts *opts,
                       struct npv_sample_result *res)
@@ -208,21 +228,10 @@ int device_run_sample(struct npv_cli *cli, const struct npv_device_entry *e,
     struct npv_domain *dom;
     struct npv_dev *dev;
     void *drv;
-    const char *where = w->socket != NULL ? w->socket : w->hw;
-    int r = npv_domain_new(cli->ctx, NULL, &dom);
-    if (r < 0)
-        return cli_fail(cli, "domain", r);
-    r = open_where(cli, w, dom, &dev);
-    if (r < 0) {
-        npv_domain_put(dom);
-        return cli_fail(cli, where, r);
-    }
-    int ret = CLI_OK;
-    if (!device_is(cli, e, dev, where)) {
-        ret = CLI_FAILED;
-        goto out_dev;
-    }
-    r = e->driver_open(dev, &drv);
+    int ret = device_open(cli, e, w, &dom, &dev);
+    if (ret != CLI_OK)
+        return ret;
+    int r = e->driver_open(dev, &drv);
     if (r < 0) {
         ret = cli_fail(cli, e->name, r);
         goto out_dev;

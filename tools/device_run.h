@@ -51,6 +51,14 @@ int device_where_hw(struct npv_cli *cli, const struct npv_device_entry *e, const
                     char *canon, struct device_where *w);
 
 /*
+ * Open the device at w in a new domain of its own, checked to be e (its
+ * vendor:device); CLI_OK, else prints one line, releases both and returns
+ * CLI_FAILED.
+ */
+int device_open(struct npv_cli *cli, const struct npv_device_entry *e, const struct device_where *w,
+                struct npv_domain **dom, struct npv_dev **dev);
+
+/*
  * Open the device at w, e's driver on it, and run e's sample workload into
  * res. CLI_OK when it ran (res->mismatches may still be nonzero), else prints
  * one line and returns CLI_FAILED.

@@ -22,26 +22,41 @@ static bool core_in_reset(const struct rknpu_core *c)
     return c->reset_lines != 0 || c->held_in_reset;
 }
 
-/* OPERATION_ENABLE rose. Under lock. */
-static void start_run(struct rknpu_core *c)
+/*
+ * OPERATION_ENABLE rose. Under lock. 0, or a forwarding model's refusal
+ * (the core stays idle, the write fails).
+ */
+static int start_run(struct rknpu_core *c)
 {
     uint32_t base = PC_REG(c, RKNPU_PC_BASE_ADDRESS);
     uint32_t con = PC_REG(c, RKNPU_PC_TASK_CON);
     /* A busy or stalled core does not take a new program; PC_SEL (slave mode) fetches nothing. */
     if (c->state != RKNPU_CORE_IDLE || (base & RKNPU_PC_SEL) ||
         (base & RKNPU_PC_BASE_ADDRESS_MASK) == 0)
-        return;
-    if (con & RKNPU_TASK_CON_TASK_COUNT_CLEAR)
-        c->task_status = 0;
-    c->pending = (struct rknpu_run){
+        return 0;
+    struct rknpu_run rn = {
         .base = base & RKNPU_PC_BASE_ADDRESS_MASK,
         .amount = PC_REG(c, RKNPU_PC_REGISTER_AMOUNTS) & RKNPU_PC_REGISTER_AMOUNTS_MASK,
         .tasks = con & RKNPU_TASK_CON_TASK_NUMBER_MASK,
         .pingpong = (con & RKNPU_TASK_CON_TASK_PP_EN) != 0,
+        .int_mask = PC_REG(c, RKNPU_PC_INTERRUPT_MASK),
     };
+    if (c->m->forwarding) {
+        int r = c->m->fwd.start ? c->m->fwd.start(c->m->fwd.arg, c->index, c->gen, &rn) : 0;
+        if (r < 0)
+            return r;
+    }
+    if (con & RKNPU_TASK_CON_TASK_COUNT_CLEAR)
+        c->task_status = 0;
+    c->pending = rn;
     c->state = RKNPU_CORE_RUNNING;
+    if (c->m->forwarding) {
+        c->runs++; /* the core thread counts its own runs as it takes them */
+        return 0;
+    }
     c->run_pending = true;
     pthread_cond_broadcast(&c->cond);
+    return 0;
 }
 
 /* The reset lines changed. Under lock. */
@@ -67,16 +82,16 @@ static void soft_reset_write(struct rknpu_core *c, uint32_t v)
     c->resets++;
 }
 
-static void core_write(struct rknpu_core *c, uint32_t off, uint32_t v)
+static int core_write(struct rknpu_core *c, uint32_t off, uint32_t v)
 {
     if (off == RKNPU_GLOBAL_SOFT_RESET) {
         /* Absent (RKNPU_TP_SOFT_RESET_ABSENT): an unused offset, as on the SoC. */
         if (!atomic_load(&c->m->soft_reset_absent))
             soft_reset_write(c, v);
-        return;
+        return 0;
     }
     if (core_in_reset(c))
-        return;
+        return 0;
     uint32_t old = c->regs[off / 4u];
     switch (off) {
     case RKNPU_PC_VERSION:
@@ -84,24 +99,27 @@ static void core_write(struct rknpu_core *c, uint32_t off, uint32_t v)
     case RKNPU_PC_INTERRUPT_STATUS:
     case RKNPU_PC_INTERRUPT_RAW_STATUS:
     case RKNPU_PC_TASK_STATUS:
-        return; /* read-only */
+        return 0; /* read-only */
     case RKNPU_PC_INTERRUPT_CLEAR:
         c->raw_status &= ~v;
-        return;
+        return 0;
     case RKNPU_PC_INTERRUPT_MASK:
         c->regs[off / 4u] = v & RKNPU_INT_VALID_MASK;
         /* Unmasking a pending bit asserts the line. */
         if (c->raw_status & v & ~old)
             npv_vus_irq_raise(c->m->srv, RKNPU_MSIX_IRQ_INDEX, RKNPU_MSIX_VECTOR(c->index));
-        return;
+        return 0;
     case RKNPU_PC_OPERATION_ENABLE:
+        if (!(old & RKNPU_PC_OP_EN) && (v & RKNPU_PC_OP_EN)) {
+            int r = start_run(c);
+            if (r < 0)
+                return r; /* refused: the enable stays low, as if never written */
+        }
         c->regs[off / 4u] = v;
-        if (!(old & RKNPU_PC_OP_EN) && (v & RKNPU_PC_OP_EN))
-            start_run(c);
-        return;
+        return 0;
     default:
         c->regs[off / 4u] = v;
-        return;
+        return 0;
     }
 }
 
@@ -220,7 +238,7 @@ static int regs_access(void *arg, uint32_t index, uint64_t off, void *buf, size_
         uint32_t reg = (uint32_t)(off % RKNPU_CORE_WINDOW_SIZE);
         pthread_mutex_lock(&c->lock);
         if (is_write)
-            core_write(c, reg, v);
+            r = core_write(c, reg, v);
         else
             v = core_read(c, reg);
         pthread_mutex_unlock(&c->lock);
@@ -247,6 +265,28 @@ static int model_reset(void *arg)
         pthread_mutex_unlock(&c->lock);
     }
     return 0;
+}
+
+/* The server's callbacks take the model; a forwarder's take its own argument. */
+static int fwd_dma_map(void *arg, npv_iova_t iova, uint64_t size, unsigned prot, void *vaddr,
+                       int fd, uint64_t fd_offset)
+{
+    struct npv_rknpu_model *m = arg;
+    return m->fwd.dma_map ? m->fwd.dma_map(m->fwd.arg, iova, size, prot, vaddr, fd, fd_offset) : 0;
+}
+
+static void fwd_dma_unmap(void *arg, npv_iova_t iova, uint64_t size)
+{
+    struct npv_rknpu_model *m = arg;
+    if (m->fwd.dma_unmap)
+        m->fwd.dma_unmap(m->fwd.arg, iova, size);
+}
+
+static void fwd_disconnect(void *arg)
+{
+    struct npv_rknpu_model *m = arg;
+    if (m->fwd.disconnect)
+        m->fwd.disconnect(m->fwd.arg);
 }
 
 static void cores_stop(struct npv_rknpu_model *m)
@@ -279,7 +319,8 @@ static int core_init(struct npv_rknpu_model *m, unsigned i)
     return 0;
 }
 
-int npv_rknpu_model_new(struct npv_ctx *ctx, struct npv_rknpu_model **out)
+static int model_new(struct npv_ctx *ctx, const struct rknpu_forward *fwd,
+                     struct npv_rknpu_model **out)
 {
     struct npv_rknpu_model *m = calloc(1, sizeof(*m));
     int r;
@@ -290,6 +331,10 @@ int npv_rknpu_model_new(struct npv_ctx *ctx, struct npv_rknpu_model **out)
     atomic_init(&m->compute, NULL);
     for (unsigned i = 0; i < RKNPU_NUM_CORES; i++)
         core_init(m, i);
+    if (fwd != NULL) {
+        m->forwarding = true;
+        m->fwd = *fwd;
+    }
 
     struct npv_vus_config cfg = {
         .vendor_id = RKNPU_PCI_VENDOR,
@@ -304,6 +349,11 @@ int npv_rknpu_model_new(struct npv_ctx *ctx, struct npv_rknpu_model **out)
         .arg = m,
         .reset = model_reset,
     };
+    if (fwd != NULL) {
+        cfg.dma_map = fwd_dma_map;
+        cfg.dma_unmap = fwd_dma_unmap;
+        cfg.disconnect = fwd_disconnect;
+    }
     cfg.bars[RKNPU_BAR_INDEX] = (struct npv_vus_region){
         .size = RKNPU_BAR0_SIZE,
         .flags = NPV_VUS_REGION_READ | NPV_VUS_REGION_WRITE,
@@ -317,7 +367,7 @@ int npv_rknpu_model_new(struct npv_ctx *ctx, struct npv_rknpu_model **out)
     r = npv_vus_new(ctx, &cfg, &m->srv);
     if (r < 0)
         goto err_free;
-    for (unsigned i = 0; i < RKNPU_NUM_CORES; i++) {
+    for (unsigned i = 0; i < RKNPU_NUM_CORES && !m->forwarding; i++) {
         r = -pthread_create(&m->cores[i].thread, NULL, rknpu_core_main, &m->cores[i]);
         if (r < 0)
             goto err_threads;
@@ -336,6 +386,37 @@ err_free:
     }
     free(m);
     return r;
+}
+
+int npv_rknpu_model_new(struct npv_ctx *ctx, struct npv_rknpu_model **out)
+{
+    return model_new(ctx, NULL, out);
+}
+
+int npv_rknpu_model_new_forwarding(struct npv_ctx *ctx, const struct rknpu_forward *fwd,
+                                   struct npv_rknpu_model **out)
+{
+    if (fwd == NULL)
+        return -EINVAL;
+    return model_new(ctx, fwd, out);
+}
+
+void npv_rknpu_model_finish(struct npv_rknpu_model *m, unsigned core, uint64_t gen,
+                            uint32_t raw_bits, uint32_t tasks_done)
+{
+    if (core >= RKNPU_NUM_CORES)
+        return;
+    struct rknpu_core *c = &m->cores[core];
+    pthread_mutex_lock(&c->lock);
+    if (c->gen == gen && c->state == RKNPU_CORE_RUNNING) {
+        c->task_status = (c->task_status + tasks_done) & RKNPU_TASK_STATUS_COUNT_MASK;
+        c->tasks_executed += tasks_done;
+        if (raw_bits & RKNPU_INT_DMA_ERROR)
+            c->dma_faults++;
+        c->state = RKNPU_CORE_IDLE;
+        rknpu_core_raise(c, raw_bits);
+    }
+    pthread_mutex_unlock(&c->lock);
 }
 
 void npv_rknpu_model_free(struct npv_rknpu_model *m)

@@ -31,6 +31,8 @@ void rknpu_core_raise(struct rknpu_core *c, uint32_t bits)
 
 void rknpu_core_enter_reset(struct rknpu_core *c)
 {
+    if (c->m->forwarding && c->state == RKNPU_CORE_RUNNING && c->m->fwd.abandon != NULL)
+        c->m->fwd.abandon(c->m->fwd.arg, c->index, c->gen);
     c->gen++;
     memset(c->regs, 0, sizeof(c->regs));
     c->raw_status = 0;

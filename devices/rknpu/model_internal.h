@@ -15,14 +15,6 @@
 /* VFIO's IRQ index of MSI-X. */
 #define RKNPU_MSIX_IRQ_INDEX 2u
 
-/* What a run needs from the PC registers at the operation-enable edge. */
-struct rknpu_run {
-    uint32_t base;   /* regcmd IOVA of the first task */
-    uint32_t amount; /* its REGISTER_AMOUNTS */
-    uint32_t tasks;  /* TASK_NUMBER */
-    bool pingpong;   /* TASK_PP_EN */
-};
-
 struct rknpu_core {
     struct npv_rknpu_model *m;
     unsigned index;
@@ -61,6 +53,9 @@ struct npv_rknpu_model {
     atomic_bool soft_reset_absent; /* RKNPU_TP_SOFT_RESET_ABSENT */
     atomic_uint version_num;       /* RKNPU_TP_VERSION_NUM: what PC_VERSION_NUM reads */
     atomic_bool stop;
+    /* A forwarding model (npv_rknpu_model_new_forwarding): runs go to fwd.start. */
+    bool forwarding;
+    struct rknpu_forward fwd;
     /* Where the cores add each task's compute time (npv_rknpu_model_count_compute); NULL: nowhere.
      */
     _Atomic(struct npv_model_compute *) compute;

@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The owner: its listening socket (who may connect is the socket's mode and
+ * group), the accept loop that gives each client its virtual RKNPU, and the
+ * counters. docs/sharing.md has the design and the security model.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ctx_internal.h"
+#include <npuvfio/stats.h>
+#include <npuvfio/vfio_user_server.h>
+
+#include "owner_internal.h"
+
+/* 1 when something accepts on path, 0 when nothing does (a stale socket), < 0 on error. */
+static int socket_answers(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 1 : 0;
+    close(fd);
+    return r;
+}
+
+static int owner_listen(struct npv_owner *o)
+{
+    const char *path = o->socket_path;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode))
+            return -EEXIST;
+        int live = socket_answers(path);
+        if (live < 0)
+            return live;
+        if (live)
+            return -EADDRINUSE;
+        unlink(path); /* a stale socket of an owner that died */
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    /* Created with no access for others; the mode below opens it to the group only. */
+    mode_t old = umask(0177);
+    int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (r < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    if (o->opts.socket_gid >= 0 &&
+        (chown(path, (uid_t)-1, (gid_t)o->opts.socket_gid) < 0 || chmod(path, 0660) < 0)) {
+        r = -errno;
+        unlink(path);
+        close(fd);
+        return r;
+    }
+    if (listen(fd, 16) < 0 || stat(path, &st) < 0) {
+        r = -errno;
+        unlink(path);
+        close(fd);
+        return r;
+    }
+    o->sock_dev = st.st_dev;
+    o->sock_ino = st.st_ino;
+    o->listen_fd = fd;
+    return 0;
+}
+
+static void emit_client(npv_stats_emit_fn emit, void *arg, const struct npv_owner_client_stats *st)
+{
+    char entity[32];
+    snprintf(entity, sizeof(entity), "client%llu", (unsigned long long)st->id);
+    const struct {
+        const char *name;
+        uint64_t value;
+    } c[] = {
+        {"pid", (uint64_t)st->pid},
+        {"uid", (uint64_t)st->uid},
+        {"domain", st->domain_id},
+        {"connected", st->connected},
+        {"runs", st->runs},
+        {"runs_ok", st->runs_ok},
+        {"runs_failed", st->runs_failed},
+        {"runs_dropped", st->runs_dropped},
+        {"runs_peak", st->runs_peak},
+        {"maps_refused", st->maps_refused},
+        {"mapped_bytes", st->mapped_bytes},
+        {"maps", st->maps},
+        {"wait_ns", st->wait_ns},
+        {"switches", st->switches},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+        emit(arg, entity, c[i].name, c[i].value);
+}
+
+/*
+ * The "serve" source of the stats endpoint (npuvfio stats): every client's
+ * counters, departed ones included, as client<id>. Called under the
+ * registry lock; takes o->lock, under which nothing calls npv_stats_*.
+ */
+static void stats_source(void *user, npv_stats_emit_fn emit, void *arg)
+{
+    struct npv_owner *o = user;
+    pthread_mutex_lock(&o->lock);
+    for (unsigned i = 0; i < o->nr_history; i++)
+        emit_client(emit, arg, &o->history[(o->history_head + i) % OWNER_HISTORY]);
+    for (unsigned s = 0; s < NPV_RKNPU_MAX_DOMAINS; s++)
+        if (o->slots[s] != NULL)
+            emit_client(emit, arg, &o->slots[s]->st);
+    emit(arg, "owner", "clients", o->nr_clients);
+    emit(arg, "owner", "runs_on_device", o->on_device);
+    pthread_mutex_unlock(&o->lock);
+}
+
+int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_owner_opts *opts,
+                  struct npv_owner **out)
+{
+    if (ctx == NULL || npu == NULL || opts == NULL || opts->socket_path == NULL ||
+        opts->max_clients > NPV_RKNPU_MAX_DOMAINS || opts->max_jobs > OWNER_VCORES ||
+        opts->max_bytes > NPV_RKNPU_DOMAIN_SIZE || out == NULL)
+        return -EINVAL;
+    struct npv_owner *o = calloc(1, sizeof(*o));
+    if (o == NULL)
+        return -ENOMEM;
+    o->ctx = ctx;
+    o->npu = npu;
+    o->opts = *opts;
+    if (o->opts.max_clients == 0)
+        o->opts.max_clients = NPV_RKNPU_MAX_DOMAINS;
+    if (o->opts.max_jobs == 0)
+        o->opts.max_jobs = OWNER_VCORES;
+    if (o->opts.max_bytes == 0)
+        o->opts.max_bytes = NPV_RKNPU_DOMAIN_SIZE;
+    o->listen_fd = -1;
+    o->last_slot = -1;
+    o->reqs_tail = &o->reqs;
+    o->socket_path = strdup(opts->socket_path);
+    o->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    int r = o->socket_path && o->stop_fd >= 0 ? 0 : -ENOMEM;
+    if (r == 0)
+        r = owner_listen(o);
+    if (r < 0) {
+        if (o->stop_fd >= 0)
+            close(o->stop_fd);
+        free(o->socket_path);
+        free(o);
+        return r;
+    }
+    o->opts.socket_path = o->socket_path;
+    pthread_mutex_init(&o->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&o->sched_cond, &attr);
+    pthread_cond_init(&o->done_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    r = npv_stats_add_source(ctx, "serve", stats_source, o);
+    if (r < 0) {
+        npv_owner_free(o);
+        return r;
+    }
+    o->stats_source = true;
+    *out = o;
+    return 0;
+}
+
+static void accept_one(struct npv_owner *o)
+{
+    int fd = accept4(o->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        npv_warn(o->ctx, "serve: SO_PEERCRED: %s", npv_strerror(-errno));
+    owner_client_start(o, fd, cred.pid, cred.uid);
+}
+
+int npv_owner_run(struct npv_owner *o)
+{
+    int r = -pthread_create(&o->sched_thread, NULL, owner_sched_main, o);
+    if (r < 0)
+        return r;
+    o->sched_started = true;
+    for (;;) {
+        struct pollfd p[2] = {
+            {.fd = o->listen_fd, .events = POLLIN},
+            {.fd = o->stop_fd, .events = POLLIN},
+        };
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            r = -errno;
+            break;
+        }
+        if (p[1].revents & POLLIN)
+            break;
+        if (p[0].revents & POLLIN)
+            accept_one(o);
+    }
+    /* No new clients; every client's server stops, and its thread releases it. */
+    pthread_mutex_lock(&o->lock);
+    for (unsigned s = 0; s < NPV_RKNPU_MAX_DOMAINS; s++)
+        if (o->slots[s] != NULL && o->slots[s]->srv != NULL)
+            npv_vus_stop(o->slots[s]->srv);
+    o->sched_stop = true;
+    pthread_cond_broadcast(&o->sched_cond);
+    pthread_mutex_unlock(&o->lock);
+    pthread_join(o->sched_thread, NULL);
+    o->sched_started = false;
+    return r;
+}
+
+void npv_owner_stop(struct npv_owner *o)
+{
+    uint64_t one = 1;
+    ssize_t n = write(o->stop_fd, &one, sizeof(one));
+    (void)n;
+}
+
+void npv_owner_free(struct npv_owner *o)
+{
+    if (o == NULL)
+        return;
+    if (o->stats_source)
+        npv_stats_remove_source(o->ctx, "serve");
+    if (o->listen_fd >= 0) {
+        struct stat st;
+        /* Remove the socket only if it is still ours: a new owner may have taken the path. */
+        if (stat(o->socket_path, &st) == 0 && st.st_dev == o->sock_dev && st.st_ino == o->sock_ino)
+            unlink(o->socket_path);
+        close(o->listen_fd);
+    }
+    close(o->stop_fd);
+    pthread_cond_destroy(&o->sched_cond);
+    pthread_cond_destroy(&o->done_cond);
+    pthread_mutex_destroy(&o->lock);
+    free(o->socket_path);
+    free(o);
+}
+
+size_t npv_owner_clients(struct npv_owner *o, struct npv_owner_client_stats *out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&o->lock);
+    for (unsigned i = 0; i < o->nr_history; i++, n++)
+        if (n < max)
+            out[n] = o->history[(o->history_head + i) % OWNER_HISTORY];
+    size_t live_from = n;
+    for (unsigned s = 0; s < NPV_RKNPU_MAX_DOMAINS; s++) {
+        if (o->slots[s] == NULL)
+            continue;
+        if (n < max)
+            out[n] = o->slots[s]->st;
+        n++;
+    }
+    pthread_mutex_unlock(&o->lock);
+    /* Live clients in connection order after the departed ones. */
+    size_t end = n < max ? n : max;
+    for (size_t i = live_from + 1; i < end; i++)
+        for (size_t j = i; j > live_from && out[j - 1].id > out[j].id; j--) {
+            struct npv_owner_client_stats t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    return n;
+}

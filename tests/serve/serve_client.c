@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A client of `npuvfio serve` for the sharing tests: the unchanged RKNPU
+ * driver on the owner's virtual device (npv_dev_open_vfio_user), doing what
+ * one test step asks and saying on stdout what happened, one line per fact.
+ *
+ *   serve_client SOCKET MODE [ARG]
+ *   runs N        N exact int8 matmuls, one after another; "ok N" at the end
+ *   cores N       N rounds of three matmuls at once, one per core; "ok N"
+ *   die K         K exact matmuls, then submit one more and SIGKILL itself
+ *   victim BYTES  map BYTES of padding, then a 64 KiB pattern buffer, read by
+ *                 a run of ours; print "iova 0x..", wait for a line on stdin, print "intact" or
+ *                 "changed" and exit 0 / 1
+ *   write IOVA    a matmul whose C is at IOVA (not mapped by this client):
+ *                 print "status E" (the job's status, -EIO expected)
+ *   read IOVA     the same with A at IOVA
+ *   map BYTES     a buffer of BYTES: "map E" (its error, 0 on success), one
+ *                 matmul ("run 0 status E" when it fails), the buffer freed,
+ *                 one more exact matmul: "ok 1"
+ *   burst         three matmuls started at once: "accepted N refused M",
+ *                 each accepted one exact
+ *   orphan        one exact matmul, "ready", wait for a line on stdin (the
+ *                 owner is killed meanwhile), then one more: "after E" (its
+ *                 error) within the job deadline
+ * Exit 0 when the step went as its line says, 1 otherwise, 2 on a usage error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/domain.h>
+#include <npuvfio/rknpu.h>
+
+#include "sample.h"
+
+#define WAIT_NS 10000000000ull /* 10 s: far beyond any run; a hang is a failure */
+
+static const struct rknpu_sample_shape SHAPE = {
+    .dtype = NPV_RKNPU_INT8, .m = 64, .k = 64, .n = 64, .bias = true, .relu = false};
+
+struct client {
+    struct npv_ctx *ctx;
+    struct npv_domain *dom;
+    struct npv_dev *dev;
+    struct npv_rknpu *npu;
+};
+
+static int client_open(const char *socket, struct client *c)
+{
+    int r = npv_ctx_new(&c->ctx);
+    if (r == 0)
+        r = npv_domain_new(c->ctx, NULL, &c->dom);
+    if (r == 0)
+        r = npv_dev_open_vfio_user(c->ctx, socket, c->dom, NULL, &c->dev);
+    if (r == 0)
+        r = npv_rknpu_open(c->dev, NULL, &c->npu);
+    if (r < 0)
+        printf("open %d\n", r);
+    return r;
+}
+
+static void client_close(struct client *c)
+{
+    npv_rknpu_close(c->npu);
+    if (c->dev != NULL)
+        npv_dev_close(c->dev);
+    npv_domain_put(c->dom);
+    npv_ctx_free(c->ctx);
+}
+
+/* Run the prepared matmul on core_mask and wait: its status. */
+static int run_one(struct client *c, struct rknpu_sample_mm *s, const struct npv_rknpu_task *task,
+                   uint32_t core_mask)
+{
+    struct npv_rknpu_job job = {
+        .tasks = task, .nr_tasks = 1, .core_mask = core_mask, .domain_id = 0, .cookie = 1};
+    int r = npv_rknpu_submit(c->npu, &job);
+    if (r < 0)
+        return r;
+    struct npv_cpl cpl;
+    r = npv_rknpu_wait(c->npu, 1, WAIT_NS, &cpl, 1);
+    if (r < 0)
+        return r;
+    if (r == 0)
+        return -ETIMEDOUT;
+    (void)s;
+    return cpl.status;
+}
+
+/* n exact matmuls; 0 or the first failure (printed). */
+static int exact_runs(struct client *c, unsigned n, uint32_t seed)
+{
+    struct rknpu_sample_mm *s;
+    int r = rknpu_sample_mm_new(c->npu, &SHAPE, 0, 0, seed, &s);
+    if (r < 0) {
+        printf("sample %d\n", r);
+        return r;
+    }
+    for (unsigned i = 0; i < n && r == 0; i++) {
+        rknpu_sample_mm_poison(s);
+        r = run_one(c, s, &s->task, 0);
+        uint64_t bad = r == 0 ? rknpu_sample_mm_check(s) : 0;
+        if (r < 0)
+            printf("run %u status %d\n", i, r);
+        else if (bad != 0) {
+            printf("run %u wrong %" PRIu64 "\n", i, bad);
+            r = -EBADMSG;
+        }
+    }
+    rknpu_sample_mm_free(s);
+    return r;
+}
+
+/* Three matmuls at once on the three cores, rounds times; 0 or the first failure. */
+static int core_rounds(struct client *c, unsigned rounds)
+{
+    struct rknpu_sample_mm *s[3] = {NULL, NULL, NULL};
+    int r = 0;
+    for (unsigned k = 0; k < 3 && r == 0; k++)
+        r = rknpu_sample_mm_new(c->npu, &SHAPE, 0, 0, 100 + k, &s[k]);
+    for (unsigned i = 0; i < rounds && r == 0; i++) {
+        for (unsigned k = 0; k < 3 && r == 0; k++) {
+            rknpu_sample_mm_poison(s[k]);
+            struct npv_rknpu_job job = {.tasks = &s[k]->task,
+                                        .nr_tasks = 1,
+                                        .core_mask = 1u << k,
+                                        .domain_id = 0,
+                                        .cookie = k};
+            r = npv_rknpu_submit(c->npu, &job);
+        }
+        unsigned got = 0;
+        while (r == 0 && got < 3) {
+            struct npv_cpl cpl[3];
+            int n = npv_rknpu_wait(c->npu, 1, WAIT_NS, cpl, 3);
+            if (n <= 0) {
+                r = n < 0 ? n : -ETIMEDOUT;
+                break;
+            }
+            for (int j = 0; j < n && r == 0; j++)
+                if (cpl[j].status != 0)
+                    r = cpl[j].status;
+            got += (unsigned)n;
+        }
+        for (unsigned k = 0; k < 3 && r == 0; k++)
+            if (rknpu_sample_mm_check(s[k]) != 0)
+                r = -EBADMSG;
+        if (r < 0)
+            printf("round %u status %d\n", i, r);
+    }
+    for (unsigned k = 0; k < 3; k++)
+        if (s[k] != NULL)
+            rknpu_sample_mm_free(s[k]);
+    return r;
+}
+
+/* A matmul of ours with C (or A) moved to iova: the job's status. */
+static int run_redirected(struct client *c, npv_iova_t iova, bool output)
+{
+    struct rknpu_sample_mm *s;
+    int r = rknpu_sample_mm_new(c->npu, &SHAPE, 0, 0, 7, &s);
+    if (r < 0)
+        return r;
+    struct npv_rknpu_matmul mm = s->mm;
+    if (output)
+        mm.c = iova;
+    else
+        mm.a = iova;
+    uint64_t regcmd[NPV_RKNPU_MATMUL_MAX_WORDS];
+    struct npv_rknpu_task task;
+    r = npv_rknpu_matmul_task(&mm, regcmd, NPV_RKNPU_MATMUL_MAX_WORDS, &task);
+    if (r >= 0)
+        r = run_one(c, s, &task, 0);
+    rknpu_sample_mm_free(s);
+    return r;
+}
+
+static int wait_line(void)
+{
+    char line[64];
+    return fgets(line, sizeof(line), stdin) != NULL ? 0 : -EPIPE;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *mode = argv[2];
+    unsigned long long arg = argc > 3 ? strtoull(argv[3], NULL, 0) : 0;
+    struct client c = {0};
+    if (client_open(argv[1], &c) < 0) {
+        client_close(&c);
+        return 1;
+    }
+    int ok = 0;
+    if (strcmp(mode, "runs") == 0) {
+        ok = exact_runs(&c, (unsigned)arg, (uint32_t)getpid()) == 0;
+        if (ok)
+            printf("ok %llu\n", arg);
+    } else if (strcmp(mode, "cores") == 0) {
+        ok = core_rounds(&c, (unsigned)arg) == 0;
+        if (ok)
+            printf("ok %llu\n", arg);
+    } else if (strcmp(mode, "die") == 0) {
+        struct rknpu_sample_mm *s;
+        if (exact_runs(&c, (unsigned)arg, 3) == 0 &&
+            rknpu_sample_mm_new(c.npu, &SHAPE, 0, 0, 5, &s) == 0) {
+            struct npv_rknpu_job job = {.tasks = &s->task, .nr_tasks = 1, .cookie = 9};
+            int r = npv_rknpu_submit(c.npu, &job);
+            /* The start's register writes are posted: out to the owner before we die. */
+            int f = npv_dev_flush(c.dev);
+            printf("submitted %d\n", r < 0 ? r : f);
+            kill(getpid(), SIGKILL); /* with the run on its way: no clean-up of any kind */
+        }
+    } else if (strcmp(mode, "victim") == 0) {
+        struct npv_rknpu_mem *pad = NULL, *pat = NULL;
+        int r = npv_rknpu_mem_create(c.npu, arg, 0, 0, &pad);
+        if (r == 0)
+            r = npv_rknpu_mem_create(c.npu, 65536, 0, 0, &pat);
+        if (r == 0) {
+            uint8_t *p = npv_rknpu_mem_vaddr(pat);
+            for (size_t i = 0; i < 65536; i++)
+                p[i] = (uint8_t)(i * 7 + 1);
+            npv_rknpu_mem_sync_for_device(pat, 0, 65536);
+            /*
+             * A run of ours that reads the pattern: our maps reach the owner
+             * when our driver first switches to our domain, and this shows
+             * the pattern is mapped on the device, in our domain.
+             */
+            r = run_redirected(&c, npv_rknpu_mem_iova(pat), false);
+            if (r == 0)
+                printf("iova 0x%llx\n", (unsigned long long)npv_rknpu_mem_iova(pat));
+            else
+                printf("own read %d\n", r);
+        }
+        if (r == 0) {
+            r = wait_line();
+        }
+        if (r == 0) {
+            uint8_t *p = npv_rknpu_mem_vaddr(pat);
+            npv_rknpu_mem_sync_for_cpu(pat, 0, 65536);
+            ok = 1;
+            for (size_t i = 0; i < 65536; i++)
+                if (p[i] != (uint8_t)(i * 7 + 1))
+                    ok = 0;
+            printf("%s\n", ok ? "intact" : "changed");
+        }
+        npv_rknpu_mem_destroy(pat);
+        npv_rknpu_mem_destroy(pad);
+    } else if (strcmp(mode, "write") == 0 || strcmp(mode, "read") == 0) {
+        int st = run_redirected(&c, arg, mode[0] == 'w');
+        printf("status %d\n", st);
+        ok = 1;
+    } else if (strcmp(mode, "map") == 0) {
+        struct npv_rknpu_mem *m = NULL;
+        int r = npv_rknpu_mem_create(c.npu, arg, 0, 0, &m);
+        printf("map %d\n", r);
+        /* Our maps reach the owner with our first run: it tells the refusal. */
+        exact_runs(&c, 1, 11);
+        npv_rknpu_mem_destroy(m);
+        ok = exact_runs(&c, 1, 11) == 0;
+        if (ok)
+            printf("ok 1\n");
+    } else if (strcmp(mode, "burst") == 0) {
+        struct rknpu_sample_mm *s[3] = {NULL, NULL, NULL};
+        int r = 0;
+        for (unsigned k = 0; k < 3 && r == 0; k++)
+            r = rknpu_sample_mm_new(c.npu, &SHAPE, 0, 0, 200 + k, &s[k]);
+        unsigned accepted = 0, refused = 0, exact = 0;
+        unsigned submitted = 0;
+        for (unsigned k = 0; k < 3 && r == 0; k++) {
+            struct npv_rknpu_job job = {
+                .tasks = &s[k]->task, .nr_tasks = 1, .core_mask = 1u << k, .cookie = k};
+            if (npv_rknpu_submit(c.npu, &job) == 0)
+                submitted++;
+            else
+                refused++; /* the owner refused its start: the submit says so */
+        }
+        for (unsigned got = 0; r == 0 && got < submitted;) {
+            struct npv_cpl cpl[3];
+            int n = npv_rknpu_wait(c.npu, 1, WAIT_NS, cpl, 3);
+            if (n <= 0) {
+                r = -ETIMEDOUT;
+                break;
+            }
+            for (int j = 0; j < n; j++) {
+                if (cpl[j].status == 0) {
+                    accepted++;
+                    exact += rknpu_sample_mm_check(s[cpl[j].cookie]) == 0;
+                } else {
+                    refused++;
+                }
+            }
+            got += (unsigned)n;
+        }
+        printf("accepted %u refused %u exact %u\n", accepted, refused, exact);
+        ok = r == 0 && exact == accepted;
+        for (unsigned k = 0; k < 3; k++)
+            if (s[k] != NULL)
+                rknpu_sample_mm_free(s[k]);
+    } else if (strcmp(mode, "orphan") == 0) {
+        struct rknpu_sample_mm *s;
+        if (exact_runs(&c, 1, 13) == 0 && rknpu_sample_mm_new(c.npu, &SHAPE, 0, 0, 5, &s) == 0) {
+            printf("ready\n");
+            if (wait_line() == 0) {
+                int st = run_one(&c, s, &s->task, 0);
+                printf("after %d\n", st);
+                ok = st != 0;
+            }
+            rknpu_sample_mm_free(s);
+        }
+    } else {
+        client_close(&c);
+        return 2;
+    }
+    client_close(&c);
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sharing one RKNPU among processes (issue 27): `npuvfio serve --model`
+ * owns the model, and client processes (serve_client, the unchanged driver
+ * on the owner's virtual device) run exact matmuls through it, each in its
+ * own IOMMU domain. The owner's counters are read from the table it prints
+ * when it stops.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "npv_test.h"
+
+#define DEADLINE_MS 60000 /* any one step; a hang fails the step, not the whole run */
+
+struct proc {
+    pid_t pid;
+    int out; /* its stdout */
+    int in;  /* its stdin */
+    char buf[8192];
+    size_t len;
+};
+
+static char dir[64];
+static char owner_sock[128];
+static char stats_sock[128];
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void spawn(struct proc *p, char *const argv[])
+{
+    int out[2], in[2];
+    ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+    p->len = 0;
+    p->pid = fork();
+    ck_assert_int_ge(p->pid, 0);
+    if (p->pid == 0) {
+        dup2(out[1], 1);
+        dup2(in[0], 0);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(out[1]);
+    close(in[0]);
+    p->out = out[0];
+    p->in = in[1];
+}
+
+/* The next line of p's stdout into line (without '\n'); false at EOF or the deadline. */
+static bool next_line(struct proc *p, char *line, size_t max)
+{
+    int64_t until = now_ms() + DEADLINE_MS;
+    for (;;) {
+        char *nl = memchr(p->buf, '\n', p->len);
+        if (nl != NULL) {
+            size_t n = (size_t)(nl - p->buf);
+            size_t c = n < max - 1 ? n : max - 1;
+            memcpy(line, p->buf, c);
+            line[c] = '\0';
+            memmove(p->buf, nl + 1, p->len - n - 1);
+            p->len -= n + 1;
+            return true;
+        }
+        int left = (int)(until - now_ms());
+        struct pollfd pf = {.fd = p->out, .events = POLLIN};
+        if (left <= 0 || poll(&pf, 1, left) <= 0 || p->len == sizeof(p->buf))
+            return false;
+        ssize_t got = read(p->out, p->buf + p->len, sizeof(p->buf) - p->len);
+        if (got <= 0)
+            return false;
+        p->len += (size_t)got;
+    }
+}
+
+/* Wait for p to end (killing it past the deadline): its wait status. */
+static int reap(struct proc *p)
+{
+    int st = 0;
+    int64_t until = now_ms() + DEADLINE_MS;
+    while (waitpid(p->pid, &st, WNOHANG) == 0) {
+        if (now_ms() > until) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, &st, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    close(p->out);
+    if (p->in >= 0)
+        close(p->in);
+    p->in = -1;
+    return st;
+}
+
+/* Every line of p until EOF must be consumed by the caller; this one expects a 0 exit. */
+static void expect_exit_ok(struct proc *p, const char *what)
+{
+    int st = reap(p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status 0x%x", what, st);
+}
+
+static void client(struct proc *p, const char *mode, const char *arg)
+{
+    char *argv[] = {(char *)NPV_SERVE_CLIENT, owner_sock, (char *)mode, (char *)arg, NULL};
+    spawn(p, argv);
+}
+
+static void expect_line(struct proc *p, const char *want, const char *who)
+{
+    char line[256];
+    ck_assert_msg(next_line(p, line, sizeof(line)), "%s: no line (wanted \"%s\")", who, want);
+    ck_assert_msg(strcmp(line, want) == 0, "%s: \"%s\", wanted \"%s\"", who, line, want);
+}
+
+/* Start the owner with extra options (NULL-terminated), and wait until it listens. */
+static void owner_start(struct proc *o, const char *const *extra)
+{
+    char *argv[32] = {(char *)NPV_CLI_PATH, "serve",    "--device",       "rknpu",   "--model",
+                      "--socket",           owner_sock, "--stats-socket", stats_sock};
+    size_t n = 9;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
+        argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    spawn(o, argv);
+    /* Its first line on stdout says it listens (a stale socket file may be there before). */
+    char line[256], want[256];
+    snprintf(want, sizeof(want), "npuvfio serve: rknpu (model) serving on %s", owner_sock);
+    ck_assert_msg(next_line(o, line, sizeof(line)), "the owner never said it listens");
+    ck_assert_str_eq(line, want);
+}
+
+struct row {
+    unsigned long long id;
+    int pid;
+    unsigned domain;
+    char state[8];
+    unsigned long long runs, ok, failed, dropped, peak, refused, mapped, switches;
+    double wait_ms;
+};
+
+/* Stop the owner (SIGTERM) and read its table: the number of rows. */
+static size_t owner_stop(struct proc *o, struct row *rows, size_t max)
+{
+    kill(o->pid, SIGTERM);
+    char line[512];
+    size_t n = 0;
+    bool header = false;
+    while (next_line(o, line, sizeof(line))) {
+        if (!header) {
+            header = strncmp(line, "client", 6) == 0;
+            continue;
+        }
+        struct row r;
+        if (n < max &&
+            sscanf(line, "%llu %d %u %7s %llu %llu %llu %llu %llu %llu %llu %llu %lf", &r.id,
+                   &r.pid, &r.domain, r.state, &r.runs, &r.ok, &r.failed, &r.dropped, &r.peak,
+                   &r.refused, &r.mapped, &r.switches, &r.wait_ms) == 13)
+            rows[n++] = r;
+    }
+    expect_exit_ok(o, "owner");
+    return n;
+}
+
+/* The owner's live counters through its stats endpoint: `npuvfio stats` (JSON) into buf. */
+static void stats_json(char *buf, size_t max)
+{
+    struct proc st;
+    char *argv[] = {(char *)NPV_CLI_PATH, "stats", stats_sock, NULL};
+    spawn(&st, argv);
+    size_t len = 0;
+    int64_t until = now_ms() + DEADLINE_MS;
+    for (;;) {
+        struct pollfd pf = {.fd = st.out, .events = POLLIN};
+        int left = (int)(until - now_ms());
+        ck_assert_msg(left > 0 && poll(&pf, 1, left) > 0, "npuvfio stats: no reply");
+        ssize_t got = read(st.out, buf + len, max - 1 - len);
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+        ck_assert_msg(len < max - 1, "npuvfio stats: reply too long");
+    }
+    buf[len] = '\0';
+    expect_exit_ok(&st, "npuvfio stats");
+}
+
+/* Counter name of the client whose pid is pid, in the "serve" source of json. */
+static unsigned long long stats_counter(const char *json, pid_t pid, const char *name)
+{
+    const char *serve = strstr(json, "\"serve\":{");
+    ck_assert_msg(serve != NULL, "no \"serve\" source in the stats: %s", json);
+    char key[64];
+    snprintf(key, sizeof(key), "{\"pid\":%d,", (int)pid);
+    const char *at = strstr(serve, key);
+    ck_assert_msg(at != NULL, "no client pid %d in the stats", (int)pid);
+    const char *end = strchr(at, '}');
+    snprintf(key, sizeof(key), "\"%s\":", name);
+    const char *c = strstr(at, key);
+    ck_assert_msg(c != NULL && c < end, "client pid %d has no %s", (int)pid, name);
+    return strtoull(c + strlen(key), NULL, 10);
+}
+
+static const struct row *row_of(const struct row *rows, size_t n, pid_t pid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].pid == pid)
+            return &rows[i];
+    ck_abort_msg("no counters for client pid %d", (int)pid);
+    return NULL;
+}
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/npv-serve-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(owner_sock, sizeof(owner_sock), "%s/owner.sock", dir);
+    snprintf(stats_sock, sizeof(stats_sock), "%s/stats.sock", dir);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static void teardown(void)
+{
+    unlink(owner_sock);
+    unlink(stats_sock);
+    rmdir(dir);
+}
+
+/*
+ * Acceptance 1: three clients, one killed with a run on its way; the other
+ * two stay exact, and the counters show every client's runs and switches.
+ */
+START_TEST(three_clients_share_one_npu_and_one_killed_mid_run_harms_nobody)
+{
+    struct proc o, a, b, v, late;
+    owner_start(&o, NULL);
+    client(&a, "cores", "40");
+    client(&b, "runs", "120");
+    client(&v, "die", "20");
+    char line[128];
+    /* The victim's last words: its run was submitted, then SIGKILL. */
+    ck_assert(next_line(&v, line, sizeof(line)));
+    ck_assert_str_eq(line, "submitted 0");
+    int st = reap(&v);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "victim: status 0x%x", st);
+    expect_line(&a, "ok 40", "client a");
+    expect_line(&b, "ok 120", "client b");
+    expect_exit_ok(&a, "client a");
+    expect_exit_ok(&b, "client b");
+    /* The live counters, through the stats endpoint (npuvfio stats). */
+    static char json[65536];
+    stats_json(json, sizeof(json));
+    ck_assert_uint_eq(stats_counter(json, a.pid, "runs_ok"), 120);
+    ck_assert_uint_eq(stats_counter(json, b.pid, "runs_ok"), 120);
+    ck_assert_uint_ge(stats_counter(json, v.pid, "runs"), 21);
+    ck_assert_uint_eq(stats_counter(json, v.pid, "mapped_bytes"), 0);
+    ck_assert_uint_eq(stats_counter(json, v.pid, "connected"), 0);
+    for (size_t i = 0; i < 3; i++) {
+        pid_t pid = i == 0 ? a.pid : i == 1 ? b.pid : v.pid;
+        ck_assert_uint_ge(stats_counter(json, pid, "switches"), 1);
+    }
+    /* Its domain and slot came back: a new client is served, exact. */
+    client(&late, "runs", "5");
+    expect_line(&late, "ok 5", "late client");
+    expect_exit_ok(&late, "late client");
+
+    struct row rows[8];
+    size_t n = owner_stop(&o, rows, 8);
+    ck_assert_uint_eq(n, 4);
+    const struct row *ra = row_of(rows, n, a.pid), *rb = row_of(rows, n, b.pid);
+    const struct row *rv = row_of(rows, n, v.pid), *rl = row_of(rows, n, late.pid);
+    ck_assert_uint_eq(ra->ok, 120); /* 40 rounds of three */
+    ck_assert_uint_eq(rb->ok, 120);
+    ck_assert_uint_ge(rv->ok, 20);
+    ck_assert_uint_eq(rv->runs, rv->ok + rv->failed + rv->dropped);
+    ck_assert_uint_eq(rl->ok, 5);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_str_eq(rows[i].state, "left");
+        ck_assert_uint_eq(rows[i].failed, 0);
+        ck_assert_uint_eq(rows[i].mapped, 0); /* every mapping released */
+        ck_assert_uint_ge(rows[i].switches, 1);
+        ck_assert_uint_lt(rows[i].domain, 16);
+    }
+    /* Clients at the same time have domains of their own. */
+    ck_assert_uint_ne(ra->domain, rb->domain);
+    ck_assert_uint_ne(ra->domain, rv->domain);
+    ck_assert_uint_ne(rb->domain, rv->domain);
+}
+END_TEST
+
+/*
+ * Acceptance 2: a client's run addressing another client's IOVA faults
+ * (write and read), and the other's buffer is unchanged.
+ */
+START_TEST(a_run_addressing_another_clients_iova_faults_and_changes_nothing)
+{
+    struct proc o, v, w, r, ctl;
+    owner_start(&o, NULL);
+    /* 32 MiB first: the pattern lies far above anything the intruder maps. */
+    client(&v, "victim", "33554432");
+    char line[128], iova[64];
+    ck_assert(next_line(&v, line, sizeof(line)));
+    ck_assert_int_eq(sscanf(line, "iova %63s", iova), 1);
+
+    client(&w, "write", iova);
+    expect_line(&w, "status -5", "writer"); /* -EIO: the core's DMA write fault */
+    expect_exit_ok(&w, "writer");
+    client(&r, "read", iova);
+    expect_line(&r, "status -5", "reader");
+    expect_exit_ok(&r, "reader");
+
+    ck_assert_int_eq(write(v.in, "check\n", 6), 6);
+    expect_line(&v, "intact", "victim");
+    expect_exit_ok(&v, "victim");
+    /* The faults cost nobody else anything: the device still runs exact. */
+    client(&ctl, "runs", "3");
+    expect_line(&ctl, "ok 3", "control");
+    expect_exit_ok(&ctl, "control");
+
+    struct row rows[8];
+    size_t n = owner_stop(&o, rows, 8);
+    ck_assert_uint_eq(row_of(rows, n, w.pid)->failed, 1);
+    ck_assert_uint_eq(row_of(rows, n, r.pid)->failed, 1);
+    ck_assert_uint_eq(row_of(rows, n, ctl.pid)->ok, 3);
+}
+END_TEST
+
+/*
+ * Acceptance 2: a client over its limits is refused (bytes) or held to its
+ * share (runs on the device at once); the others are not touched.
+ */
+START_TEST(a_client_over_its_limits_is_refused_and_the_others_are_not)
+{
+    struct proc o, big, burst, steady;
+    static const char *const limits[] = {"--max-bytes", "8M", "--max-jobs", "1", NULL};
+    owner_start(&o, limits);
+    client(&steady, "runs", "60");
+    client(&big, "map", "16777216");
+    expect_line(&big, "map 0", "big mapper");
+    /* Its maps reach the owner with its first run, which fails: -EDQUOT. */
+    expect_line(&big, "run 0 status -122", "big mapper");
+    expect_line(&big, "ok 1", "big mapper"); /* and it goes on within its limits */
+    expect_exit_ok(&big, "big mapper");
+    client(&burst, "burst", NULL);
+    /* Three at once, one on the device at a time: all exact, none refused. */
+    expect_line(&burst, "accepted 3 refused 0 exact 3", "burst");
+    expect_exit_ok(&burst, "burst");
+    expect_line(&steady, "ok 60", "steady");
+    expect_exit_ok(&steady, "steady");
+    struct row rows[8];
+    size_t n = owner_stop(&o, rows, 8);
+    ck_assert_uint_ge(row_of(rows, n, big.pid)->refused, 1);
+    ck_assert_uint_eq(row_of(rows, n, burst.pid)->peak, 1);
+    ck_assert_uint_eq(row_of(rows, n, burst.pid)->ok, 3);
+    ck_assert_uint_eq(row_of(rows, n, steady.pid)->refused, 0);
+    ck_assert_uint_eq(row_of(rows, n, steady.pid)->ok, 60);
+    ck_assert_uint_eq(row_of(rows, n, steady.pid)->peak, 1);
+}
+END_TEST
+
+/* One client more than --max-clients is refused with EUSERS; one leaving makes room. */
+START_TEST(a_client_beyond_max_clients_is_refused_with_eusers)
+{
+    struct proc o, c1, c2, extra, after;
+    static const char *const limits[] = {"--max-clients", "2", NULL};
+    owner_start(&o, limits);
+    client(&c1, "orphan", NULL);
+    client(&c2, "orphan", NULL);
+    expect_line(&c1, "ready", "first");
+    expect_line(&c2, "ready", "second");
+    client(&extra, "runs", "1");
+    expect_line(&extra, "open -87", "third"); /* -EUSERS */
+    int st = reap(&extra);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    ck_assert_int_eq(write(c1.in, "go\n", 3), 3);
+    expect_line(&c1, "after 0", "first");
+    reap(&c1); /* "after 0" is not the orphan's success: its exit status says so */
+    client(&after, "runs", "2");
+    expect_line(&after, "ok 2", "after one left");
+    expect_exit_ok(&after, "after one left");
+    ck_assert_int_eq(write(c2.in, "go\n", 3), 3);
+    expect_line(&c2, "after 0", "second");
+    reap(&c2);
+    struct row rows[8];
+    owner_stop(&o, rows, 8);
+}
+END_TEST
+
+/*
+ * The owner dies: a client's next run fails with an error within its
+ * deadline, never hangs; a restarted owner on the same socket serves again.
+ */
+START_TEST(an_owner_that_dies_fails_its_clients_and_a_new_one_serves)
+{
+    struct proc o, orphan, o2, fresh, dup;
+    owner_start(&o, NULL);
+    /* A live owner's socket is never taken: a second owner on it exits 1. */
+    char *dup_argv[] = {(char *)NPV_CLI_PATH, "serve",    "--device", "rknpu", "--model",
+                        "--socket",           owner_sock, NULL};
+    spawn(&dup, dup_argv);
+    int dst = reap(&dup);
+    ck_assert_msg(WIFEXITED(dst) && WEXITSTATUS(dst) == 1, "second owner: status 0x%x", dst);
+    client(&orphan, "orphan", NULL);
+    expect_line(&orphan, "ready", "orphan");
+    kill(o.pid, SIGKILL);
+    reap(&o);
+    ck_assert_int_eq(write(orphan.in, "go\n", 3), 3);
+    char line[128];
+    ck_assert(next_line(&orphan, line, sizeof(line)));
+    int err = 0;
+    ck_assert_int_eq(sscanf(line, "after %d", &err), 1);
+    ck_assert_msg(err < 0, "a run without its owner: status %d", err);
+    expect_exit_ok(&orphan, "orphan");
+
+    owner_start(&o2, NULL); /* the dead owner's socket is stale: replaced */
+    client(&fresh, "runs", "3");
+    expect_line(&fresh, "ok 3", "fresh");
+    expect_exit_ok(&fresh, "fresh");
+    struct row rows[4];
+    ck_assert_uint_eq(owner_stop(&o2, rows, 4), 1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("serve");
+    TCase *tc = tcase_create("owner");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, three_clients_share_one_npu_and_one_killed_mid_run_harms_nobody);
+    tcase_add_test(tc, a_run_addressing_another_clients_iova_faults_and_changes_nothing);
+    tcase_add_test(tc, a_client_over_its_limits_is_refused_and_the_others_are_not);
+    tcase_add_test(tc, a_client_beyond_max_clients_is_refused_with_eusers);
+    tcase_add_test(tc, an_owner_that_dies_fails_its_clients_and_a_new_one_serves);
+    suite_add_tcase(s, tc);
+    return npv_test_run(s);
+}
