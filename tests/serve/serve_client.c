@@ -19,9 +19,10 @@
  *                 one more exact matmul: "ok 1"
  *   burst         three matmuls started at once: "accepted N refused M",
  *                 each accepted one exact
- *   orphan        one exact matmul, "ready", wait for a line on stdin (the
+ *   orphan [1]    one exact matmul, "ready", wait for a line on stdin (the
  *                 owner is killed meanwhile), then one more: "after E" (its
- *                 error) within the job deadline
+ *                 error) within the job deadline; with 1, wait for another
+ *                 line (a new owner), open again and run: "again ok 1"
  * Exit 0 when the step went as its line says, 1 otherwise, 2 on a usage error.
  */
 #include <errno.h>
@@ -314,6 +315,17 @@ int main(int argc, char **argv)
                 ok = st != 0;
             }
             rknpu_sample_mm_free(s);
+        }
+        /*
+         * With arg 1: wait for another line (a new owner started meanwhile),
+         * then open the device again and run exact: "again ok 1".
+         */
+        if (ok && arg == 1 && wait_line() == 0) {
+            client_close(&c);
+            c = (struct client){0};
+            ok = client_open(argv[1], &c) == 0 && exact_runs(&c, 1, 17) == 0;
+            if (ok)
+                printf("again ok 1\n");
         }
     } else {
         client_close(&c);
