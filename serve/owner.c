@@ -126,6 +126,9 @@ static void stats_source(void *user, npv_stats_emit_fn emit, void *arg)
             emit_client(emit, arg, &o->slots[s]->st);
     emit(arg, "owner", "clients", o->nr_clients);
     emit(arg, "owner", "runs_on_device", o->on_device);
+    /* The device's: the domains that exist (one per client) and its switches between them. */
+    emit(arg, "owner", "domains_live", o->device.domains_live);
+    emit(arg, "owner", "domain_switches", o->device.domain_switches);
     pthread_mutex_unlock(&o->lock);
 }
 

@@ -98,6 +98,8 @@ struct npv_owner {
     unsigned turn_runs; /* runs its turn submitted */
     int last_slot;      /* the domain the last submitted run ran in; -1 none */
     unsigned on_device; /* runs on the device, all clients */
+    /* The driver's counters as the scheduler last read them (it alone may call it). */
+    struct npv_rknpu_counters device;
     bool sched_stop;
     struct npv_owner_client_stats history[OWNER_HISTORY];
     unsigned nr_history, history_head;

@@ -328,6 +328,16 @@ static void submit_picked(struct npv_owner *o, const struct pick *p)
     }
 }
 
+/* A copy of the driver's counters for the stats thread, which may not call the driver. */
+static void publish_device_counters(struct npv_owner *o)
+{
+    struct npv_rknpu_counters c;
+    npv_rknpu_counters(o->npu, &c);
+    pthread_mutex_lock(&o->lock);
+    o->device = c;
+    pthread_mutex_unlock(&o->lock);
+}
+
 void *owner_sched_main(void *arg)
 {
     struct npv_owner *o = arg;
@@ -335,6 +345,7 @@ void *owner_sched_main(void *arg)
     struct npv_cpl cpl[16];
     for (;;) {
         serve_requests(o);
+        publish_device_counters(o);
         pthread_mutex_lock(&o->lock);
         unsigned n = pick_runs(o, picks, 16);
         bool device_busy = o->on_device > 0;

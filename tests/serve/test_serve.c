@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -262,9 +263,22 @@ START_TEST(three_clients_share_one_npu_and_one_killed_mid_run_harms_nobody)
     expect_line(&b, "ok 120", "client b");
     expect_exit_ok(&a, "client a");
     expect_exit_ok(&b, "client b");
-    /* The live counters, through the stats endpoint (npuvfio stats). */
+    /*
+     * Every client gone (their connections close as they exit; the owner
+     * then releases each): no domain is left on the device.
+     */
     static char json[65536];
-    stats_json(json, sizeof(json));
+    int64_t until = now_ms() + DEADLINE_MS;
+    for (;;) {
+        stats_json(json, sizeof(json));
+        const char *owner_at = strstr(json, "\"owner\":{");
+        ck_assert_ptr_nonnull(owner_at);
+        if (strstr(owner_at, "\"clients\":0,") && strstr(owner_at, "\"domains_live\":0,"))
+            break;
+        ck_assert_msg(now_ms() < until, "domains left after every client went: %s", owner_at);
+        usleep(20000);
+    }
+    /* The counters, through the stats endpoint (npuvfio stats). */
     ck_assert_uint_eq(stats_counter(json, a.pid, "runs_ok"), 120);
     ck_assert_uint_eq(stats_counter(json, b.pid, "runs_ok"), 120);
     ck_assert_uint_ge(stats_counter(json, v.pid, "runs"), 21);
@@ -405,6 +419,28 @@ END_TEST
  * The owner dies: a client's next run fails with an error within its
  * deadline, never hangs; a restarted owner on the same socket serves again.
  */
+/* Who may connect is the socket's mode: 0600 by default, 0660 and the group with --group. */
+START_TEST(the_socket_admits_the_owners_user_or_its_group)
+{
+    struct proc o;
+    struct stat st;
+    owner_start(&o, NULL);
+    ck_assert_int_eq(stat(owner_sock, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0600);
+    struct row rows[2];
+    owner_stop(&o, rows, 2);
+
+    struct group *gr = getgrgid(getegid());
+    ck_assert_ptr_nonnull(gr);
+    const char *const grp[] = {"--group", gr->gr_name, NULL};
+    owner_start(&o, grp);
+    ck_assert_int_eq(stat(owner_sock, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0660);
+    ck_assert_uint_eq(st.st_gid, getegid());
+    owner_stop(&o, rows, 2);
+}
+END_TEST
+
 START_TEST(an_owner_that_dies_fails_its_clients_and_a_new_one_serves)
 {
     struct proc o, orphan, o2, fresh, dup;
@@ -450,6 +486,7 @@ int main(void)
     tcase_add_test(tc, a_run_addressing_another_clients_iova_faults_and_changes_nothing);
     tcase_add_test(tc, a_client_over_its_limits_is_refused_and_the_others_are_not);
     tcase_add_test(tc, a_client_beyond_max_clients_is_refused_with_eusers);
+    tcase_add_test(tc, the_socket_admits_the_owners_user_or_its_group);
     tcase_add_test(tc, an_owner_that_dies_fails_its_clients_and_a_new_one_serves);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
