@@ -20,68 +20,7 @@
 #include <npuvfio/vfio_user_server.h>
 
 #include "owner_internal.h"
-
-/* 1 when something accepts on path, 0 when nothing does (a stale socket), < 0 on error. */
-static int socket_answers(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 1 : 0;
-    close(fd);
-    return r;
-}
-
-static int owner_listen(struct npv_owner *o)
-{
-    const char *path = o->socket_path;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    struct stat st;
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode))
-            return -EEXIST;
-        int live = socket_answers(path);
-        if (live < 0)
-            return live;
-        if (live)
-            return -EADDRINUSE;
-        unlink(path); /* a stale socket of an owner that died */
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    /* Created with no access for others; the mode below opens it to the group only. */
-    mode_t old = umask(0177);
-    int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-    umask(old);
-    if (r < 0) {
-        r = -errno;
-        close(fd);
-        return r;
-    }
-    if (o->opts.socket_gid >= 0 &&
-        (chown(path, (uid_t)-1, (gid_t)o->opts.socket_gid) < 0 || chmod(path, 0660) < 0)) {
-        r = -errno;
-        unlink(path);
-        close(fd);
-        return r;
-    }
-    if (listen(fd, 16) < 0 || stat(path, &st) < 0) {
-        r = -errno;
-        unlink(path);
-        close(fd);
-        return r;
-    }
-    o->sock_dev = st.st_dev;
-    o->sock_ino = st.st_ino;
-    o->listen_fd = fd;
-    return 0;
-}
+#include "unix_listen.h"
 
 static void emit_client(npv_stats_emit_fn emit, void *arg, const struct npv_owner_client_stats *st)
 {
@@ -151,14 +90,16 @@ int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_o
         o->opts.max_jobs = OWNER_VCORES;
     if (o->opts.max_bytes == 0)
         o->opts.max_bytes = NPV_RKNPU_DOMAIN_SIZE;
-    o->listen_fd = -1;
+    o->listener.fd = -1;
     o->last_slot = -1;
     o->reqs_tail = &o->reqs;
     o->socket_path = strdup(opts->socket_path);
     o->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     int r = o->socket_path && o->stop_fd >= 0 ? 0 : -ENOMEM;
+    /* Who may connect: the owner's user (0600), or its group too (0660). */
     if (r == 0)
-        r = owner_listen(o);
+        r = npv_unix_listen(o->socket_path, opts->socket_gid >= 0 ? 0660 : 0600, opts->socket_gid,
+                            16, &o->listener);
     if (r < 0) {
         if (o->stop_fd >= 0)
             close(o->stop_fd);
@@ -186,7 +127,7 @@ int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_o
 
 static void accept_one(struct npv_owner *o)
 {
-    int fd = accept4(o->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    int fd = accept4(o->listener.fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
         return;
     struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
@@ -204,7 +145,7 @@ int npv_owner_run(struct npv_owner *o)
     o->sched_started = true;
     for (;;) {
         struct pollfd p[2] = {
-            {.fd = o->listen_fd, .events = POLLIN},
+            {.fd = o->listener.fd, .events = POLLIN},
             {.fd = o->stop_fd, .events = POLLIN},
         };
         if (poll(p, 2, -1) < 0) {
@@ -244,13 +185,7 @@ void npv_owner_free(struct npv_owner *o)
         return;
     if (o->stats_source)
         npv_stats_remove_source(o->ctx, "serve");
-    if (o->listen_fd >= 0) {
-        struct stat st;
-        /* Remove the socket only if it is still ours: a new owner may have taken the path. */
-        if (stat(o->socket_path, &st) == 0 && st.st_dev == o->sock_dev && st.st_ino == o->sock_ino)
-            unlink(o->socket_path);
-        close(o->listen_fd);
-    }
+    npv_unix_listener_close(&o->listener); /* its file only if still ours */
     close(o->stop_fd);
     pthread_cond_destroy(&o->sched_cond);
     pthread_cond_destroy(&o->done_cond);

@@ -9,6 +9,7 @@
 
 #include "model.h"
 #include "owner.h"
+#include "unix_listen.h"
 
 #define OWNER_VCORES  3u  /* the virtual RKNPU's cores, as the model's */
 #define OWNER_HISTORY 64u /* departed clients whose counters are kept */
@@ -81,10 +82,8 @@ struct npv_owner {
     struct npv_rknpu *npu;
     struct npv_owner_opts opts;
     char *socket_path;
-    int listen_fd;
+    struct npv_unix_listener listener;
     int stop_fd; /* eventfd: npv_owner_stop */
-    dev_t sock_dev;
-    ino_t sock_ino;
 
     pthread_mutex_t lock;
     pthread_cond_t sched_cond; /* wakes the scheduler: a run, a request, stop */

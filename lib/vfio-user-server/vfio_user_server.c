@@ -39,6 +39,7 @@ NPV_API int npv_vus_new(struct npv_ctx *ctx, const struct npv_vus_config *cfg, s
     srv->ctx = ctx;
     srv->cfg = *cfg;
     srv->listen_fd = -1;
+    srv->listener.fd = -1;
     srv->conn_fd = -1;
     srv->twin_fd = -1;
     npv_vu_msg_init(&srv->wait_reply);
@@ -81,26 +82,14 @@ err_free:
     return r;
 }
 
-/* Remove the socket file only while it is the one we bound: another server may have replaced it. */
-static void unlink_if_ours(struct npv_vus *srv)
-{
-    struct stat st;
-    if (srv->path[0] != '\0' && lstat(srv->path, &st) == 0 && st.st_dev == srv->path_dev &&
-        st.st_ino == srv->path_ino)
-        unlink(srv->path);
-    srv->path[0] = '\0';
-}
-
 NPV_API void npv_vus_free(struct npv_vus *srv)
 {
     if (srv == NULL)
         return;
     if (srv->conn_fd >= 0)
         npv_vus_drop_conn(srv);
-    if (srv->listen_fd >= 0) {
-        close(srv->listen_fd);
-        unlink_if_ours(srv);
-    }
+    npv_unix_listener_close(&srv->listener);
+    srv->listen_fd = -1;
     /* Empty once a client is dropped; a mapping left anyway still owes the model its dma_unmap. */
     npv_vus_dma_unmap_all(srv);
     npv_vus_irq_fini(srv);
@@ -117,86 +106,16 @@ NPV_API void npv_vus_free(struct npv_vus *srv)
     free(srv);
 }
 
-/*
- * A socket file at path: -EADDRINUSE when a server accepts connections on it
- * (a connect succeeds or finds the backlog full), 0 when it is stale. The
- * probe connection is closed at once; a server sees a client that left
- * before VERSION. Two servers starting in the same instant can still both
- * find a stale socket; the later rename wins the path.
- */
-static int probe_live(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return -errno;
-    int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-    int err = r == 0 ? 0 : errno;
-    close(fd);
-    if (r == 0 || err == EAGAIN || err == EINPROGRESS)
-        return -EADDRINUSE;
-    if (err == ECONNREFUSED || err == ENOENT)
-        return 0;
-    return -err;
-}
-
 NPV_API int npv_vus_listen(struct npv_vus *srv, const char *path)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    struct stat st;
-    int fd, r;
-
     if (srv->listen_fd >= 0)
         return -EBUSY;
-    /*
-     * The socket is bound and listening under a temporary name first and
-     * renamed into place, so a client that sees the path can connect: a
-     * socket file exists from bind(), but connects are refused until listen().
-     */
-    int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.%d.tmp", path, (int)getpid());
-    if (n < 0 || (size_t)n >= sizeof(sa.sun_path) || strlen(path) >= sizeof(srv->path))
-        return -ENAMETOOLONG;
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode))
-            return -EEXIST;
-        r = probe_live(path);
-        if (r < 0)
-            return r;
-    }
-    unlink(sa.sun_path);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    /*
-     * The socket gives whoever connects the device's DMA into their memory
-     * and ours: owner only. Linux takes the bound file's mode from the
-     * socket inode, so fchmod before bind leaves no window at a wider mode.
-     */
-    if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        r = -errno;
-        goto err_close;
-    }
-    /* rename() replaces a socket a server that died left behind. */
-    if (chmod(sa.sun_path, 0600) < 0 || listen(fd, 4) < 0 || rename(sa.sun_path, path) < 0) {
-        r = -errno;
-        goto err_unlink;
-    }
-    if (lstat(path, &st) < 0) {
-        r = -errno;
-        goto err_close;
-    }
-    srv->listen_fd = fd;
-    strcpy(srv->path, path);
-    srv->path_dev = st.st_dev;
-    srv->path_ino = st.st_ino;
+    /* Whoever connects gets the device's DMA into their memory and ours: owner only. */
+    int r = npv_unix_listen(path, 0600, -1, 4, &srv->listener);
+    if (r < 0)
+        return r;
+    srv->listen_fd = srv->listener.fd;
     return 0;
-
-err_unlink:
-    unlink(sa.sun_path);
-err_close:
-    close(fd);
-    return r;
 }
 
 NPV_API void npv_vus_stop(struct npv_vus *srv)
@@ -718,8 +637,7 @@ NPV_API int npv_vus_run(struct npv_vus *srv, bool once)
             break;
     }
     srv->loop_running = false;
-    close(srv->listen_fd);
+    npv_unix_listener_close(&srv->listener);
     srv->listen_fd = -1;
-    unlink_if_ours(srv);
     return r;
 }

@@ -12,6 +12,7 @@
 #include <npuvfio/vfio_user_server.h>
 
 #include "pci_config.h"
+#include "unix_listen.h"
 #include "vfio_user_msg.h"
 
 /* What this server accepts from a client at most. */
@@ -51,11 +52,9 @@ struct npv_vus {
     struct npv_vus_bar bars[NPV_VUS_NUM_BARS];
     struct npv_pci_config pci;
 
-    int listen_fd;
-    char path[108];
-    dev_t path_dev; /* the socket file we bound, to remove only our own */
-    ino_t path_ino;
-    int stop_fd; /* eventfd: npv_vus_stop() */
+    int listen_fd;                     /* listener.fd while listening, else -1 */
+    struct npv_unix_listener listener; /* npv_vus_listen's */
+    int stop_fd;                       /* eventfd: npv_vus_stop() */
 
     /*
      * The connection. conn_lock guards conn_fd against a close by another
