@@ -164,6 +164,7 @@ void npv_vus_set_conn(struct npv_vus *srv, int fd)
     srv->write_multi = false;
     srv->posted_err = 0;
     npv_vu_caps_default(&srv->peer);
+    __atomic_store_n(&srv->peer_max_xfer, srv->peer.max_data_xfer_size, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&srv->conn_lock);
 }
 
@@ -285,6 +286,7 @@ static int handle_version(struct npv_vus *srv, struct npv_vu_msg *m)
         return -NPV_EPEERPROTO;
     }
     srv->peer = peer;
+    __atomic_store_n(&srv->peer_max_xfer, peer.max_data_xfer_size, __ATOMIC_RELAXED);
     /*
      * What we receive at most; the client's limits bound what we send it.
      * The spec makes the reply's capabilities a subset of the proposal: a key

@@ -408,7 +408,7 @@ static int dma_msg(struct npv_vus *srv, uint64_t conn_gen, uint16_t cmd, uint64_
     if (srv->loop_running && pthread_equal(pthread_self(), srv->loop_thread))
         return -EDEADLK; /* the loop thread is the one that would read the reply */
     /* The client's limit bounds what we send; ours bounds the DMA_READ reply we receive. */
-    uint64_t max = srv->peer.max_data_xfer_size;
+    uint64_t max = __atomic_load_n(&srv->peer_max_xfer, __ATOMIC_RELAXED);
     if (max > NPV_VUS_MAX_XFER)
         max = NPV_VUS_MAX_XFER;
     if (max == 0)

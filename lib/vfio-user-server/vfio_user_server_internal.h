@@ -72,8 +72,15 @@ struct npv_vus {
      */
     _Atomic uint64_t conn_gen;
     bool versioned;
-    bool kick; /* npv_vus_disconnect asked for a drop */
-    struct npv_vu_caps peer;
+    bool kick;               /* npv_vus_disconnect asked for a drop */
+    struct npv_vu_caps peer; /* the event loop's: model threads read peer_max_xfer */
+    /*
+     * The client's max_data_xfer_size, for model threads' message DMA
+     * (__atomic): a thread may read it while the loop accepts the next
+     * client; a value of the client before is harmless, its send is refused
+     * by conn_gen.
+     */
+    uint64_t peer_max_xfer;
     bool write_multi; /* "write_multiple" negotiated: REGION_WRITE_MULTI is served */
     /*
      * The first failure of a write sent with no reply, as a positive errno,
