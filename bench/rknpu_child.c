@@ -58,3 +58,25 @@ void bench_model_stop(pid_t pid, const char *path)
     waitpid(pid, NULL, 0);
     unlink(path);
 }
+
+int bench_rknpu_open(const char *socket, struct bench_rknpu *b)
+{
+    int r = npv_ctx_new(&b->ctx);
+    if (r == 0)
+        r = npv_domain_new(b->ctx, NULL, &b->dom);
+    if (r == 0)
+        r = npv_dev_open_vfio_user(b->ctx, socket, b->dom, NULL, &b->dev);
+    if (r == 0)
+        r = npv_rknpu_open(b->dev, NULL, &b->npu);
+    return r;
+}
+
+void bench_rknpu_close(struct bench_rknpu *b)
+{
+    npv_rknpu_close(b->npu);
+    if (b->dev != NULL)
+        npv_dev_close(b->dev);
+    npv_domain_put(b->dom);
+    npv_ctx_free(b->ctx);
+    *b = (struct bench_rknpu){0};
+}

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the RKNPU bench binaries share (npuvfio-rknpu-switch-cost,
- * npuvfio-serve-bench): the RKNPU model in a child process on a socket, a
- * monotonic clock and sorting of samples. Not thread-safe to start/stop
- * children from several threads; the clock and sort are.
+ * npuvfio-serve-bench): the RKNPU model in a child process on a socket, the
+ * driver opened on a socket, a monotonic clock and sorting of samples.
+ * Starting/stopping children is for one thread; the rest is thread-safe
+ * (each bench_rknpu used by one thread).
  */
 #ifndef NPV_BENCH_RKNPU_CHILD_H
 #define NPV_BENCH_RKNPU_CHILD_H
@@ -11,6 +12,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include <npuvfio/ctx.h>
+#include <npuvfio/dev.h>
+#include <npuvfio/domain.h>
+#include <npuvfio/rknpu.h>
+
+/* The unchanged RKNPU driver on a vfio-user socket, with its own context and domain. */
+struct bench_rknpu {
+    struct npv_ctx *ctx;
+    struct npv_domain *dom;
+    struct npv_dev *dev;
+    struct npv_rknpu *npu;
+};
 
 /* CLOCK_MONOTONIC in ns. */
 uint64_t bench_now_ns(void);
@@ -24,5 +38,9 @@ void bench_sort_u64(uint64_t *v, size_t n);
 pid_t bench_model_start(const char *path, bool once);
 /* SIGKILL and reap it; the socket is unlinked. pid <= 0 is a no-op. */
 void bench_model_stop(pid_t pid, const char *path);
+
+/* Open b (zeroed by the caller) on socket: 0 or a negative errno; close it either way. */
+int bench_rknpu_open(const char *socket, struct bench_rknpu *b);
+void bench_rknpu_close(struct bench_rknpu *b);
 
 #endif

@@ -131,17 +131,9 @@ int main(int argc, char **argv)
         return 1;
     snprintf(path, sizeof(path), "%s/rknpu.sock", dir);
     pid_t pid = bench_model_start(path, true);
-    struct npv_ctx *ctx = NULL;
-    struct npv_domain *dom = NULL;
-    struct npv_dev *dev = NULL;
-    struct npv_rknpu *npu = NULL;
-    int r = pid > 0 ? npv_ctx_new(&ctx) : -ECHILD;
-    if (r == 0)
-        r = npv_domain_new(ctx, NULL, &dom);
-    if (r == 0)
-        r = npv_dev_open_vfio_user(ctx, path, dom, NULL, &dev);
-    if (r == 0)
-        r = npv_rknpu_open(dev, NULL, &npu);
+    struct bench_rknpu b = {0};
+    int r = pid > 0 ? bench_rknpu_open(path, &b) : -ECHILD;
+    struct npv_rknpu *npu = b.npu;
     if (r == 0) {
         printf("# %s %u%s%s   (RKNPU model over vfio-user, one int8 4x32x32 matmul per job on "
                "core 0)\n",
@@ -168,10 +160,7 @@ int main(int argc, char **argv)
     }
     if (r < 0)
         fprintf(stderr, "npuvfio-rknpu-switch-cost: %s\n", npv_strerror(r));
-    npv_rknpu_close(npu);
-    npv_dev_close(dev);
-    npv_domain_put(dom);
-    npv_ctx_free(ctx);
+    bench_rknpu_close(&b);
     bench_model_stop(pid, path);
     rmdir(dir);
     return r < 0 ? 1 : 0;

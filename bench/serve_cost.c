@@ -110,18 +110,10 @@ static int client_jobs(struct client *c, struct npv_rknpu *npu, struct rknpu_sam
 static void *client_main(void *arg)
 {
     struct client *c = arg;
-    struct npv_ctx *ctx = NULL;
-    struct npv_domain *dom = NULL;
-    struct npv_dev *dev = NULL;
-    struct npv_rknpu *npu = NULL;
+    struct bench_rknpu b = {0};
     struct rknpu_sample_mm *s[3] = {NULL, NULL, NULL};
-    int r = npv_ctx_new(&ctx);
-    if (r == 0)
-        r = npv_domain_new(ctx, NULL, &dom);
-    if (r == 0)
-        r = npv_dev_open_vfio_user(ctx, c->socket, dom, NULL, &dev);
-    if (r == 0)
-        r = npv_rknpu_open(dev, NULL, &npu);
+    int r = bench_rknpu_open(c->socket, &b);
+    struct npv_rknpu *npu = b.npu;
     for (unsigned k = 0; k < (c->in_flight3 ? 3u : 1u) && r == 0; k++)
         r = rknpu_sample_mm_new(npu, &c->cfg->shape, 0, 0, 1 + c->idx * 3 + k, &s[k]);
     if (c->start != NULL)
@@ -132,11 +124,7 @@ static void *client_main(void *arg)
     c->t1 = bench_now_ns();
     for (unsigned k = 0; k < 3; k++)
         rknpu_sample_mm_free(s[k]);
-    npv_rknpu_close(npu);
-    if (dev != NULL)
-        npv_dev_close(dev);
-    npv_domain_put(dom);
-    npv_ctx_free(ctx);
+    bench_rknpu_close(&b);
     c->err = r;
     return NULL;
 }
@@ -342,31 +330,18 @@ int main(int argc, char **argv)
            "matmuls, each checked exactly\n",
            cfg.clients, cfg.jobs, cfg.shape.m, cfg.shape.k, cfg.shape.n);
     pid_t pid = bench_model_start(model, true);
-    struct npv_ctx *ctx = NULL;
-    struct npv_domain *dom = NULL;
-    struct npv_dev *dev = NULL;
-    struct npv_rknpu *npu = NULL;
-    int r = pid > 0 ? npv_ctx_new(&ctx) : -ECHILD;
-    if (r == 0)
-        r = npv_domain_new(ctx, NULL, &dom);
-    if (r == 0)
-        r = npv_dev_open_vfio_user(ctx, model, dom, NULL, &dev);
-    if (r == 0)
-        r = npv_rknpu_open(dev, NULL, &npu);
+    struct bench_rknpu b = {0};
+    int r = pid > 0 ? bench_rknpu_open(model, &b) : -ECHILD;
     struct result res[4] = {{.name = "owner"},
                             {.name = "in turn"},
                             {.name = "owner 3/cl batch 1"},
                             {.name = "owner 3/cl batch 0"}};
     if (r == 0) {
-        phase_owner(ctx, npu, &cfg, sock, 0, false, &res[0]);
-        phase_owner(ctx, npu, &cfg, sock, 1, true, &res[2]);
-        phase_owner(ctx, npu, &cfg, sock, 0, true, &res[3]);
+        phase_owner(b.ctx, b.npu, &cfg, sock, 0, false, &res[0]);
+        phase_owner(b.ctx, b.npu, &cfg, sock, 1, true, &res[2]);
+        phase_owner(b.ctx, b.npu, &cfg, sock, 0, true, &res[3]);
     }
-    npv_rknpu_close(npu);
-    if (dev != NULL)
-        npv_dev_close(dev);
-    npv_domain_put(dom);
-    npv_ctx_free(ctx);
+    bench_rknpu_close(&b);
     bench_model_stop(pid, model);
     if (r == 0)
         phase_in_turn(&cfg, model, &res[1]);
