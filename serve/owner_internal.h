@@ -37,7 +37,6 @@ struct owner_client {
     struct npv_rknpu_model *vdev;
     struct npv_vus *srv;
     int fd; /* until npv_vus_serve_fd takes it */
-    pthread_t thread;
 
     /* Under o->lock. */
     struct owner_run runs[OWNER_VCORES];
