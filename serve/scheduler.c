@@ -112,6 +112,13 @@ static bool serve_request(struct npv_owner *o, struct owner_req *req)
     req->result = r;
     if (req->kind == OWNER_REQ_UNMAP)
         cl->unmapping--;
+    /*
+     * The slot's next client has a new domain, which the driver attaches
+     * (driver_domain.c: the device is switched when its domain differs):
+     * its first turn is a switch, counted as one.
+     */
+    if (req->kind == OWNER_REQ_RELEASE && r == 0 && o->last_slot == (int)req->slot)
+        o->last_slot = -1;
     if (!req->abandoned) {
         req->done = true;
         pthread_cond_broadcast(&o->done_cond);
