@@ -363,7 +363,10 @@ int main(int argc, char **argv)
             printf("# one switch as the owner pays it: (%.1f - %.1f us/job) / (%.3f - %.3f "
                    "switches/job) = %.1f us%s\n",
                    1e6 / rate(&res[2]), 1e6 / rate(&res[3]), res[2].sw_npu, res[3].sw_npu,
-                   d_t / d_sw, d_sw < 0.1 ? " (switch counts too close: mostly noise)" : "");
+                   d_t / d_sw,
+                   d_t < 0      ? " (negative: the rates' noise exceeds it)"
+                   : d_sw < 0.1 ? " (switch counts too close: mostly noise)"
+                                : "");
         else
             printf("# one switch: n/a (batch 1 did not switch more often than batch 0)\n");
         printf("# Over vfio-user a switch replays the target domain's mappings to the model\n"
