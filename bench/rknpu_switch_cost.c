@@ -18,14 +18,9 @@
  *   npuvfio-rknpu-switch-cost [JOBS] [--kernel FILE]   (default 200 per point)
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <npuvfio/ctx.h>
@@ -33,52 +28,22 @@
 #include <npuvfio/domain.h>
 #include <npuvfio/rknpu.h>
 
-#include "registry.h"
+#include "rknpu_child.h"
 #include "rknpu/sample.h"
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double median_us(uint64_t *v, unsigned n)
 {
-    qsort(v, n, sizeof(*v), cmp_u64);
+    bench_sort_u64(v, n);
     return (double)v[n / 2] / 1000.0;
-}
-
-static pid_t start_model(const char *path)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        _exit(npv_device_serve(npv_device_find("rknpu"), path, true) < 0 ? 1 : 0);
-    }
-    for (int i = 0; i < 5000; i++) {
-        struct stat st;
-        if (stat(path, &st) == 0)
-            return pid;
-        struct timespec nap = {.tv_sec = 0, .tv_nsec = 2000000};
-        nanosleep(&nap, NULL);
-    }
-    return -1;
 }
 
 static int run(struct npv_rknpu *npu, struct rknpu_sample_mm *s, uint32_t domain, uint64_t *ns)
 {
     struct npv_rknpu_job job = {
         .tasks = &s->task, .nr_tasks = 1, .core_mask = 1, .domain_id = domain};
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     int r = npv_rknpu_run(npu, &job);
-    *ns = now_ns() - t0;
+    *ns = bench_now_ns() - t0;
     return r;
 }
 
@@ -165,18 +130,10 @@ int main(int argc, char **argv)
     if (mkdtemp(dir) == NULL)
         return 1;
     snprintf(path, sizeof(path), "%s/rknpu.sock", dir);
-    pid_t pid = start_model(path);
-    struct npv_ctx *ctx = NULL;
-    struct npv_domain *dom = NULL;
-    struct npv_dev *dev = NULL;
-    struct npv_rknpu *npu = NULL;
-    int r = pid > 0 ? npv_ctx_new(&ctx) : -ECHILD;
-    if (r == 0)
-        r = npv_domain_new(ctx, NULL, &dom);
-    if (r == 0)
-        r = npv_dev_open_vfio_user(ctx, path, dom, NULL, &dev);
-    if (r == 0)
-        r = npv_rknpu_open(dev, NULL, &npu);
+    pid_t pid = bench_model_start(path, true);
+    struct bench_rknpu b = {0};
+    int r = pid > 0 ? bench_rknpu_open(path, &b) : -ECHILD;
+    struct npv_rknpu *npu = b.npu;
     if (r == 0) {
         printf("# %s %u%s%s   (RKNPU model over vfio-user, one int8 4x32x32 matmul per job on "
                "core 0)\n",
@@ -203,15 +160,8 @@ int main(int argc, char **argv)
     }
     if (r < 0)
         fprintf(stderr, "npuvfio-rknpu-switch-cost: %s\n", npv_strerror(r));
-    npv_rknpu_close(npu);
-    npv_dev_close(dev);
-    npv_domain_put(dom);
-    npv_ctx_free(ctx);
-    if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
-    unlink(path);
+    bench_rknpu_close(&b);
+    bench_model_stop(pid, path);
     rmdir(dir);
     return r < 0 ? 1 : 0;
 }

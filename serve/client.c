@@ -321,17 +321,25 @@ int owner_client_start(struct npv_owner *o, int fd, pid_t pid, uid_t uid)
         claimed = r == 0;
     }
     if (r == 0) {
-        /* Said first: once its thread runs, the client may leave and be freed at any time. */
-        npv_info(o->ctx, "serve: client %llu (pid %d, uid %d) in domain %u",
-                 (unsigned long long)cl->st.id, (int)pid, (int)uid, slot);
+        /*
+         * Detached from its start, and cl not touched once it runs: a client
+         * that leaves at once frees cl on its own thread (owner_client_free),
+         * maybe before pthread_create returns here (TSan, npuvfio-serve-bench).
+         */
+        unsigned long long id = (unsigned long long)cl->st.id;
         pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         pthread_t thread;
-        r = -pthread_create(&thread, &attr, client_main, cl);
-        pthread_attr_destroy(&attr);
-        if (r == 0)
+        r = -pthread_attr_init(&attr);
+        if (r == 0) {
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            r = -pthread_create(&thread, &attr, client_main, cl);
+            pthread_attr_destroy(&attr);
+        }
+        if (r == 0) {
+            npv_info(o->ctx, "serve: client %llu (pid %d, uid %d) in domain %u", id, (int)pid,
+                     (int)uid, slot);
             return 0;
+        }
     }
     if (claimed) {
         struct owner_req *rel = calloc(1, sizeof(*rel));

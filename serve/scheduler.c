@@ -112,7 +112,11 @@ static bool serve_request(struct npv_owner *o, struct owner_req *req)
     req->result = r;
     if (req->kind == OWNER_REQ_UNMAP)
         cl->unmapping--;
-    /* A released domain is gone: the next client in its slot gets a new one, a switch. */
+    /*
+     * The slot's next client has a new domain, which the driver attaches
+     * (driver_domain.c: the device is switched when its domain differs):
+     * its first turn is a switch, counted as one.
+     */
     if (req->kind == OWNER_REQ_RELEASE && r == 0 && o->last_slot == (int)req->slot)
         o->last_slot = -1;
     if (!req->abandoned) {

@@ -416,6 +416,43 @@ START_TEST(a_client_beyond_max_clients_is_refused_with_eusers)
 END_TEST
 
 /*
+ * A client that takes the slot of one that left has a new domain (the
+ * driver frees the old one and attaches the new one, driver_domain.c), so
+ * its first turn is a switch and is counted, even when the slot it takes
+ * was the last on the device. --max-clients 1: the second client can only
+ * have the first one's slot, once the owner has released it (until then it
+ * is refused with -EUSERS and tries again).
+ */
+START_TEST(a_client_in_a_released_slot_counts_its_first_switch)
+{
+    struct proc o, a, b;
+    static const char *const one[] = {"--max-clients", "1", NULL};
+    owner_start(&o, one);
+    client(&a, "runs", "3");
+    expect_line(&a, "ok 3", "first");
+    expect_exit_ok(&a, "first");
+    char line[128] = "";
+    for (int tries = 0; tries < 500; tries++) {
+        client(&b, "runs", "3");
+        ck_assert(next_line(&b, line, sizeof(line)));
+        if (strcmp(line, "open -87") != 0)
+            break;
+        reap(&b);
+        usleep(10000);
+    }
+    ck_assert_str_eq(line, "ok 3");
+    expect_exit_ok(&b, "second");
+    struct row rows[4];
+    size_t n = owner_stop(&o, rows, 4);
+    ck_assert_uint_eq(n, 2);
+    const struct row *ra = row_of(rows, n, a.pid), *rb = row_of(rows, n, b.pid);
+    ck_assert_uint_eq(ra->domain, rb->domain);
+    ck_assert_uint_ge(ra->switches, 1);
+    ck_assert_uint_ge(rb->switches, 1);
+}
+END_TEST
+
+/*
  * The owner dies: a client's next run fails with an error within its
  * deadline, never hangs; a restarted owner on the same socket serves again.
  */
@@ -488,6 +525,7 @@ int main(void)
     tcase_add_test(tc, a_client_beyond_max_clients_is_refused_with_eusers);
     tcase_add_test(tc, the_socket_admits_the_owners_user_or_its_group);
     tcase_add_test(tc, an_owner_that_dies_fails_its_clients_and_a_new_one_serves);
+    tcase_add_test(tc, a_client_in_a_released_slot_counts_its_first_switch);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
