@@ -285,7 +285,8 @@ static void print_row(const struct result *r)
 
 static int parse(int argc, char **argv, struct cfg *cfg)
 {
-    for (int i = 1; i < argc; i++) {
+    /* Options come in pairs (--name value), so i steps by two. */
+    for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(usage, stdout);
@@ -300,7 +301,6 @@ static int parse(int argc, char **argv, struct cfg *cfg)
         } else {
             return -1;
         }
-        i++;
     }
     /* The owner serves at most one client per domain (owner.h: max_clients 1..16). */
     if (cfg->clients < 1 || cfg->clients > NPV_RKNPU_MAX_DOMAINS || cfg->jobs < 1 ||
