@@ -276,6 +276,13 @@ int owner_client_start(struct npv_owner *o, int fd, pid_t pid, uid_t uid)
     cl->o = o;
     cl->fd = fd;
     pthread_mutex_lock(&o->lock);
+    if (o->device_err != 0) {
+        /* The owner is stopping: a client that came meanwhile is told so. */
+        pthread_mutex_unlock(&o->lock);
+        free(cl);
+        npv_vus_refuse_fd(o->ctx, fd, ENODEV, 1000);
+        return -ENODEV;
+    }
     unsigned slot = NPV_RKNPU_MAX_DOMAINS;
     if (o->nr_clients < o->opts.max_clients)
         for (unsigned s = 0; s < NPV_RKNPU_MAX_DOMAINS && slot == NPV_RKNPU_MAX_DOMAINS; s++)

@@ -169,6 +169,10 @@ int npv_owner_run(struct npv_owner *o)
     pthread_mutex_unlock(&o->lock);
     pthread_join(o->sched_thread, NULL);
     o->sched_started = false;
+    pthread_mutex_lock(&o->lock);
+    if (r == 0)
+        r = o->device_err;
+    pthread_mutex_unlock(&o->lock);
     return r;
 }
 

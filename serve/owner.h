@@ -81,9 +81,13 @@ struct npv_owner_client_stats {
 int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_owner_opts *opts,
                   struct npv_owner **out);
 /*
- * Accept and serve clients until npv_owner_stop. Every client is dropped
- * (its runs finished or cancelled, its mappings and domain released) before
- * it returns. 0 or a negative errno.
+ * Accept and serve clients until npv_owner_stop, or until the device is
+ * lost. Every client is dropped (its runs finished or cancelled, its
+ * mappings and domain released) before it returns: its connection ends, so
+ * its next call fails with -ENOTCONN. 0 after npv_owner_stop; the device's
+ * error when it was lost (-ENOTCONN: its vfio-user server went away;
+ * -ENODEV: a PCI function that reads all ones; -EIO: a core that no reset
+ * revives); another negative errno when the listener failed.
  */
 int npv_owner_run(struct npv_owner *o);
 /* Make npv_owner_run return. Async-signal-safe. */

@@ -100,6 +100,7 @@ struct npv_owner {
     /* The driver's counters as the scheduler last read them (it alone may call it). */
     struct npv_rknpu_counters device;
     bool sched_stop;
+    int device_err; /* the device is lost (its error): no run, claim or map reaches it again */
     struct npv_owner_client_stats history[OWNER_HISTORY];
     unsigned nr_history, history_head;
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "ctx_internal.h"
+#include <npuvfio/dev.h>
 
 #include "owner_internal.h"
 #include "regs.h"
@@ -57,6 +58,44 @@ int owner_request(struct npv_owner *o, struct owner_req *req, uint64_t deadline_
     return r;
 }
 
+/*
+ * The device is lost: nothing more reaches it, and the owner stops, which
+ * ends every client's connection (their next call fails with -ENOTCONN)
+ * rather than leaving them to time out run after run on a device that will
+ * never answer. Model choice: an owner does not reopen its device; its
+ * supervisor restarts it (docs/sharing.md).
+ */
+static void device_lost(struct npv_owner *o, int why)
+{
+    pthread_mutex_lock(&o->lock);
+    bool first = o->device_err == 0;
+    if (first)
+        o->device_err = why;
+    pthread_mutex_unlock(&o->lock);
+    if (!first)
+        return;
+    npv_err(o->ctx, "owner: the device is lost (%s): stopping, every client is dropped",
+            npv_strerror(why));
+    npv_owner_stop(o);
+}
+
+/*
+ * After a failure, or on an idle tick: is the device still there? Its
+ * transport tells: a vfio-user server that went away fails the request
+ * (-ENOTCONN), and a PCI function removed from the bus reads all ones in its
+ * config space. A platform NPU on the kernel's vfio does not go away; there
+ * the driver's resets tell (npv_rknpu_submit_laid_out's -EIO, submit_picked).
+ */
+static void check_device(struct npv_owner *o)
+{
+    struct npv_dev_info info;
+    int r = npv_dev_info(npv_rknpu_dev(o->npu), &info);
+    if (r == 0 && (info.flags & NPV_DEV_FLAG_PCI) && info.vendor_id == 0xffffu)
+        r = -ENODEV;
+    if (r < 0)
+        device_lost(o, r);
+}
+
 /* Under o->lock: a client's queued runs are dropped (it reset or left). */
 static void drop_queued(struct owner_client *cl)
 {
@@ -78,12 +117,15 @@ static bool serve_request(struct npv_owner *o, struct owner_req *req)
 {
     struct owner_client *cl = req->cl;
     int r = 0;
+    pthread_mutex_lock(&o->lock);
+    int lost = o->device_err;
+    pthread_mutex_unlock(&o->lock);
     switch (req->kind) {
     case OWNER_REQ_CLAIM:
-        r = npv_rknpu_domain_claim(o->npu, req->slot);
+        r = lost ? lost : npv_rknpu_domain_claim(o->npu, req->slot);
         break;
     case OWNER_REQ_MAP:
-        r = npv_rknpu_mem_wrap_at(o->npu, req->dma, req->slot, req->iova, &req->mem);
+        r = lost ? lost : npv_rknpu_mem_wrap_at(o->npu, req->dma, req->slot, req->iova, &req->mem);
         break;
     case OWNER_REQ_UNMAP:
     case OWNER_REQ_RELEASE:
@@ -108,6 +150,8 @@ static bool serve_request(struct npv_owner *o, struct owner_req *req)
         }
         break;
     }
+    if (r < 0)
+        check_device(o);
     pthread_mutex_lock(&o->lock);
     req->result = r;
     if (req->kind == OWNER_REQ_UNMAP)
@@ -276,6 +320,8 @@ static void run_ended(struct npv_owner *o, uint64_t cookie, int32_t status, uint
     else
         cl->st.runs_failed++;
     pthread_mutex_unlock(&o->lock);
+    if (status == -ETIMEDOUT)
+        check_device(o); /* a device that went away answers no run */
     if (!current)
         return;
     if (status == 0) {
@@ -320,7 +366,21 @@ static void submit_picked(struct npv_owner *o, const struct pick *p)
         .cookie = run_cookie(p->cl, p->vcore, p->run.gen),
     };
     int r = npv_rknpu_submit_laid_out(o->npu, &job);
+    if (r == -EIO) {
+        /*
+         * A core the driver could not reset: the NPU is dead until
+         * npv_rknpu_reset revives it (rknpu.h). One reset, and the run
+         * again; a device that stays dead is lost.
+         */
+        npv_warn(o->ctx, "serve: the NPU is dead: resetting it");
+        r = npv_rknpu_reset(o->npu);
+        if (r == 0)
+            r = npv_rknpu_submit_laid_out(o->npu, &job);
+        if (r == -EIO || r == -ENOTCONN || r == -ENODEV)
+            device_lost(o, r);
+    }
     if (r < 0) {
+        check_device(o);
         /*
          * A run the real core cannot take (no task, a list outside the
          * 32-bit space): the virtual core stalls, as the model's does on a
@@ -351,18 +411,23 @@ void *owner_sched_main(void *arg)
         serve_requests(o);
         publish_device_counters(o);
         pthread_mutex_lock(&o->lock);
-        unsigned n = pick_runs(o, picks, 16);
+        unsigned n = o->device_err ? 0 : pick_runs(o, picks, 16);
         bool device_busy = o->on_device > 0;
         if (n == 0 && !device_busy) {
             if (o->sched_stop && o->nr_clients == 0 && o->reqs == NULL) {
                 pthread_mutex_unlock(&o->lock);
                 break;
             }
+            bool tick = false;
             if (o->reqs == NULL) {
                 struct timespec until = abs_after(SCHED_IDLE_WAIT_NS);
-                pthread_cond_timedwait(&o->sched_cond, &o->lock, &until);
+                tick = pthread_cond_timedwait(&o->sched_cond, &o->lock, &until) == ETIMEDOUT;
             }
+            bool lost = o->device_err != 0;
             pthread_mutex_unlock(&o->lock);
+            /* An idle owner notices a lost device too, for its supervisor. */
+            if (tick && !lost)
+                check_device(o);
             continue;
         }
         pthread_mutex_unlock(&o->lock);
@@ -374,8 +439,10 @@ void *owner_sched_main(void *arg)
         int got = npv_rknpu_wait(o->npu, 1, n ? 0 : SCHED_DEVICE_WAIT_NS, cpl, 16);
         for (int i = 0; i < got; i++)
             run_ended(o, cpl[i].cookie, cpl[i].status, cpl[i].dev_error);
-        if (got < 0)
+        if (got < 0) {
             npv_warn(o->ctx, "serve: waiting on the device: %s", npv_strerror(got));
+            check_device(o);
+        }
     }
     return NULL;
 }

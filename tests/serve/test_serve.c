@@ -514,6 +514,59 @@ START_TEST(an_owner_that_dies_fails_its_clients_and_a_new_one_serves)
 }
 END_TEST
 
+/*
+ * The device goes away under the owner (its model's server is killed): the
+ * owner notices by itself, drops every client and exits 1. A client with a
+ * run on the device and an idle one both fail with an error within their
+ * deadline, never hang, and a new client is not served by a dead owner.
+ */
+START_TEST(a_lost_device_stops_the_owner_and_fails_its_clients)
+{
+    char dev_sock[160], line[256], want[512];
+    snprintf(dev_sock, sizeof(dev_sock), "%s/device.sock", dir);
+    struct proc sim, o, idle, busy;
+    char *sim_argv[] = {(char *)NPV_CLI_PATH, "sim",    "--device", "rknpu",
+                        "--socket",           dev_sock, NULL};
+    spawn(&sim, sim_argv);
+    /* It binds under another name and renames into place: the file means it listens. */
+    int64_t until = now_ms() + DEADLINE_MS;
+    while (access(dev_sock, F_OK) != 0 && now_ms() < until)
+        usleep(10000);
+    ck_assert_msg(access(dev_sock, F_OK) == 0, "npuvfio sim never listened");
+    char *own_argv[] = {
+        (char *)NPV_CLI_PATH, "serve",    "--device", "rknpu", "--device-socket", dev_sock,
+        "--socket",           owner_sock, NULL};
+    spawn(&o, own_argv);
+    snprintf(want, sizeof(want), "npuvfio serve: rknpu (%s) serving on %s", dev_sock, owner_sock);
+    ck_assert_msg(next_line(&o, line, sizeof(line)), "the owner never said it listens");
+    ck_assert_str_eq(line, want);
+
+    client(&idle, "orphan", NULL);
+    expect_line(&idle, "ready", "idle client");
+    client(&busy, "runs", "1000000");
+    usleep(200000); /* it has runs on the way */
+    kill(sim.pid, SIGKILL);
+    reap(&sim);
+
+    int st = reap(&o); /* killed past DEADLINE_MS: an owner that never noticed fails here */
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "owner of a lost device: status 0x%x", st);
+    ck_assert_int_eq(write(idle.in, "go\n", 3), 3);
+    ck_assert_msg(next_line(&idle, line, sizeof(line)), "idle client: no line");
+    int err = 0;
+    ck_assert_int_eq(sscanf(line, "after %d", &err), 1);
+    ck_assert_msg(err == -ENOTCONN || err == -ECONNRESET || err == -EPIPE,
+                  "idle client of a lost device: status %d", err);
+    reap(&idle);
+    unsigned long long k = 0;
+    ck_assert_msg(next_line(&busy, line, sizeof(line)), "busy client: no line");
+    ck_assert_msg(sscanf(line, "run %llu status %d", &k, &err) == 2 && err < 0,
+                  "busy client of a lost device: \"%s\"", line);
+    st = reap(&busy);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "busy client: status 0x%x", st);
+    unlink(dev_sock);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("serve");
@@ -526,6 +579,7 @@ int main(void)
     tcase_add_test(tc, the_socket_admits_the_owners_user_or_its_group);
     tcase_add_test(tc, an_owner_that_dies_fails_its_clients_and_a_new_one_serves);
     tcase_add_test(tc, a_client_in_a_released_slot_counts_its_first_switch);
+    tcase_add_test(tc, a_lost_device_stops_the_owner_and_fails_its_clients);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
