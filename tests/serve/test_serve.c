@@ -536,7 +536,25 @@ START_TEST(a_lost_device_stops_the_owner_and_fails_its_clients)
     char *own_argv[] = {
         (char *)NPV_CLI_PATH, "serve",    "--device", "rknpu", "--device-socket", dev_sock,
         "--socket",           owner_sock, NULL};
+    /*
+     * The owner of a lost device exits with its clients' mappings
+     * quarantined, not freed: their unmaps fail on the dead transport, and a
+     * quarantined IOVA is kept until the process ends because the device's
+     * server may still reach it (npv_dma_unmap, dma.h). That is no leak to
+     * report in this one process; every other owner runs with detection.
+     */
+    const char *asan = getenv("ASAN_OPTIONS");
+    char *saved = asan != NULL ? strdup(asan) : NULL;
+    char no_leaks[512];
+    snprintf(no_leaks, sizeof(no_leaks), "%s%sdetect_leaks=0", saved ? saved : "",
+             saved ? ":" : "");
+    setenv("ASAN_OPTIONS", no_leaks, 1);
     spawn(&o, own_argv);
+    if (saved != NULL)
+        setenv("ASAN_OPTIONS", saved, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    free(saved);
     snprintf(want, sizeof(want), "npuvfio serve: rknpu (%s) serving on %s", dev_sock, owner_sock);
     ck_assert_msg(next_line(&o, line, sizeof(line)), "the owner never said it listens");
     ck_assert_str_eq(line, want);
