@@ -102,6 +102,29 @@ static void assert_counts_back(const char *dev, const char *cls, uint64_t k,
 }
 
 /*
+ * A pass with nothing injected that missed the walk's short deadline: the
+ * machine was slow (a loaded 2-core runner: CI once saw an AICore run miss
+ * it), or the driver lost a job. Run it again, nothing injected, with a
+ * deadline twenty times as long: a lost job misses that one too, and the
+ * caller's assertion then fails as before. The failpoint is left as it was
+ * (arm it again first to count the calls of the second pass).
+ */
+static void again_if_slow(struct npv_ctx *ctx, const struct npv_device_entry *e, const char *path,
+                          const struct rel_pass_opts *clean, struct rel_pass *p)
+{
+    if (p->err != -ETIMEDOUT)
+        return;
+    struct rel_pass_opts slow = *clean;
+    slow.deadline_ns = clean->deadline_ns * 20u;
+    printf("walk device=%s: a pass with nothing injected missed the %llu ms deadline at %s; "
+           "again with %llu ms\n",
+           e->name, (unsigned long long)(clean->deadline_ns / 1000000u), p->step ? p->step : "-",
+           (unsigned long long)(slow.deadline_ns / 1000000u));
+    fflush(stdout);
+    rel_pass_run_opts(ctx, e, path, &slow, p);
+}
+
+/*
  * A class whose clean pass makes more calls than this is not walked: the
  * walk costs calls x pass time, and the AICore's register polls over
  * vfio-user (a message, an allocation and two socket calls each) make
@@ -129,6 +152,7 @@ static void walk_device(const struct npv_device_entry *e)
     struct rel_pass p;
     for (int i = 0; i < 2; i++) {
         rel_pass_run_opts(ctx, e, srv.path, &clean, &p);
+        again_if_slow(ctx, e, srv.path, &clean, &p);
         ck_assert_msg(p.err == 0 && p.exact, "%s: clean pass: %s at %s", e->name, strerror(-p.err),
                       p.step ? p.step : "-");
     }
@@ -145,6 +169,11 @@ static void walk_device(const struct npv_device_entry *e)
         uint64_t t0 = npv_now_ns();
         ck_assert_int_eq(npv_failpoint_arm(ctx, cls, UINT64_MAX), 0);
         rel_pass_run_opts(ctx, e, srv.path, &clean, &p);
+        if (p.err == -ETIMEDOUT) {
+            t0 = npv_now_ns();
+            ck_assert_int_eq(npv_failpoint_arm(ctx, cls, UINT64_MAX), 0);
+            again_if_slow(ctx, e, srv.path, &clean, &p);
+        }
         uint64_t calls = npv_failpoint_calls(ctx, cls);
         pass_calls[c] = calls;
         npv_failpoint_disarm(ctx);
@@ -190,6 +219,11 @@ static void walk_device(const struct npv_device_entry *e)
             rel_counts_read(0, ctx, &now);
             assert_counts_back(e->name, cname, k, &base, &now);
             if (!w.fired) {
+                if (p.err == -ETIMEDOUT) {
+                    again_if_slow(ctx, e, srv.path, &clean, &p);
+                    rel_counts_read(0, ctx, &now);
+                    assert_counts_back(e->name, cname, k, &base, &now);
+                }
                 /* Nothing injected: the path must have run, exact, and the walk is done. */
                 ck_assert_msg(p.err == 0, "%s %s k=%llu: %s at %s with nothing injected", e->name,
                               cname, (unsigned long long)k, strerror(-p.err), p.step);
