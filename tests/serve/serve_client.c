@@ -19,6 +19,10 @@
  *                 one more exact matmul: "ok 1"
  *   burst         three matmuls started at once: "accepted N refused M",
  *                 each accepted one exact
+ *   shortmap      map a memfd of one page as two pages (the second past the
+ *                 file's end) and run a matmul whose A lies in the second:
+ *                 print "status E" (its error; a read past a file's end
+ *                 cannot succeed)
  *   orphan [1]    one exact matmul, "ready", wait for a line on stdin (the
  *                 owner is killed meanwhile), then one more: "after E" (its
  *                 error) within the job deadline; with 1, wait for another
@@ -31,10 +35,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <npuvfio/ctx.h>
 #include <npuvfio/dev.h>
+#include <npuvfio/dma.h>
 #include <npuvfio/domain.h>
 #include <npuvfio/rknpu.h>
 
@@ -305,6 +311,33 @@ int main(int argc, char **argv)
         for (unsigned k = 0; k < 3; k++)
             if (s[k] != NULL)
                 rknpu_sample_mm_free(s[k]);
+    } else if (strcmp(mode, "shortmap") == 0) {
+        /*
+         * mmap lets a mapping run past its file's end; touching that part
+         * is SIGBUS. Our driver maps it as any shared memory (the pages are
+         * never touched here), and the owner must not let it reach a
+         * process that would touch it.
+         */
+        int mfd = memfd_create("serve-shortmap", MFD_CLOEXEC);
+        void *p = MAP_FAILED;
+        if (mfd >= 0 && ftruncate(mfd, 4096) == 0)
+            p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+        struct npv_dma *dma = NULL;
+        struct npv_rknpu_mem *m = NULL;
+        int r = p != MAP_FAILED ? npv_dma_wrap(c.ctx, p, 8192, mfd, 0, 0, &dma) : -errno;
+        if (r == 0)
+            r = npv_rknpu_mem_wrap(c.npu, dma, 0, &m);
+        if (r == 0)
+            r = run_redirected(&c, npv_rknpu_mem_iova(m) + 4096, false);
+        printf("status %d\n", r);
+        ok = 1;
+        if (m != NULL)
+            npv_rknpu_mem_unwrap(m);
+        npv_dma_free(dma);
+        if (p != MAP_FAILED)
+            munmap(p, 8192);
+        if (mfd >= 0)
+            close(mfd);
     } else if (strcmp(mode, "orphan") == 0) {
         struct rknpu_sample_mm *s;
         if (exact_runs(&c, 1, 13) == 0 && rknpu_sample_mm_new(c.npu, &SHAPE, 0, 0, 5, &s) == 0) {

@@ -456,6 +456,31 @@ END_TEST
  * The owner dies: a client's next run fails with an error within its
  * deadline, never hangs; a restarted owner on the same socket serves again.
  */
+/*
+ * A client maps a memfd of one page as two (mmap allows a mapping past its
+ * file's end; touching that part is SIGBUS) and runs a matmul that reads the
+ * page past the end. It fails, and only its own run: the owner's device
+ * (the model, a process that maps what the owner maps for it) does not die
+ * of SIGBUS, so the other clients go on and the owner stops cleanly.
+ */
+START_TEST(a_map_past_the_end_of_its_file_fails_that_client_only)
+{
+    struct proc o, bad, ctl;
+    owner_start(&o, NULL);
+    client(&bad, "shortmap", NULL);
+    char line[128];
+    ck_assert_msg(next_line(&bad, line, sizeof(line)), "shortmap: no line");
+    ck_assert_msg(strncmp(line, "status -", 8) == 0, "shortmap: \"%s\", wanted a failure", line);
+    expect_exit_ok(&bad, "shortmap");
+    client(&ctl, "runs", "3");
+    expect_line(&ctl, "ok 3", "control");
+    expect_exit_ok(&ctl, "control");
+    struct row rows[4];
+    size_t n = owner_stop(&o, rows, 4);
+    ck_assert_uint_eq(row_of(rows, n, ctl.pid)->ok, 3);
+}
+END_TEST
+
 /* Who may connect is the socket's mode: 0600 by default, 0660 and the group with --group. */
 START_TEST(the_socket_admits_the_owners_user_or_its_group)
 {
@@ -580,6 +605,7 @@ int main(void)
     tcase_add_test(tc, an_owner_that_dies_fails_its_clients_and_a_new_one_serves);
     tcase_add_test(tc, a_client_in_a_released_slot_counts_its_first_switch);
     tcase_add_test(tc, a_lost_device_stops_the_owner_and_fails_its_clients);
+    tcase_add_test(tc, a_map_past_the_end_of_its_file_fails_that_client_only);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
