@@ -90,12 +90,20 @@ static int fwd_dma_map(void *arg, npv_iova_t iova, uint64_t size, unsigned prot,
         return -EOPNOTSUPP;
     }
     pthread_mutex_lock(&o->lock);
+    /* Each mapping holds an fd of the owner's: one client may not take the others'
+     * (owner_internal.h). */
+    bool too_many = cl->nr_maps >= o->max_maps;
     bool over = size > o->opts.max_bytes || cl->st.mapped_bytes > o->opts.max_bytes - size;
-    if (over)
+    if (over || too_many)
         cl->st.maps_refused++;
     else
         cl->st.mapped_bytes += size; /* reserved now, returned if the map fails */
     pthread_mutex_unlock(&o->lock);
+    if (too_many) {
+        npv_info(o->ctx, "serve: client %llu: map refused: it has %zu mappings, its most",
+                 (unsigned long long)cl->st.id, cl->nr_maps);
+        return -ENOSPC;
+    }
     if (over) {
         npv_info(o->ctx, "serve: client %llu: map of %llu bytes refused: over its %llu",
                  (unsigned long long)cl->st.id, (unsigned long long)size,

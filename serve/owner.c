@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -71,6 +72,18 @@ static void stats_source(void *user, npv_stats_emit_fn emit, void *arg)
     pthread_mutex_unlock(&o->lock);
 }
 
+/* OWNER_MAX_MAPS: one client's share of the owner's fds. */
+static size_t client_max_maps(unsigned max_clients)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        rl.rlim_cur = 1024; /* the usual soft limit */
+    uint64_t fds = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+    uint64_t share = fds > OWNER_FD_RESERVE ? (fds - OWNER_FD_RESERVE) / max_clients : 0;
+    uint64_t maps = share > OWNER_CLIENT_FDS ? share - OWNER_CLIENT_FDS : 0;
+    return maps < OWNER_MAX_MAPS ? (size_t)maps : OWNER_MAX_MAPS;
+}
+
 int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_owner_opts *opts,
                   struct npv_owner **out)
 {
@@ -90,6 +103,12 @@ int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_o
         o->opts.max_jobs = OWNER_VCORES;
     if (o->opts.max_bytes == 0)
         o->opts.max_bytes = NPV_RKNPU_DOMAIN_SIZE;
+    o->max_maps = client_max_maps(o->opts.max_clients);
+    if (o->max_maps < 16)
+        npv_warn(ctx,
+                 "serve: RLIMIT_NOFILE leaves each of %u clients %zu mappings: raise it "
+                 "(ulimit -n) or lower --max-clients",
+                 o->opts.max_clients, o->max_maps);
     o->listener.fd = -1;
     o->last_slot = -1;
     o->reqs_tail = &o->reqs;

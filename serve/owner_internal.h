@@ -13,6 +13,17 @@
 
 #define OWNER_VCORES  3u  /* the virtual RKNPU's cores, as the model's */
 #define OWNER_HISTORY 64u /* departed clients whose counters are kept */
+/*
+ * Mappings of one client: each holds an fd of the owner's (npv_dma_wrap
+ * keeps the client's file open for the device's replays) and an mmap. Each
+ * client may have an equal share of RLIMIT_NOFILE above OWNER_FD_RESERVE
+ * (the owner's own: its device, listener, stats), less OWNER_CLIENT_FDS
+ * (its connection, twin socket and interrupt eventfds), and never more than
+ * OWNER_MAX_MAPS. Model choice.
+ */
+#define OWNER_FD_RESERVE 64u
+#define OWNER_CLIENT_FDS 8u
+#define OWNER_MAX_MAPS   1024u
 
 /* One run of a virtual core, from its OPERATION_ENABLE edge to its end. */
 struct owner_run {
@@ -81,6 +92,7 @@ struct npv_owner {
     struct npv_ctx *ctx;
     struct npv_rknpu *npu;
     struct npv_owner_opts opts;
+    size_t max_maps; /* mappings one client may have (OWNER_MAX_MAPS) */
     char *socket_path;
     struct npv_unix_listener listener;
     int stop_fd; /* eventfd: npv_owner_stop */

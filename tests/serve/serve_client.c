@@ -23,11 +23,13 @@
  *                 file's end) and run a matmul whose A lies in the second:
  *                 print "status E" (its error; a read past a file's end
  *                 cannot succeed)
- *   orphan [1]    one exact matmul, "ready", wait for a line on stdin (the
- *                 owner is killed meanwhile), then one more: "after E" (its
- *                 error) within the job deadline; with 1, wait for another
- *                 line (a new owner), open again and run: "again ok 1"
- * Exit 0 when the step went as its line says, 1 otherwise, 2 on a usage error.
+ *   hoard N       a raw vfio-user client (no driver): VERSION, then N DMA_MAPs
+ *                 of one 4 KiB memfd page at N IOVAs; print "hoard A refused R err E"
+ *                 (maps accepted, refused, the first refusal's errno), hold them until a line on
+ * stdin orphan [1]    one exact matmul, "ready", wait for a line on stdin (the owner is killed
+ * meanwhile), then one more: "after E" (its error) within the job deadline; with 1, wait for
+ * another line (a new owner), open again and run: "again ok 1" Exit 0 when the step went as its
+ * line says, 1 otherwise, 2 on a usage error.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -36,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <npuvfio/ctx.h>
@@ -45,6 +49,7 @@
 #include <npuvfio/rknpu.h>
 
 #include "sample.h"
+#include "vfio_user_msg.h"
 
 #define WAIT_NS 10000000000ull /* 10 s: far beyond any run; a hang is a failure */
 
@@ -187,6 +192,73 @@ static int run_redirected(struct client *c, npv_iova_t iova, bool output)
     return r;
 }
 
+static int wait_line(void);
+
+#define RAW_TIMEOUT_NS (10ll * 1000000000ll)
+
+/* One command on a raw vfio-user connection: 0 (its reply's error in *err), or a transport error.
+ */
+static int raw_call(int sock, uint16_t id, uint16_t cmd, const void *body, size_t len, int fd,
+                    uint32_t *err)
+{
+    struct npv_vu_hdr h = {.msg_id = id, .cmd = cmd};
+    int r = npv_vu_send(sock, &h, body, len, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, RAW_TIMEOUT_NS);
+    struct npv_vu_msg rep;
+    if (r == 0)
+        r = npv_vu_recv(sock, &rep, 1u << 20, 4, RAW_TIMEOUT_NS);
+    if (r == 0) {
+        *err = (rep.hdr.flags & NPV_VU_F_ERROR) ? rep.hdr.error : 0;
+        npv_vu_msg_release(&rep);
+    }
+    return r;
+}
+
+/*
+ * A client speaking the protocol by hand, as any process on the socket may:
+ * n maps of the same page, each one a mapping of its own in the owner.
+ */
+static int hoard(const char *path, unsigned n)
+{
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        printf("connect %d\n", -errno);
+        return -1;
+    }
+    char ver[64] = {0};
+    const char *json = "{\"capabilities\":{\"max_msg_fds\":1}}";
+    memcpy(ver + 4, json, strlen(json) + 1);
+    uint32_t err = 0;
+    int r = raw_call(sock, 1, NPV_VU_CMD_VERSION, ver, 4 + strlen(json) + 1, -1, &err);
+    int mem = memfd_create("serve-hoard", MFD_CLOEXEC);
+    if (r == 0 && err == 0 && (mem < 0 || ftruncate(mem, 4096) != 0))
+        r = -errno;
+    if (r < 0 || err != 0) {
+        printf("version %d\n", r < 0 ? r : -(int)err);
+        return -1;
+    }
+    unsigned accepted = 0, refused = 0;
+    uint32_t first_err = 0;
+    for (unsigned i = 0; i < n && r == 0; i++) {
+        struct npv_vu_dma_map m = {.argsz = sizeof(m),
+                                   .flags = NPV_VU_DMA_FLAG_READ | NPV_VU_DMA_FLAG_WRITE,
+                                   .address = 0x100000 + (uint64_t)i * 4096,
+                                   .size = 4096};
+        r = raw_call(sock, (uint16_t)(2 + i), NPV_VU_CMD_DMA_MAP, &m, sizeof(m), mem, &err);
+        if (r == 0 && err == 0)
+            accepted++;
+        else if (r == 0 && refused++ == 0)
+            first_err = err;
+    }
+    printf("hoard %u refused %u err %u\n", accepted, refused, first_err);
+    close(mem);
+    if (r == 0)
+        r = wait_line();
+    close(sock);
+    return r;
+}
+
 static int wait_line(void)
 {
     char line[64];
@@ -200,6 +272,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argv[2];
     unsigned long long arg = argc > 3 ? strtoull(argv[3], NULL, 0) : 0;
+    if (strcmp(mode, "hoard") == 0)
+        return hoard(argv[1], (unsigned)arg) == 0 ? 0 : 1;
     struct client c = {0};
     if (client_open(argv[1], &c) < 0) {
         client_close(&c);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -481,6 +482,47 @@ START_TEST(a_map_past_the_end_of_its_file_fails_that_client_only)
 }
 END_TEST
 
+/*
+ * Every mapping of a client holds an fd of the owner's. A client mapping one
+ * page at many IOVAs (a raw vfio-user client: any process on the socket) is
+ * refused past its share (ENOSPC, counted), and the owner keeps the fds to
+ * accept and serve another client. The owner runs with 128 fds and two
+ * clients at most, so the share is small: (128 - 64) / 2 - 8 = 24 maps.
+ */
+START_TEST(a_client_hoarding_mappings_leaves_the_owner_fds_for_the_others)
+{
+    struct proc o, h, ctl;
+    struct rlimit old, low;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    low = old;
+    low.rlim_cur = 128;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    static const char *const two[] = {"--max-clients", "2", NULL};
+    owner_start(&o, two);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0); /* the clients' own */
+    client(&h, "hoard", "200");
+    char line[128];
+    unsigned accepted = 0, refused = 0;
+    int err = 0;
+    ck_assert_msg(next_line(&h, line, sizeof(line)), "hoarder: no line");
+    ck_assert_msg(sscanf(line, "hoard %u refused %u err %d", &accepted, &refused, &err) == 3,
+                  "hoarder: \"%s\"", line);
+    ck_assert_uint_eq(accepted + refused, 200);
+    ck_assert_uint_eq(accepted, 24);
+    ck_assert_int_eq(err, ENOSPC);
+    /* While it holds them, another client connects, maps and runs exact. */
+    client(&ctl, "runs", "3");
+    expect_line(&ctl, "ok 3", "control");
+    expect_exit_ok(&ctl, "control");
+    ck_assert_int_eq(write(h.in, "go\n", 3), 3);
+    expect_exit_ok(&h, "hoarder");
+    struct row rows[4];
+    size_t n = owner_stop(&o, rows, 4);
+    ck_assert_uint_eq(row_of(rows, n, h.pid)->refused, refused);
+    ck_assert_uint_eq(row_of(rows, n, ctl.pid)->refused, 0);
+}
+END_TEST
+
 /* Who may connect is the socket's mode: 0600 by default, 0660 and the group with --group. */
 START_TEST(the_socket_admits_the_owners_user_or_its_group)
 {
@@ -606,6 +648,7 @@ int main(void)
     tcase_add_test(tc, a_client_in_a_released_slot_counts_its_first_switch);
     tcase_add_test(tc, a_lost_device_stops_the_owner_and_fails_its_clients);
     tcase_add_test(tc, a_map_past_the_end_of_its_file_fails_that_client_only);
+    tcase_add_test(tc, a_client_hoarding_mappings_leaves_the_owner_fds_for_the_others);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
