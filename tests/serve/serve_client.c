@@ -48,6 +48,7 @@
 #include <npuvfio/domain.h>
 #include <npuvfio/rknpu.h>
 
+#include "regs.h"
 #include "sample.h"
 #include "vfio_user_msg.h"
 
@@ -217,7 +218,8 @@ static int raw_call(int sock, uint16_t id, uint16_t cmd, const void *body, size_
  * A client speaking the protocol by hand, as any process on the socket may:
  * n maps of the same page, each one a mapping of its own in the owner.
  */
-static int hoard(const char *path, unsigned n)
+/* Connect and negotiate by hand: the socket, or -1 (said on stdout). */
+static int raw_open(const char *path)
 {
     int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -231,11 +233,24 @@ static int hoard(const char *path, unsigned n)
     memcpy(ver + 4, json, strlen(json) + 1);
     uint32_t err = 0;
     int r = raw_call(sock, 1, NPV_VU_CMD_VERSION, ver, 4 + strlen(json) + 1, -1, &err);
-    int mem = memfd_create("serve-hoard", MFD_CLOEXEC);
-    if (r == 0 && err == 0 && (mem < 0 || ftruncate(mem, 4096) != 0))
-        r = -errno;
     if (r < 0 || err != 0) {
         printf("version %d\n", r < 0 ? r : -(int)err);
+        close(sock);
+        return -1;
+    }
+    return sock;
+}
+
+static int hoard(const char *path, unsigned n)
+{
+    int sock = raw_open(path);
+    if (sock < 0)
+        return -1;
+    uint32_t err = 0;
+    int r = 0;
+    int mem = memfd_create("serve-hoard", MFD_CLOEXEC);
+    if (mem < 0 || ftruncate(mem, 4096) != 0) {
+        printf("memfd %d\n", -errno);
         return -1;
     }
     unsigned accepted = 0, refused = 0;
@@ -259,6 +274,45 @@ static int hoard(const char *path, unsigned n)
     return r;
 }
 
+/* A 32-bit register write to BAR0 (region 0) on a raw connection: 0 or the error. */
+static int raw_reg_write(int sock, uint16_t id, uint32_t off, uint32_t v)
+{
+    uint8_t buf[sizeof(struct npv_vu_region_access) + 4];
+    struct npv_vu_region_access a = {.offset = off, .region = 0, .count = 4};
+    memcpy(buf, &a, sizeof(a));
+    memcpy(buf + sizeof(a), &v, 4);
+    uint32_t err = 0;
+    int r = raw_call(sock, id, NPV_VU_CMD_REGION_WRITE, buf, sizeof(buf), -1, &err);
+    return r < 0 ? r : -(int)err;
+}
+
+/*
+ * A run no core can take: core 0's PC programmed by hand with TASK_CON's
+ * task number 0, then OPERATION_ENABLE's edge. The virtual core accepts it
+ * (the register rules hold), the real driver refuses it.
+ */
+static int bad_run(const char *path)
+{
+    int sock = raw_open(path);
+    if (sock < 0)
+        return -1;
+    uint32_t pc = RKNPU_CORE_BASE(0);
+    int r = raw_reg_write(sock, 2, pc + RKNPU_PC_BASE_ADDRESS, 0x100000);
+    if (r == 0)
+        r = raw_reg_write(sock, 3, pc + RKNPU_PC_REGISTER_AMOUNTS, 1);
+    if (r == 0)
+        r = raw_reg_write(sock, 4, pc + RKNPU_PC_INTERRUPT_MASK, RKNPU_INT_DPU_DONE);
+    if (r == 0)
+        r = raw_reg_write(sock, 5, pc + RKNPU_PC_TASK_CON, 0);
+    if (r == 0)
+        r = raw_reg_write(sock, 6, pc + RKNPU_PC_OPERATION_ENABLE, RKNPU_PC_OP_EN);
+    printf("started %d\n", r);
+    if (r == 0)
+        r = wait_line();
+    close(sock);
+    return r;
+}
+
 static int wait_line(void)
 {
     char line[64];
@@ -274,6 +328,8 @@ int main(int argc, char **argv)
     unsigned long long arg = argc > 3 ? strtoull(argv[3], NULL, 0) : 0;
     if (strcmp(mode, "hoard") == 0)
         return hoard(argv[1], (unsigned)arg) == 0 ? 0 : 1;
+    if (strcmp(mode, "badrun") == 0)
+        return bad_run(argv[1]) == 0 ? 0 : 1;
     struct client c = {0};
     if (client_open(argv[1], &c) < 0) {
         client_close(&c);

@@ -523,6 +523,42 @@ START_TEST(a_client_hoarding_mappings_leaves_the_owner_fds_for_the_others)
 }
 END_TEST
 
+/*
+ * A run the driver refuses (a client's TASK_CON of no task) never reached
+ * the device: it is a failed run of its client and no switch to its domain,
+ * so the clients' switches add up to the device's.
+ */
+START_TEST(a_run_the_driver_refuses_counts_no_switch)
+{
+    struct proc o, bad, ctl;
+    owner_start(&o, NULL);
+    client(&bad, "badrun", NULL);
+    expect_line(&bad, "started 0", "bad run");
+    client(&ctl, "runs", "2");
+    expect_line(&ctl, "ok 2", "control");
+    expect_exit_ok(&ctl, "control");
+    /* The device's switches (its driver's count) against the clients' own. */
+    static char json[65536];
+    stats_json(json, sizeof(json));
+    const char *owner_at = strstr(json, "\"owner\":{");
+    ck_assert_ptr_nonnull(owner_at);
+    const char *sw = strstr(owner_at, "\"domain_switches\":");
+    ck_assert_ptr_nonnull(sw);
+    unsigned long long device_switches = strtoull(sw + strlen("\"domain_switches\":"), NULL, 10);
+    unsigned long long bad_switches = stats_counter(json, bad.pid, "switches");
+    unsigned long long ctl_switches = stats_counter(json, ctl.pid, "switches");
+    ck_assert_uint_eq(bad_switches, 0);
+    ck_assert_uint_eq(bad_switches + ctl_switches, device_switches);
+    ck_assert_int_eq(write(bad.in, "go\n", 3), 3);
+    expect_exit_ok(&bad, "bad run");
+    struct row rows[4];
+    size_t n = owner_stop(&o, rows, 4);
+    ck_assert_uint_eq(row_of(rows, n, bad.pid)->runs, 1);
+    ck_assert_uint_eq(row_of(rows, n, bad.pid)->failed, 1);
+    ck_assert_uint_eq(row_of(rows, n, bad.pid)->switches, 0);
+}
+END_TEST
+
 /* Who may connect is the socket's mode: 0600 by default, 0660 and the group with --group. */
 START_TEST(the_socket_admits_the_owners_user_or_its_group)
 {
@@ -649,6 +685,7 @@ int main(void)
     tcase_add_test(tc, a_lost_device_stops_the_owner_and_fails_its_clients);
     tcase_add_test(tc, a_map_past_the_end_of_its_file_fails_that_client_only);
     tcase_add_test(tc, a_client_hoarding_mappings_leaves_the_owner_fds_for_the_others);
+    tcase_add_test(tc, a_run_the_driver_refuses_counts_no_switch);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
