@@ -33,7 +33,9 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,6 +315,27 @@ static int bad_run(const char *path)
     return r;
 }
 
+/*
+ * Connect and say nothing, as any process on the socket may: "closed" once
+ * the owner ends the connection, "open" if it still holds it after 30 s.
+ */
+static int silent(const char *path)
+{
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        printf("connect %d\n", -errno);
+        return -1;
+    }
+    struct pollfd p = {.fd = sock, .events = POLLIN};
+    char b;
+    bool closed = poll(&p, 1, 30000) == 1 && read(sock, &b, 1) <= 0;
+    printf("%s\n", closed ? "closed" : "open");
+    close(sock);
+    return closed ? 0 : -1;
+}
+
 static int wait_line(void)
 {
     char line[64];
@@ -328,6 +351,8 @@ int main(int argc, char **argv)
     unsigned long long arg = argc > 3 ? strtoull(argv[3], NULL, 0) : 0;
     if (strcmp(mode, "hoard") == 0)
         return hoard(argv[1], (unsigned)arg) == 0 ? 0 : 1;
+    if (strcmp(mode, "silent") == 0)
+        return silent(argv[1]) == 0 ? 0 : 1;
     if (strcmp(mode, "badrun") == 0)
         return bad_run(argv[1]) == 0 ? 0 : 1;
     struct client c = {0};

@@ -559,6 +559,37 @@ START_TEST(a_run_the_driver_refuses_counts_no_switch)
 }
 END_TEST
 
+/*
+ * A connection that never sends VERSION (any process on the socket can
+ * make one) does not keep a client's slot and domain: the owner drops it
+ * (the spec: VERSION comes first), and the slot serves the next client.
+ * --max-clients 1: the silent connection holds the only slot until then.
+ */
+START_TEST(a_connection_that_never_negotiates_gives_its_slot_back)
+{
+    struct proc o, quiet, next;
+    static const char *const one[] = {"--max-clients", "1", NULL};
+    owner_start(&o, one);
+    client(&quiet, "silent", NULL);
+    expect_line(&quiet, "closed", "silent connection");
+    expect_exit_ok(&quiet, "silent connection");
+    /* Its slot comes back once the owner has released it (until then: -EUSERS). */
+    char line[128] = "";
+    for (int tries = 0; tries < 500; tries++) {
+        client(&next, "runs", "1");
+        ck_assert(next_line(&next, line, sizeof(line)));
+        if (strcmp(line, "open -87") != 0)
+            break;
+        reap(&next);
+        usleep(10000);
+    }
+    ck_assert_str_eq(line, "ok 1");
+    expect_exit_ok(&next, "next client");
+    struct row rows[4];
+    owner_stop(&o, rows, 4);
+}
+END_TEST
+
 /* Who may connect is the socket's mode: 0600 by default, 0660 and the group with --group. */
 START_TEST(the_socket_admits_the_owners_user_or_its_group)
 {
@@ -686,6 +717,7 @@ int main(void)
     tcase_add_test(tc, a_map_past_the_end_of_its_file_fails_that_client_only);
     tcase_add_test(tc, a_client_hoarding_mappings_leaves_the_owner_fds_for_the_others);
     tcase_add_test(tc, a_run_the_driver_refuses_counts_no_switch);
+    tcase_add_test(tc, a_connection_that_never_negotiates_gives_its_slot_back);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
