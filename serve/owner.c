@@ -189,6 +189,9 @@ int npv_owner_run(struct npv_owner *o)
     pthread_join(o->sched_thread, NULL);
     o->sched_started = false;
     pthread_mutex_lock(&o->lock);
+    /* Refusals use the context: each ends within its 1 s. */
+    while (o->refusing != 0)
+        pthread_cond_wait(&o->done_cond, &o->lock);
     if (r == 0)
         r = o->device_err;
     pthread_mutex_unlock(&o->lock);

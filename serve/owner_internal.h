@@ -24,6 +24,12 @@
 #define OWNER_FD_RESERVE 64u
 #define OWNER_CLIENT_FDS 8u
 #define OWNER_MAX_MAPS   1024u
+/*
+ * Refusals under way at once (each waits up to 1 s for its client's VERSION
+ * on a thread of its own, off the accept loop); past them a connection is
+ * closed without a reply. Model choice.
+ */
+#define OWNER_MAX_REFUSING 32u
 
 /* One run of a virtual core, from its OPERATION_ENABLE edge to its end. */
 struct owner_run {
@@ -112,7 +118,8 @@ struct npv_owner {
     /* The driver's counters as the scheduler last read them (it alone may call it). */
     struct npv_rknpu_counters device;
     bool sched_stop;
-    int device_err; /* the device is lost (its error): no run, claim or map reaches it again */
+    unsigned refusing; /* refusal threads still running (npv_owner_run waits for them) */
+    int device_err;    /* the device is lost (its error): no run, claim or map reaches it again */
     struct npv_owner_client_stats history[OWNER_HISTORY];
     unsigned nr_history, history_head;
 
@@ -130,6 +137,11 @@ uint64_t owner_now_ns(void);
 /* client.c */
 /* Serve the accepted connection fd in a new client (a thread of its own); closes fd on error. */
 int owner_client_start(struct npv_owner *o, int fd, pid_t pid, uid_t uid);
+/*
+ * Refuse the accepted connection fd with err (its VERSION answered with
+ * that error) on a thread of its own, so that the accept loop goes on.
+ */
+void owner_refuse(struct npv_owner *o, int fd, int err);
 /* The last of a client (its thread, or the scheduler for an abandoned release). Under no lock. */
 void owner_client_free(struct owner_client *cl);
 

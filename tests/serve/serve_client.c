@@ -336,6 +336,30 @@ static int silent(const char *path)
     return closed ? 0 : -1;
 }
 
+/*
+ * n connections that send nothing, held until a line on stdin: "held N"
+ * (those the socket's backlog took at once; the others are given up).
+ */
+static int silent_many(const char *path, unsigned n)
+{
+    int socks[64];
+    unsigned held = 0;
+    for (unsigned i = 0; i < n && i < 64; i++) {
+        int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        if (sock >= 0 && connect(sock, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+            socks[held++] = sock;
+        else if (sock >= 0)
+            close(sock);
+    }
+    printf("held %u\n", held);
+    int r = wait_line();
+    for (unsigned i = 0; i < held; i++)
+        close(socks[i]);
+    return r;
+}
+
 static int wait_line(void)
 {
     char line[64];
@@ -351,6 +375,8 @@ int main(int argc, char **argv)
     unsigned long long arg = argc > 3 ? strtoull(argv[3], NULL, 0) : 0;
     if (strcmp(mode, "hoard") == 0)
         return hoard(argv[1], (unsigned)arg) == 0 ? 0 : 1;
+    if (strcmp(mode, "silentmany") == 0)
+        return silent_many(argv[1], (unsigned)arg) == 0 ? 0 : 1;
     if (strcmp(mode, "silent") == 0)
         return silent(argv[1]) == 0 ? 0 : 1;
     if (strcmp(mode, "badrun") == 0)

@@ -590,6 +590,35 @@ START_TEST(a_connection_that_never_negotiates_gives_its_slot_back)
 }
 END_TEST
 
+/*
+ * With every slot taken, connections that send nothing queue up before a
+ * client that speaks: it is still told EUSERS at once, not left to time out
+ * behind them (the owner waits for each one's VERSION off its accept loop).
+ */
+START_TEST(silent_connections_do_not_delay_the_refusal_of_the_next_client)
+{
+    struct proc o, c1, quiet, extra;
+    static const char *const one[] = {"--max-clients", "1", NULL};
+    owner_start(&o, one);
+    client(&c1, "orphan", NULL);
+    expect_line(&c1, "ready", "first");
+    client(&quiet, "silentmany", "12");
+    char line[128];
+    ck_assert(next_line(&quiet, line, sizeof(line)));
+    ck_assert_msg(strncmp(line, "held ", 5) == 0 && atoi(line + 5) >= 8, "silent: \"%s\"", line);
+    client(&extra, "runs", "1");
+    expect_line(&extra, "open -87", "a client behind them"); /* -EUSERS, not -ETIMEDOUT */
+    reap(&extra);
+    ck_assert_int_eq(write(quiet.in, "go\n", 3), 3);
+    expect_exit_ok(&quiet, "silent connections");
+    ck_assert_int_eq(write(c1.in, "go\n", 3), 3);
+    expect_line(&c1, "after 0", "first");
+    reap(&c1);
+    struct row rows[4];
+    owner_stop(&o, rows, 4);
+}
+END_TEST
+
 /* Who may connect is the socket's mode: 0600 by default, 0660 and the group with --group. */
 START_TEST(the_socket_admits_the_owners_user_or_its_group)
 {
@@ -718,6 +747,7 @@ int main(void)
     tcase_add_test(tc, a_client_hoarding_mappings_leaves_the_owner_fds_for_the_others);
     tcase_add_test(tc, a_run_the_driver_refuses_counts_no_switch);
     tcase_add_test(tc, a_connection_that_never_negotiates_gives_its_slot_back);
+    tcase_add_test(tc, silent_connections_do_not_delay_the_refusal_of_the_next_client);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
