@@ -144,17 +144,22 @@ int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_o
     return 0;
 }
 
-static void accept_one(struct npv_owner *o)
+/* 0, or accept4's error (the connection, if any, stays queued). */
+static int accept_one(struct npv_owner *o)
 {
     int fd = accept4(o->listener.fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
-        return;
+        return -errno;
     struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
     socklen_t len = sizeof(cred);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         npv_warn(o->ctx, "serve: SO_PEERCRED: %s", npv_strerror(-errno));
     owner_client_start(o, fd, cred.pid, cred.uid);
+    return 0;
 }
+
+/* How long the accept loop leaves a queued connection when it has no fd for it. */
+#define ACCEPT_BACKOFF_MS 100
 
 int npv_owner_run(struct npv_owner *o)
 {
@@ -162,21 +167,39 @@ int npv_owner_run(struct npv_owner *o)
     if (r < 0)
         return r;
     o->sched_started = true;
+    bool backoff = false, starved = false;
     for (;;) {
         struct pollfd p[2] = {
-            {.fd = o->listener.fd, .events = POLLIN},
             {.fd = o->stop_fd, .events = POLLIN},
+            {.fd = o->listener.fd, .events = POLLIN},
         };
-        if (poll(p, 2, -1) < 0) {
+        /*
+         * Out of fds, the connection stays queued and the listener stays
+         * readable: polling it again at once would spin a core until a
+         * client leaves. Only a stop is watched for a while.
+         */
+        int n = poll(p, backoff ? 1 : 2, backoff ? ACCEPT_BACKOFF_MS : -1);
+        if (n < 0) {
             if (errno == EINTR)
                 continue;
             r = -errno;
             break;
         }
-        if (p[1].revents & POLLIN)
-            break;
         if (p[0].revents & POLLIN)
-            accept_one(o);
+            break;
+        if (backoff) {
+            backoff = false;
+            continue;
+        }
+        if (p[1].revents & POLLIN) {
+            int e = accept_one(o);
+            backoff = e == -EMFILE || e == -ENFILE || e == -ENOBUFS || e == -ENOMEM;
+            if (backoff && !starved)
+                npv_warn(o->ctx, "serve: accepting a client: %s: it waits until one leaves",
+                         npv_strerror(e));
+            if (e == 0 || backoff)
+                starved = backoff;
+        }
     }
     /* No new clients; every client's server stops, and its thread releases it. */
     pthread_mutex_lock(&o->lock);
