@@ -90,12 +90,20 @@ static int fwd_dma_map(void *arg, npv_iova_t iova, uint64_t size, unsigned prot,
         return -EOPNOTSUPP;
     }
     pthread_mutex_lock(&o->lock);
+    /* Each mapping holds an fd of the owner's: one client may not take the others'
+     * (owner_internal.h). */
+    bool too_many = cl->nr_maps >= o->max_maps;
     bool over = size > o->opts.max_bytes || cl->st.mapped_bytes > o->opts.max_bytes - size;
-    if (over)
+    if (over || too_many)
         cl->st.maps_refused++;
     else
         cl->st.mapped_bytes += size; /* reserved now, returned if the map fails */
     pthread_mutex_unlock(&o->lock);
+    if (too_many) {
+        npv_info(o->ctx, "serve: client %llu: map refused: it has %zu mappings, its most",
+                 (unsigned long long)cl->st.id, cl->nr_maps);
+        return -ENOSPC;
+    }
     if (over) {
         npv_info(o->ctx, "serve: client %llu: map of %llu bytes refused: over its %llu",
                  (unsigned long long)cl->st.id, (unsigned long long)size,
@@ -266,6 +274,64 @@ void owner_client_free(struct owner_client *cl)
     free(cl);
 }
 
+struct refusal {
+    struct npv_owner *o;
+    int fd;
+    int err;
+};
+
+static void *refuse_main(void *arg)
+{
+    struct refusal *rf = arg;
+    struct npv_owner *o = rf->o;
+    npv_vus_refuse_fd(o->ctx, rf->fd, rf->err, 1000);
+    free(rf);
+    pthread_mutex_lock(&o->lock);
+    o->refusing--;
+    pthread_cond_broadcast(&o->done_cond);
+    pthread_mutex_unlock(&o->lock);
+    return NULL;
+}
+
+/*
+ * A refusal waits up to 1 s for the client's VERSION: on the accept loop,
+ * connections that send nothing would hold back every client behind them
+ * until it timed out. Past OWNER_MAX_REFUSING the connection is closed at
+ * once (its open fails without EUSERS, but fails).
+ */
+void owner_refuse(struct npv_owner *o, int fd, int err)
+{
+    pthread_mutex_lock(&o->lock);
+    bool room = o->refusing < OWNER_MAX_REFUSING;
+    if (room)
+        o->refusing++;
+    pthread_mutex_unlock(&o->lock);
+    struct refusal *rf = room ? malloc(sizeof(*rf)) : NULL;
+    int r = -ENOMEM;
+    if (rf != NULL) {
+        *rf = (struct refusal){.o = o, .fd = fd, .err = err};
+        pthread_attr_t attr;
+        pthread_t thread;
+        r = -pthread_attr_init(&attr);
+        if (r == 0) {
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            r = -pthread_create(&thread, &attr, refuse_main, rf);
+            pthread_attr_destroy(&attr);
+        }
+        if (r == 0)
+            return;
+        free(rf);
+    }
+    if (room) {
+        pthread_mutex_lock(&o->lock);
+        o->refusing--;
+        pthread_mutex_unlock(&o->lock);
+    }
+    npv_info(o->ctx, "serve: a connection closed unanswered (%s)",
+             room ? npv_strerror(r) : "too many refusals under way");
+    close(fd);
+}
+
 int owner_client_start(struct npv_owner *o, int fd, pid_t pid, uid_t uid)
 {
     struct owner_client *cl = calloc(1, sizeof(*cl));
@@ -280,7 +346,7 @@ int owner_client_start(struct npv_owner *o, int fd, pid_t pid, uid_t uid)
         /* The owner is stopping: a client that came meanwhile is told so. */
         pthread_mutex_unlock(&o->lock);
         free(cl);
-        npv_vus_refuse_fd(o->ctx, fd, ENODEV, 1000);
+        owner_refuse(o, fd, ENODEV);
         return -ENODEV;
     }
     unsigned slot = NPV_RKNPU_MAX_DOMAINS;
@@ -293,7 +359,7 @@ int owner_client_start(struct npv_owner *o, int fd, pid_t pid, uid_t uid)
         free(cl);
         npv_info(o->ctx, "serve: client pid %d refused: %u clients already", (int)pid,
                  o->opts.max_clients);
-        npv_vus_refuse_fd(o->ctx, fd, EUSERS, 1000);
+        owner_refuse(o, fd, EUSERS);
         return -EUSERS;
     }
     cl->slot = slot;
@@ -353,14 +419,14 @@ int owner_client_start(struct npv_owner *o, int fd, pid_t pid, uid_t uid)
         if (rel != NULL) {
             *rel = (struct owner_req){.kind = OWNER_REQ_RELEASE, .cl = cl, .slot = slot};
             if (owner_request(o, rel, request_deadline(o)) == -ETIMEDOUT) {
-                npv_vus_refuse_fd(o->ctx, fd, -r, 1000);
+                owner_refuse(o, fd, -r);
                 return r; /* the scheduler frees the client with the release */
             }
             free(rel);
         }
     }
     npv_warn(o->ctx, "serve: client pid %d refused: %s", (int)pid, npv_strerror(r));
-    npv_vus_refuse_fd(o->ctx, fd, -r, 1000);
+    owner_refuse(o, fd, -r);
     cl->fd = -1;
     npv_rknpu_model_free(cl->vdev);
     pthread_mutex_lock(&o->lock);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -71,6 +72,18 @@ static void stats_source(void *user, npv_stats_emit_fn emit, void *arg)
     pthread_mutex_unlock(&o->lock);
 }
 
+/* OWNER_MAX_MAPS: one client's share of the owner's fds. */
+static size_t client_max_maps(unsigned max_clients)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        rl.rlim_cur = 1024; /* the usual soft limit */
+    uint64_t fds = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+    uint64_t share = fds > OWNER_FD_RESERVE ? (fds - OWNER_FD_RESERVE) / max_clients : 0;
+    uint64_t maps = share > OWNER_CLIENT_FDS ? share - OWNER_CLIENT_FDS : 0;
+    return maps < OWNER_MAX_MAPS ? (size_t)maps : OWNER_MAX_MAPS;
+}
+
 int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_owner_opts *opts,
                   struct npv_owner **out)
 {
@@ -90,6 +103,12 @@ int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_o
         o->opts.max_jobs = OWNER_VCORES;
     if (o->opts.max_bytes == 0)
         o->opts.max_bytes = NPV_RKNPU_DOMAIN_SIZE;
+    o->max_maps = client_max_maps(o->opts.max_clients);
+    if (o->max_maps < 16)
+        npv_warn(ctx,
+                 "serve: RLIMIT_NOFILE leaves each of %u clients %zu mappings: raise it "
+                 "(ulimit -n) or lower --max-clients",
+                 o->opts.max_clients, o->max_maps);
     o->listener.fd = -1;
     o->last_slot = -1;
     o->reqs_tail = &o->reqs;
@@ -125,17 +144,22 @@ int npv_owner_new(struct npv_ctx *ctx, struct npv_rknpu *npu, const struct npv_o
     return 0;
 }
 
-static void accept_one(struct npv_owner *o)
+/* 0, or accept4's error (the connection, if any, stays queued). */
+static int accept_one(struct npv_owner *o)
 {
     int fd = accept4(o->listener.fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
-        return;
+        return -errno;
     struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
     socklen_t len = sizeof(cred);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         npv_warn(o->ctx, "serve: SO_PEERCRED: %s", npv_strerror(-errno));
     owner_client_start(o, fd, cred.pid, cred.uid);
+    return 0;
 }
+
+/* How long the accept loop leaves a queued connection when it has no fd for it. */
+#define ACCEPT_BACKOFF_MS 100
 
 int npv_owner_run(struct npv_owner *o)
 {
@@ -143,21 +167,39 @@ int npv_owner_run(struct npv_owner *o)
     if (r < 0)
         return r;
     o->sched_started = true;
+    bool backoff = false, starved = false;
     for (;;) {
         struct pollfd p[2] = {
-            {.fd = o->listener.fd, .events = POLLIN},
             {.fd = o->stop_fd, .events = POLLIN},
+            {.fd = o->listener.fd, .events = POLLIN},
         };
-        if (poll(p, 2, -1) < 0) {
+        /*
+         * Out of fds, the connection stays queued and the listener stays
+         * readable: polling it again at once would spin a core until a
+         * client leaves. Only a stop is watched for a while.
+         */
+        int n = poll(p, backoff ? 1 : 2, backoff ? ACCEPT_BACKOFF_MS : -1);
+        if (n < 0) {
             if (errno == EINTR)
                 continue;
             r = -errno;
             break;
         }
-        if (p[1].revents & POLLIN)
-            break;
         if (p[0].revents & POLLIN)
-            accept_one(o);
+            break;
+        if (backoff) {
+            backoff = false;
+            continue;
+        }
+        if (p[1].revents & POLLIN) {
+            int e = accept_one(o);
+            backoff = e == -EMFILE || e == -ENFILE || e == -ENOBUFS || e == -ENOMEM;
+            if (backoff && !starved)
+                npv_warn(o->ctx, "serve: accepting a client: %s: it waits until one leaves",
+                         npv_strerror(e));
+            if (e == 0 || backoff)
+                starved = backoff;
+        }
     }
     /* No new clients; every client's server stops, and its thread releases it. */
     pthread_mutex_lock(&o->lock);
@@ -170,6 +212,9 @@ int npv_owner_run(struct npv_owner *o)
     pthread_join(o->sched_thread, NULL);
     o->sched_started = false;
     pthread_mutex_lock(&o->lock);
+    /* Refusals use the context: each ends within its 1 s. */
+    while (o->refusing != 0)
+        pthread_cond_wait(&o->done_cond, &o->lock);
     if (r == 0)
         r = o->device_err;
     pthread_mutex_unlock(&o->lock);

@@ -65,7 +65,7 @@ struct npv_owner_client_stats {
     uint64_t runs_failed;  /* completed with an error (-EIO: a DMA fault, -ETIMEDOUT, ...) */
     uint64_t runs_dropped; /* abandoned by its own reset, or cancelled when it left */
     uint64_t runs_peak;    /* the most of its runs on the device at once (<= max_jobs) */
-    uint64_t maps_refused; /* over max_bytes, or without an fd */
+    uint64_t maps_refused; /* over max_bytes or its most mappings, or without an fd */
     uint64_t mapped_bytes; /* now */
     uint64_t maps;         /* mappings now */
     uint64_t wait_ns;      /* total time its runs waited in the owner before the device */

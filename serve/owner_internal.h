@@ -13,6 +13,23 @@
 
 #define OWNER_VCORES  3u  /* the virtual RKNPU's cores, as the model's */
 #define OWNER_HISTORY 64u /* departed clients whose counters are kept */
+/*
+ * Mappings of one client: each holds an fd of the owner's (npv_dma_wrap
+ * keeps the client's file open for the device's replays) and an mmap. Each
+ * client may have an equal share of RLIMIT_NOFILE above OWNER_FD_RESERVE
+ * (the owner's own: its device, listener, stats), less OWNER_CLIENT_FDS
+ * (its connection, twin socket and interrupt eventfds), and never more than
+ * OWNER_MAX_MAPS. Model choice.
+ */
+#define OWNER_FD_RESERVE 64u
+#define OWNER_CLIENT_FDS 8u
+#define OWNER_MAX_MAPS   1024u
+/*
+ * Refusals under way at once (each waits up to 1 s for its client's VERSION
+ * on a thread of its own, off the accept loop); past them a connection is
+ * closed without a reply. Model choice.
+ */
+#define OWNER_MAX_REFUSING 32u
 
 /* One run of a virtual core, from its OPERATION_ENABLE edge to its end. */
 struct owner_run {
@@ -81,6 +98,7 @@ struct npv_owner {
     struct npv_ctx *ctx;
     struct npv_rknpu *npu;
     struct npv_owner_opts opts;
+    size_t max_maps; /* mappings one client may have (OWNER_MAX_MAPS) */
     char *socket_path;
     struct npv_unix_listener listener;
     int stop_fd; /* eventfd: npv_owner_stop */
@@ -100,7 +118,8 @@ struct npv_owner {
     /* The driver's counters as the scheduler last read them (it alone may call it). */
     struct npv_rknpu_counters device;
     bool sched_stop;
-    int device_err; /* the device is lost (its error): no run, claim or map reaches it again */
+    unsigned refusing; /* refusal threads still running (npv_owner_run waits for them) */
+    int device_err;    /* the device is lost (its error): no run, claim or map reaches it again */
     struct npv_owner_client_stats history[OWNER_HISTORY];
     unsigned nr_history, history_head;
 
@@ -118,6 +137,11 @@ uint64_t owner_now_ns(void);
 /* client.c */
 /* Serve the accepted connection fd in a new client (a thread of its own); closes fd on error. */
 int owner_client_start(struct npv_owner *o, int fd, pid_t pid, uid_t uid);
+/*
+ * Refuse the accepted connection fd with err (its VERSION answered with
+ * that error) on a thread of its own, so that the accept loop goes on.
+ */
+void owner_refuse(struct npv_owner *o, int fd, int err);
 /* The last of a client (its thread, or the scheduler for an abandoned release). Under no lock. */
 void owner_client_free(struct owner_client *cl);
 

@@ -259,10 +259,6 @@ static unsigned pick_runs(struct npv_owner *o, struct pick *out, unsigned max)
             o->on_device++;
             uint64_t now = owner_now_ns();
             cl->st.wait_ns += now - run->queued_ns;
-            if (o->last_slot != (int)cl->slot) {
-                cl->st.switches++;
-                o->last_slot = (int)cl->slot;
-            }
             out[n++] = (struct pick){.cl = cl, .vcore = v, .run = *run};
             o->turn_runs++;
             took = true;
@@ -378,6 +374,19 @@ static void submit_picked(struct npv_owner *o, const struct pick *p)
             r = npv_rknpu_submit_laid_out(o->npu, &job);
         if (r == -EIO || r == -ENOTCONN || r == -ENODEV)
             device_lost(o, r);
+    }
+    if (r == 0) {
+        /*
+         * A switch is counted where a run of another domain than the last
+         * one reached the driver, which switches before it starts
+         * (driver_job.c schedule): a run it refused switched nothing.
+         */
+        pthread_mutex_lock(&o->lock);
+        if (o->last_slot != (int)p->cl->slot) {
+            p->cl->st.switches++;
+            o->last_slot = (int)p->cl->slot;
+        }
+        pthread_mutex_unlock(&o->lock);
     }
     if (r < 0) {
         check_device(o);

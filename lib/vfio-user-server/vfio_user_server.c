@@ -526,6 +526,14 @@ void npv_vus_serve_conn(struct npv_vus *srv)
 {
     /* When a second client was first seen waiting; 0: none waits. */
     int64_t waiting_since = 0;
+    /*
+     * The spec: VERSION comes first. A client that sends nothing is dropped
+     * after NPV_VUS_MSG_TIMEOUT (5 s, what our client gives its connect and
+     * negotiation by default: dev.c DEFAULT_REQUEST_TIMEOUT_NS): a silent
+     * connection would otherwise hold the server (and an owner's slot and
+     * domain, serve/client.c) for ever. Model choice.
+     */
+    int64_t version_by = npv_vu_now_ns() + NPV_VUS_MSG_TIMEOUT;
     for (;;) {
         /*
          * A client waiting on the listening socket gets a short grace period
@@ -542,6 +550,17 @@ void npv_vus_serve_conn(struct npv_vus *srv)
                 continue;
             }
             timeout_ms = (int)(left / 1000000) + 1;
+        }
+        if (!srv->versioned) {
+            int64_t left = version_by - npv_vu_now_ns();
+            if (left <= 0) {
+                npv_info(srv->ctx, "vfio-user server: dropping client: no VERSION within %lld s",
+                         (long long)(NPV_VUS_MSG_TIMEOUT / 1000000000));
+                break;
+            }
+            int ms = (int)(left / 1000000) + 1;
+            if (timeout_ms < 0 || ms < timeout_ms)
+                timeout_ms = ms;
         }
         struct pollfd p[3] = {
             {.fd = srv->conn_fd, .events = POLLIN},

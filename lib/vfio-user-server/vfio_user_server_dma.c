@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ctx_internal.h"
@@ -159,6 +160,26 @@ int npv_vus_handle_dma_map(struct npv_vus *srv, struct npv_vu_msg *m)
             prot |= PROT_WRITE | PROT_READ;
         if ((d.offset & 4095) != 0 || d.size > (uint64_t)SIZE_MAX || d.offset > INT64_MAX ||
             d.size > (uint64_t)INT64_MAX - d.offset) {
+            r = EINVAL;
+            goto out;
+        }
+        /*
+         * mmap(2) maps past a file's end, and a touch there is SIGBUS: a
+         * client mapping more than its file holds would kill this process
+         * (and an owner's device with it) at the first DMA. A regular file
+         * (memfd, shmem, hugetlbfs, a disk file) must cover the range.
+         */
+        struct stat st;
+        if (fstat(m->fds[0], &st) != 0) {
+            r = errno;
+            goto out;
+        }
+        if (S_ISREG(st.st_mode) && (st.st_size < 0 || d.offset + d.size > (uint64_t)st.st_size)) {
+            npv_debug(srv->ctx,
+                      "vfio-user server: DMA_MAP iova 0x%llx size 0x%llx at offset 0x%llx of a "
+                      "file of 0x%llx bytes: past its end",
+                      (unsigned long long)d.address, (unsigned long long)d.size,
+                      (unsigned long long)d.offset, (unsigned long long)st.st_size);
             r = EINVAL;
             goto out;
         }

@@ -434,6 +434,42 @@ START_TEST(overlapping_dma_map_is_eexist)
 }
 END_TEST
 
+/*
+ * mmap(2) maps past a file's end and a touch there is SIGBUS: a DMA_MAP
+ * larger than its file is refused (EINVAL), so no DMA can kill the server.
+ */
+START_TEST(dma_map_past_the_end_of_its_file_is_refused)
+{
+    int fd = vu_raw_handshake();
+    int mem = memfd_create("vu-raw-short", MFD_CLOEXEC);
+    ck_assert_int_ge(mem, 0);
+    ck_assert_int_eq(ftruncate(mem, 4096), 0);
+    struct npv_vu_dma_map m = {.argsz = sizeof(m),
+                               .flags = NPV_VU_DMA_FLAG_READ | NPV_VU_DMA_FLAG_WRITE,
+                               .address = 0x100000,
+                               .size = 8192};
+    struct npv_vu_msg rep;
+    ck_assert_int_eq(vu_raw_xfer(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), &mem, 1, &rep), 0);
+    ck_assert_msg(rep.hdr.flags & NPV_VU_F_ERROR, "a map past the file's end was accepted");
+    ck_assert_uint_eq(rep.hdr.error, EINVAL);
+    npv_vu_msg_release(&rep);
+    /* The page inside the file is still a map like any other, and so at an offset in it. */
+    m.size = 4096;
+    ck_assert_int_eq(vu_raw_xfer(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), &mem, 1, &rep), 0);
+    ck_assert(!(rep.hdr.flags & NPV_VU_F_ERROR));
+    npv_vu_msg_release(&rep);
+    m.address = 0x200000;
+    m.offset = 4096; /* the whole range past the end */
+    ck_assert_int_eq(vu_raw_xfer(fd, NPV_VU_CMD_DMA_MAP, &m, sizeof(m), &mem, 1, &rep), 0);
+    ck_assert(rep.hdr.flags & NPV_VU_F_ERROR);
+    ck_assert_uint_eq(rep.hdr.error, EINVAL);
+    npv_vu_msg_release(&rep);
+    close(mem);
+    close(fd);
+    vu_hostile_well_formed_client_is_served();
+}
+END_TEST
+
 START_TEST(unmap_not_matching_a_map_is_an_error)
 {
     int fd = vu_raw_handshake();
@@ -569,6 +605,7 @@ void vu_hostile_add_cases(TCase *tc)
     tcase_add_test(tc, bad_irq_index_and_range_are_errors);
     tcase_add_test(tc, overlapping_dma_map_is_eexist);
     tcase_add_test(tc, unmap_not_matching_a_map_is_an_error);
+    tcase_add_test(tc, dma_map_past_the_end_of_its_file_is_refused);
     tcase_add_test(tc, unknown_command_is_enosys);
     tcase_add_test(tc, dma_unmap_all_drops_every_mapping);
     tcase_add_test(tc, unmap_all_with_a_range_or_dirty_bitmap_is_refused);

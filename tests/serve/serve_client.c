@@ -19,26 +19,40 @@
  *                 one more exact matmul: "ok 1"
  *   burst         three matmuls started at once: "accepted N refused M",
  *                 each accepted one exact
- *   orphan [1]    one exact matmul, "ready", wait for a line on stdin (the
- *                 owner is killed meanwhile), then one more: "after E" (its
- *                 error) within the job deadline; with 1, wait for another
- *                 line (a new owner), open again and run: "again ok 1"
- * Exit 0 when the step went as its line says, 1 otherwise, 2 on a usage error.
+ *   shortmap      map a memfd of one page as two pages (the second past the
+ *                 file's end) and run a matmul whose A lies in the second:
+ *                 print "status E" (its error; a read past a file's end
+ *                 cannot succeed)
+ *   hoard N       a raw vfio-user client (no driver): VERSION, then N DMA_MAPs
+ *                 of one 4 KiB memfd page at N IOVAs; print "hoard A refused R err E"
+ *                 (maps accepted, refused, the first refusal's errno), hold them until a line on
+ * stdin orphan [1]    one exact matmul, "ready", wait for a line on stdin (the owner is killed
+ * meanwhile), then one more: "after E" (its error) within the job deadline; with 1, wait for
+ * another line (a new owner), open again and run: "again ok 1" Exit 0 when the step went as its
+ * line says, 1 otherwise, 2 on a usage error.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <npuvfio/ctx.h>
 #include <npuvfio/dev.h>
+#include <npuvfio/dma.h>
 #include <npuvfio/domain.h>
 #include <npuvfio/rknpu.h>
 
+#include "regs.h"
 #include "sample.h"
+#include "vfio_user_msg.h"
 
 #define WAIT_NS 10000000000ull /* 10 s: far beyond any run; a hang is a failure */
 
@@ -181,6 +195,171 @@ static int run_redirected(struct client *c, npv_iova_t iova, bool output)
     return r;
 }
 
+static int wait_line(void);
+
+#define RAW_TIMEOUT_NS (10ll * 1000000000ll)
+
+/* One command on a raw vfio-user connection: 0 (its reply's error in *err), or a transport error.
+ */
+static int raw_call(int sock, uint16_t id, uint16_t cmd, const void *body, size_t len, int fd,
+                    uint32_t *err)
+{
+    struct npv_vu_hdr h = {.msg_id = id, .cmd = cmd};
+    int r = npv_vu_send(sock, &h, body, len, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, RAW_TIMEOUT_NS);
+    struct npv_vu_msg rep;
+    if (r == 0)
+        r = npv_vu_recv(sock, &rep, 1u << 20, 4, RAW_TIMEOUT_NS);
+    if (r == 0) {
+        *err = (rep.hdr.flags & NPV_VU_F_ERROR) ? rep.hdr.error : 0;
+        npv_vu_msg_release(&rep);
+    }
+    return r;
+}
+
+/*
+ * A client speaking the protocol by hand, as any process on the socket may:
+ * n maps of the same page, each one a mapping of its own in the owner.
+ */
+/* Connect and negotiate by hand: the socket, or -1 (said on stdout). */
+static int raw_open(const char *path)
+{
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        printf("connect %d\n", -errno);
+        return -1;
+    }
+    char ver[64] = {0};
+    const char *json = "{\"capabilities\":{\"max_msg_fds\":1}}";
+    memcpy(ver + 4, json, strlen(json) + 1);
+    uint32_t err = 0;
+    int r = raw_call(sock, 1, NPV_VU_CMD_VERSION, ver, 4 + strlen(json) + 1, -1, &err);
+    if (r < 0 || err != 0) {
+        printf("version %d\n", r < 0 ? r : -(int)err);
+        close(sock);
+        return -1;
+    }
+    return sock;
+}
+
+static int hoard(const char *path, unsigned n)
+{
+    int sock = raw_open(path);
+    if (sock < 0)
+        return -1;
+    uint32_t err = 0;
+    int r = 0;
+    int mem = memfd_create("serve-hoard", MFD_CLOEXEC);
+    if (mem < 0 || ftruncate(mem, 4096) != 0) {
+        printf("memfd %d\n", -errno);
+        return -1;
+    }
+    unsigned accepted = 0, refused = 0;
+    uint32_t first_err = 0;
+    for (unsigned i = 0; i < n && r == 0; i++) {
+        struct npv_vu_dma_map m = {.argsz = sizeof(m),
+                                   .flags = NPV_VU_DMA_FLAG_READ | NPV_VU_DMA_FLAG_WRITE,
+                                   .address = 0x100000 + (uint64_t)i * 4096,
+                                   .size = 4096};
+        r = raw_call(sock, (uint16_t)(2 + i), NPV_VU_CMD_DMA_MAP, &m, sizeof(m), mem, &err);
+        if (r == 0 && err == 0)
+            accepted++;
+        else if (r == 0 && refused++ == 0)
+            first_err = err;
+    }
+    printf("hoard %u refused %u err %u\n", accepted, refused, first_err);
+    close(mem);
+    if (r == 0)
+        r = wait_line();
+    close(sock);
+    return r;
+}
+
+/* A 32-bit register write to BAR0 (region 0) on a raw connection: 0 or the error. */
+static int raw_reg_write(int sock, uint16_t id, uint32_t off, uint32_t v)
+{
+    uint8_t buf[sizeof(struct npv_vu_region_access) + 4];
+    struct npv_vu_region_access a = {.offset = off, .region = 0, .count = 4};
+    memcpy(buf, &a, sizeof(a));
+    memcpy(buf + sizeof(a), &v, 4);
+    uint32_t err = 0;
+    int r = raw_call(sock, id, NPV_VU_CMD_REGION_WRITE, buf, sizeof(buf), -1, &err);
+    return r < 0 ? r : -(int)err;
+}
+
+/*
+ * A run no core can take: core 0's PC programmed by hand with TASK_CON's
+ * task number 0, then OPERATION_ENABLE's edge. The virtual core accepts it
+ * (the register rules hold), the real driver refuses it.
+ */
+static int bad_run(const char *path)
+{
+    int sock = raw_open(path);
+    if (sock < 0)
+        return -1;
+    uint32_t pc = RKNPU_CORE_BASE(0);
+    int r = raw_reg_write(sock, 2, pc + RKNPU_PC_BASE_ADDRESS, 0x100000);
+    if (r == 0)
+        r = raw_reg_write(sock, 3, pc + RKNPU_PC_REGISTER_AMOUNTS, 1);
+    if (r == 0)
+        r = raw_reg_write(sock, 4, pc + RKNPU_PC_INTERRUPT_MASK, RKNPU_INT_DPU_DONE);
+    if (r == 0)
+        r = raw_reg_write(sock, 5, pc + RKNPU_PC_TASK_CON, 0);
+    if (r == 0)
+        r = raw_reg_write(sock, 6, pc + RKNPU_PC_OPERATION_ENABLE, RKNPU_PC_OP_EN);
+    printf("started %d\n", r);
+    if (r == 0)
+        r = wait_line();
+    close(sock);
+    return r;
+}
+
+/*
+ * Connect and say nothing, as any process on the socket may: "closed" once
+ * the owner ends the connection, "open" if it still holds it after 30 s.
+ */
+static int silent(const char *path)
+{
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        printf("connect %d\n", -errno);
+        return -1;
+    }
+    struct pollfd p = {.fd = sock, .events = POLLIN};
+    char b;
+    bool closed = poll(&p, 1, 30000) == 1 && read(sock, &b, 1) <= 0;
+    printf("%s\n", closed ? "closed" : "open");
+    close(sock);
+    return closed ? 0 : -1;
+}
+
+/*
+ * n connections that send nothing, held until a line on stdin: "held N"
+ * (those the socket's backlog took at once; the others are given up).
+ */
+static int silent_many(const char *path, unsigned n)
+{
+    int socks[64];
+    unsigned held = 0;
+    for (unsigned i = 0; i < n && i < 64; i++) {
+        int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        if (sock >= 0 && connect(sock, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+            socks[held++] = sock;
+        else if (sock >= 0)
+            close(sock);
+    }
+    printf("held %u\n", held);
+    int r = wait_line();
+    for (unsigned i = 0; i < held; i++)
+        close(socks[i]);
+    return r;
+}
+
 static int wait_line(void)
 {
     char line[64];
@@ -194,6 +373,14 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argv[2];
     unsigned long long arg = argc > 3 ? strtoull(argv[3], NULL, 0) : 0;
+    if (strcmp(mode, "hoard") == 0)
+        return hoard(argv[1], (unsigned)arg) == 0 ? 0 : 1;
+    if (strcmp(mode, "silentmany") == 0)
+        return silent_many(argv[1], (unsigned)arg) == 0 ? 0 : 1;
+    if (strcmp(mode, "silent") == 0)
+        return silent(argv[1]) == 0 ? 0 : 1;
+    if (strcmp(mode, "badrun") == 0)
+        return bad_run(argv[1]) == 0 ? 0 : 1;
     struct client c = {0};
     if (client_open(argv[1], &c) < 0) {
         client_close(&c);
@@ -305,6 +492,33 @@ int main(int argc, char **argv)
         for (unsigned k = 0; k < 3; k++)
             if (s[k] != NULL)
                 rknpu_sample_mm_free(s[k]);
+    } else if (strcmp(mode, "shortmap") == 0) {
+        /*
+         * mmap lets a mapping run past its file's end; touching that part
+         * is SIGBUS. Our driver maps it as any shared memory (the pages are
+         * never touched here), and the owner must not let it reach a
+         * process that would touch it.
+         */
+        int mfd = memfd_create("serve-shortmap", MFD_CLOEXEC);
+        void *p = MAP_FAILED;
+        if (mfd >= 0 && ftruncate(mfd, 4096) == 0)
+            p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+        struct npv_dma *dma = NULL;
+        struct npv_rknpu_mem *m = NULL;
+        int r = p != MAP_FAILED ? npv_dma_wrap(c.ctx, p, 8192, mfd, 0, 0, &dma) : -errno;
+        if (r == 0)
+            r = npv_rknpu_mem_wrap(c.npu, dma, 0, &m);
+        if (r == 0)
+            r = run_redirected(&c, npv_rknpu_mem_iova(m) + 4096, false);
+        printf("status %d\n", r);
+        ok = 1;
+        if (m != NULL)
+            npv_rknpu_mem_unwrap(m);
+        npv_dma_free(dma);
+        if (p != MAP_FAILED)
+            munmap(p, 8192);
+        if (mfd >= 0)
+            close(mfd);
     } else if (strcmp(mode, "orphan") == 0) {
         struct rknpu_sample_mm *s;
         if (exact_runs(&c, 1, 13) == 0 && rknpu_sample_mm_new(c.npu, &SHAPE, 0, 0, 5, &s) == 0) {

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -456,6 +457,168 @@ END_TEST
  * The owner dies: a client's next run fails with an error within its
  * deadline, never hangs; a restarted owner on the same socket serves again.
  */
+/*
+ * A client maps a memfd of one page as two (mmap allows a mapping past its
+ * file's end; touching that part is SIGBUS) and runs a matmul that reads the
+ * page past the end. It fails, and only its own run: the owner's device
+ * (the model, a process that maps what the owner maps for it) does not die
+ * of SIGBUS, so the other clients go on and the owner stops cleanly.
+ */
+START_TEST(a_map_past_the_end_of_its_file_fails_that_client_only)
+{
+    struct proc o, bad, ctl;
+    owner_start(&o, NULL);
+    client(&bad, "shortmap", NULL);
+    char line[128];
+    ck_assert_msg(next_line(&bad, line, sizeof(line)), "shortmap: no line");
+    ck_assert_msg(strncmp(line, "status -", 8) == 0, "shortmap: \"%s\", wanted a failure", line);
+    expect_exit_ok(&bad, "shortmap");
+    client(&ctl, "runs", "3");
+    expect_line(&ctl, "ok 3", "control");
+    expect_exit_ok(&ctl, "control");
+    struct row rows[4];
+    size_t n = owner_stop(&o, rows, 4);
+    ck_assert_uint_eq(row_of(rows, n, ctl.pid)->ok, 3);
+}
+END_TEST
+
+/*
+ * Every mapping of a client holds an fd of the owner's. A client mapping one
+ * page at many IOVAs (a raw vfio-user client: any process on the socket) is
+ * refused past its share (ENOSPC, counted), and the owner keeps the fds to
+ * accept and serve another client. The owner runs with 128 fds and two
+ * clients at most, so the share is small: (128 - 64) / 2 - 8 = 24 maps.
+ */
+START_TEST(a_client_hoarding_mappings_leaves_the_owner_fds_for_the_others)
+{
+    struct proc o, h, ctl;
+    struct rlimit old, low;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    low = old;
+    low.rlim_cur = 128;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    static const char *const two[] = {"--max-clients", "2", NULL};
+    owner_start(&o, two);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0); /* the clients' own */
+    client(&h, "hoard", "200");
+    char line[128];
+    unsigned accepted = 0, refused = 0;
+    int err = 0;
+    ck_assert_msg(next_line(&h, line, sizeof(line)), "hoarder: no line");
+    ck_assert_msg(sscanf(line, "hoard %u refused %u err %d", &accepted, &refused, &err) == 3,
+                  "hoarder: \"%s\"", line);
+    ck_assert_uint_eq(accepted + refused, 200);
+    ck_assert_uint_eq(accepted, 24);
+    ck_assert_int_eq(err, ENOSPC);
+    /* While it holds them, another client connects, maps and runs exact. */
+    client(&ctl, "runs", "3");
+    expect_line(&ctl, "ok 3", "control");
+    expect_exit_ok(&ctl, "control");
+    ck_assert_int_eq(write(h.in, "go\n", 3), 3);
+    expect_exit_ok(&h, "hoarder");
+    struct row rows[4];
+    size_t n = owner_stop(&o, rows, 4);
+    ck_assert_uint_eq(row_of(rows, n, h.pid)->refused, refused);
+    ck_assert_uint_eq(row_of(rows, n, ctl.pid)->refused, 0);
+}
+END_TEST
+
+/*
+ * A run the driver refuses (a client's TASK_CON of no task) never reached
+ * the device: it is a failed run of its client and no switch to its domain,
+ * so the clients' switches add up to the device's.
+ */
+START_TEST(a_run_the_driver_refuses_counts_no_switch)
+{
+    struct proc o, bad, ctl;
+    owner_start(&o, NULL);
+    client(&bad, "badrun", NULL);
+    expect_line(&bad, "started 0", "bad run");
+    client(&ctl, "runs", "2");
+    expect_line(&ctl, "ok 2", "control");
+    expect_exit_ok(&ctl, "control");
+    /* The device's switches (its driver's count) against the clients' own. */
+    static char json[65536];
+    stats_json(json, sizeof(json));
+    const char *owner_at = strstr(json, "\"owner\":{");
+    ck_assert_ptr_nonnull(owner_at);
+    const char *sw = strstr(owner_at, "\"domain_switches\":");
+    ck_assert_ptr_nonnull(sw);
+    unsigned long long device_switches = strtoull(sw + strlen("\"domain_switches\":"), NULL, 10);
+    unsigned long long bad_switches = stats_counter(json, bad.pid, "switches");
+    unsigned long long ctl_switches = stats_counter(json, ctl.pid, "switches");
+    ck_assert_uint_eq(bad_switches, 0);
+    ck_assert_uint_eq(bad_switches + ctl_switches, device_switches);
+    ck_assert_int_eq(write(bad.in, "go\n", 3), 3);
+    expect_exit_ok(&bad, "bad run");
+    struct row rows[4];
+    size_t n = owner_stop(&o, rows, 4);
+    ck_assert_uint_eq(row_of(rows, n, bad.pid)->runs, 1);
+    ck_assert_uint_eq(row_of(rows, n, bad.pid)->failed, 1);
+    ck_assert_uint_eq(row_of(rows, n, bad.pid)->switches, 0);
+}
+END_TEST
+
+/*
+ * A connection that never sends VERSION (any process on the socket can
+ * make one) does not keep a client's slot and domain: the owner drops it
+ * (the spec: VERSION comes first), and the slot serves the next client.
+ * --max-clients 1: the silent connection holds the only slot until then.
+ */
+START_TEST(a_connection_that_never_negotiates_gives_its_slot_back)
+{
+    struct proc o, quiet, next;
+    static const char *const one[] = {"--max-clients", "1", NULL};
+    owner_start(&o, one);
+    client(&quiet, "silent", NULL);
+    expect_line(&quiet, "closed", "silent connection");
+    expect_exit_ok(&quiet, "silent connection");
+    /* Its slot comes back once the owner has released it (until then: -EUSERS). */
+    char line[128] = "";
+    for (int tries = 0; tries < 500; tries++) {
+        client(&next, "runs", "1");
+        ck_assert(next_line(&next, line, sizeof(line)));
+        if (strcmp(line, "open -87") != 0)
+            break;
+        reap(&next);
+        usleep(10000);
+    }
+    ck_assert_str_eq(line, "ok 1");
+    expect_exit_ok(&next, "next client");
+    struct row rows[4];
+    owner_stop(&o, rows, 4);
+}
+END_TEST
+
+/*
+ * With every slot taken, connections that send nothing queue up before a
+ * client that speaks: it is still told EUSERS at once, not left to time out
+ * behind them (the owner waits for each one's VERSION off its accept loop).
+ */
+START_TEST(silent_connections_do_not_delay_the_refusal_of_the_next_client)
+{
+    struct proc o, c1, quiet, extra;
+    static const char *const one[] = {"--max-clients", "1", NULL};
+    owner_start(&o, one);
+    client(&c1, "orphan", NULL);
+    expect_line(&c1, "ready", "first");
+    client(&quiet, "silentmany", "12");
+    char line[128];
+    ck_assert(next_line(&quiet, line, sizeof(line)));
+    ck_assert_msg(strncmp(line, "held ", 5) == 0 && atoi(line + 5) >= 8, "silent: \"%s\"", line);
+    client(&extra, "runs", "1");
+    expect_line(&extra, "open -87", "a client behind them"); /* -EUSERS, not -ETIMEDOUT */
+    reap(&extra);
+    ck_assert_int_eq(write(quiet.in, "go\n", 3), 3);
+    expect_exit_ok(&quiet, "silent connections");
+    ck_assert_int_eq(write(c1.in, "go\n", 3), 3);
+    expect_line(&c1, "after 0", "first");
+    reap(&c1);
+    struct row rows[4];
+    owner_stop(&o, rows, 4);
+}
+END_TEST
+
 /* Who may connect is the socket's mode: 0600 by default, 0660 and the group with --group. */
 START_TEST(the_socket_admits_the_owners_user_or_its_group)
 {
@@ -598,6 +761,11 @@ int main(void)
     tcase_add_test(tc, an_owner_that_dies_fails_its_clients_and_a_new_one_serves);
     tcase_add_test(tc, a_client_in_a_released_slot_counts_its_first_switch);
     tcase_add_test(tc, a_lost_device_stops_the_owner_and_fails_its_clients);
+    tcase_add_test(tc, a_map_past_the_end_of_its_file_fails_that_client_only);
+    tcase_add_test(tc, a_client_hoarding_mappings_leaves_the_owner_fds_for_the_others);
+    tcase_add_test(tc, a_run_the_driver_refuses_counts_no_switch);
+    tcase_add_test(tc, a_connection_that_never_negotiates_gives_its_slot_back);
+    tcase_add_test(tc, silent_connections_do_not_delay_the_refusal_of_the_next_client);
     suite_add_tcase(s, tc);
     return npv_test_run(s);
 }
