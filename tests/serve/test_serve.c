@@ -454,10 +454,6 @@ START_TEST(a_client_in_a_released_slot_counts_its_first_switch)
 END_TEST
 
 /*
- * The owner dies: a client's next run fails with an error within its
- * deadline, never hangs; a restarted owner on the same socket serves again.
- */
-/*
  * A client maps a memfd of one page as two (mmap allows a mapping past its
  * file's end; touching that part is SIGBUS) and runs a matmul that reads the
  * page past the end. It fails, and only its own run: the owner's device
@@ -641,6 +637,10 @@ START_TEST(the_socket_admits_the_owners_user_or_its_group)
 }
 END_TEST
 
+/*
+ * The owner dies: a client's next run fails with an error within its
+ * deadline, never hangs; a restarted owner on the same socket serves again.
+ */
 START_TEST(an_owner_that_dies_fails_its_clients_and_a_new_one_serves)
 {
     struct proc o, orphan, o2, fresh, dup;
