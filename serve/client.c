@@ -274,6 +274,20 @@ void owner_client_free(struct owner_client *cl)
     free(cl);
 }
 
+/* A thread nobody joins: 0 or a negative errno. */
+static int start_detached(void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t attr;
+    pthread_t thread;
+    int r = -pthread_attr_init(&attr);
+    if (r == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        r = -pthread_create(&thread, &attr, fn, arg);
+        pthread_attr_destroy(&attr);
+    }
+    return r;
+}
+
 struct refusal {
     struct npv_owner *o;
     int fd;
@@ -310,14 +324,7 @@ void owner_refuse(struct npv_owner *o, int fd, int err)
     int r = -ENOMEM;
     if (rf != NULL) {
         *rf = (struct refusal){.o = o, .fd = fd, .err = err};
-        pthread_attr_t attr;
-        pthread_t thread;
-        r = -pthread_attr_init(&attr);
-        if (r == 0) {
-            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-            r = -pthread_create(&thread, &attr, refuse_main, rf);
-            pthread_attr_destroy(&attr);
-        }
+        r = start_detached(refuse_main, rf);
         if (r == 0)
             return;
         free(rf);
@@ -400,14 +407,7 @@ int owner_client_start(struct npv_owner *o, int fd, pid_t pid, uid_t uid)
          * maybe before pthread_create returns here (TSan, npuvfio-serve-bench).
          */
         unsigned long long id = (unsigned long long)cl->st.id;
-        pthread_attr_t attr;
-        pthread_t thread;
-        r = -pthread_attr_init(&attr);
-        if (r == 0) {
-            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-            r = -pthread_create(&thread, &attr, client_main, cl);
-            pthread_attr_destroy(&attr);
-        }
+        r = start_detached(client_main, cl);
         if (r == 0) {
             npv_info(o->ctx, "serve: client %llu (pid %d, uid %d) in domain %u", id, (int)pid,
                      (int)uid, slot);

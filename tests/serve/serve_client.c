@@ -216,20 +216,27 @@ static int raw_call(int sock, uint16_t id, uint16_t cmd, const void *body, size_
     return r;
 }
 
-/*
- * A client speaking the protocol by hand, as any process on the socket may:
- * n maps of the same page, each one a mapping of its own in the owner.
- */
-/* Connect and negotiate by hand: the socket, or -1 (said on stdout). */
-static int raw_open(const char *path)
+/* Connect to the owner's socket: the socket, or -1 ("connect E" on stdout). */
+static int raw_connect(const char *path)
 {
     int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
     if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         printf("connect %d\n", -errno);
+        if (sock >= 0)
+            close(sock);
         return -1;
     }
+    return sock;
+}
+
+/* Connect and negotiate by hand: the socket, or -1 (said on stdout). */
+static int raw_open(const char *path)
+{
+    int sock = raw_connect(path);
+    if (sock < 0)
+        return -1;
     char ver[64] = {0};
     const char *json = "{\"capabilities\":{\"max_msg_fds\":1}}";
     memcpy(ver + 4, json, strlen(json) + 1);
@@ -243,6 +250,10 @@ static int raw_open(const char *path)
     return sock;
 }
 
+/*
+ * A client speaking the protocol by hand, as any process on the socket may:
+ * n maps of the same page, each one a mapping of its own in the owner.
+ */
 static int hoard(const char *path, unsigned n)
 {
     int sock = raw_open(path);
@@ -321,13 +332,9 @@ static int bad_run(const char *path)
  */
 static int silent(const char *path)
 {
-    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-    if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        printf("connect %d\n", -errno);
+    int sock = raw_connect(path);
+    if (sock < 0)
         return -1;
-    }
     struct pollfd p = {.fd = sock, .events = POLLIN};
     char b;
     bool closed = poll(&p, 1, 30000) == 1 && read(sock, &b, 1) <= 0;
